@@ -1,0 +1,78 @@
+// Package backend is the small set of ops a model family's forward pass is
+// written against (DESIGN.md §1). The CPU backend executes each op at once;
+// the Metal backend encodes them into a command buffer and runs at Sync.
+package backend
+
+import (
+	"nibble/engine/ggml"
+	"nibble/engine/kv"
+)
+
+// Tensor is a backend-owned buffer of float32 activations.
+type Tensor interface {
+	Len() int
+}
+
+// Weight is one tensor of the model file: a read-only view into the mapped
+// GGUF. Cols is ne[0] (the contiguous dimension), Rows the product of the rest.
+type Weight struct {
+	Name       string
+	Type       ggml.Type
+	Rows, Cols int
+	Data       []byte
+}
+
+// RoPE describes rotary position embedding for one model.
+type RoPE struct {
+	Neox        bool      // rotate (x[i], x[i+d/2]) instead of adjacent pairs
+	Dims        int       // rotated dimensions per head (usually the head dim)
+	Base        float32   // theta base
+	FreqFactors []float32 // per-pair divisors (Llama 3.1 rope_freqs), or nil
+	PosScale    float32   // linear position scale (1 = none)
+}
+
+// Attention describes the attention geometry of one layer.
+type Attention struct {
+	Heads, KVHeads, HeadDim int
+	Scale                   float32 // usually 1/sqrt(HeadDim)
+	Window                  int     // sliding window in tokens; 0 = full causal
+}
+
+// KVCache is a backend-owned cache created by NewKVCache.
+type KVCache interface {
+	Config() kv.Config
+	Bytes() int64
+}
+
+// Backend executes the forward-pass ops. Row-major layouts throughout: a
+// tensor of rows×n holds row r at [r*n, (r+1)*n).
+type Backend interface {
+	Name() string
+	// Alloc returns a zeroed tensor of n floats; every byte a backend
+	// allocates (tensors, caches, workspaces) is counted in AllocatedBytes.
+	Alloc(n int) Tensor
+	AllocatedBytes() int64
+	NewKVCache(cfg kv.Config, maxBatch int) (KVCache, error)
+
+	Embed(dst Tensor, table *Weight, tokens []int32)
+	RMSNorm(dst, x Tensor, w *Weight, eps float32, rows int)
+	// MatMul: dst[r] = W·x[r] for r < rows; dst rows are W.Rows wide.
+	MatMul(dst Tensor, w *Weight, x Tensor, rows int)
+	AddBias(x Tensor, b *Weight, rows int)
+	// RoPE rotates rows of `heads` heads, row r at position pos[r].
+	RoPE(x Tensor, heads, headDim, rows int, pos []int32, r *RoPE)
+	// KVStore writes rows of K and V (KVHeads*HeadDim wide) at pos..pos+rows-1.
+	KVStore(c KVCache, layer int, k, v Tensor, pos, rows int)
+	// AttendDecode: one query row against the first n cached positions.
+	AttendDecode(out, q Tensor, c KVCache, layer, n int, a *Attention)
+	// AttendPrefill: rows query rows at positions past..past+rows-1 against
+	// the cached prefix [0, past) and the new k/v rows (causal).
+	AttendPrefill(out, q, k, v Tensor, c KVCache, layer, past, rows int, a *Attention)
+	SwiGLU(dst, gate, up Tensor, n int)
+	Add(dst, x Tensor, n int)
+	Copy(dst Tensor, dstOff int, src Tensor, srcOff, n int)
+	// Read copies n=len(dst) floats starting at off out of src (after Sync).
+	Read(dst []float32, src Tensor, off int)
+	Sync() error
+	Close() error
+}

@@ -1,0 +1,94 @@
+// Package kv is Nibble's preallocated key/value cache (DESIGN.md §2): per
+// layer, K and V stored separately in [kv_head][position] order as f16, q8
+// or q4 (per-group asymmetric, MLX nibble order).
+package kv
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Type is the element format of the cache.
+type Type uint8
+
+const (
+	F16 Type = iota
+	Q8
+	Q4
+)
+
+// Types lists every cache type, in the order reports show them.
+var Types = []Type{F16, Q8, Q4}
+
+func (t Type) String() string {
+	switch t {
+	case F16:
+		return "f16"
+	case Q8:
+		return "q8"
+	case Q4:
+		return "q4"
+	}
+	return fmt.Sprintf("kv(%d)", uint8(t))
+}
+
+// ParseType accepts f16, q8 (q8_0) and q4 (q4_0, int4).
+func ParseType(s string) (Type, error) {
+	switch strings.ToLower(s) {
+	case "f16":
+		return F16, nil
+	case "q8", "q8_0", "int8":
+		return Q8, nil
+	case "q4", "q4_0", "int4":
+		return Q4, nil
+	}
+	return 0, fmt.Errorf("unknown KV cache type %q (want f16, q8 or q4)", s)
+}
+
+// DefaultGroupSize is the quantization group along the head dimension.
+const DefaultGroupSize = 32
+
+// Config fixes the shape of a cache.
+type Config struct {
+	Type      Type
+	GroupSize int // elements per scale/bias group (q8, q4): 32 or 64
+	Layers    int
+	KVHeads   int
+	HeadDim   int
+	Ctx       int // positions preallocated per layer
+}
+
+// BytesPerTokenHead is the storage for one position of one kv head, for K or
+// for V alone: f16 2D; q8 D + 4D/gs; q4 D/2 + 4D/gs (a half2 per group).
+func BytesPerTokenHead(t Type, headDim, groupSize int) int {
+	switch t {
+	case Q8:
+		return headDim + 4*headDim/groupSize
+	case Q4:
+		return headDim/2 + 4*headDim/groupSize
+	default:
+		return 2 * headDim
+	}
+}
+
+// Validate reports a config the cache cannot store.
+func (c Config) Validate() error {
+	switch {
+	case c.Type > Q4:
+		return fmt.Errorf("kv: unknown type %d", c.Type)
+	case c.Layers <= 0 || c.KVHeads <= 0 || c.Ctx <= 0:
+		return fmt.Errorf("kv: layers %d, kv heads %d and context %d must be positive", c.Layers, c.KVHeads, c.Ctx)
+	case c.HeadDim <= 0 || c.HeadDim%8 != 0:
+		return fmt.Errorf("kv: head dim %d must be a positive multiple of 8", c.HeadDim)
+	case c.Type != F16 && c.GroupSize != 32 && c.GroupSize != 64:
+		return fmt.Errorf("kv: group size %d not supported (32 or 64)", c.GroupSize)
+	case c.Type != F16 && c.HeadDim%c.GroupSize != 0:
+		return fmt.Errorf("kv: head dim %d is not a multiple of group size %d", c.HeadDim, c.GroupSize)
+	}
+	return nil
+}
+
+// Bytes is the exact size of the cache: n_layer·n_kv_head·ctx·2·bytes_per_token_head.
+func (c Config) Bytes() int64 {
+	return int64(c.Layers) * int64(c.KVHeads) * int64(c.Ctx) * 2 * int64(BytesPerTokenHead(c.Type, c.HeadDim, c.GroupSize))
+}
