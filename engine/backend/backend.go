@@ -52,7 +52,8 @@ type Backend interface {
 	// allocates (tensors, caches, workspaces) is counted in AllocatedBytes.
 	Alloc(n int) Tensor
 	AllocatedBytes() int64
-	NewKVCache(cfg kv.Config, maxBatch int) (KVCache, error)
+	// NewKVCache allocates the cache and the attention workspace for it.
+	NewKVCache(cfg kv.Config, a *Attention, maxBatch int) (KVCache, error)
 
 	Embed(dst Tensor, table *Weight, tokens []int32)
 	RMSNorm(dst, x Tensor, w *Weight, eps float32, rows int)

@@ -26,12 +26,12 @@ func TestRoundingTiesToEven(t *testing.T) {
 		in   float32
 		want float32
 	}{
-		{1 + 1.0/2048, 1},              // halfway between 1 and next: even is 1
-		{1 + 3.0/2048, 1 + 4.0/2048},   // halfway, odd below: rounds up
-		{65519, 65504},                 // below overflow threshold
-		{65520, float32(math.Inf(1))},  // overflow
+		{1 + 1.0/2048, 1},                              // halfway between 1 and next: even is 1
+		{1 + 3.0/2048, 1 + 4.0/2048},                   // halfway, odd below: rounds up
+		{65519, 65504},                                 // below overflow threshold
+		{65520, float32(math.Inf(1))},                  // overflow
 		{5.960464477539063e-08, 5.960464477539063e-08}, // smallest subnormal
-		{2.9802322387695312e-08, 0},    // exactly half of it: ties to even (0)
+		{2.9802322387695312e-08, 0},                    // exactly half of it: ties to even (0)
 		{-0.0, 0},
 	}
 	for _, c := range cases {

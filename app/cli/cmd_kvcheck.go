@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"nibble/engine"
+	"nibble/engine/cpu"
+	"nibble/engine/kv"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "kvcheck",
+		Usage: "-m MODEL --prompt-file F [--batch 1] [--greedy 24] [--kv-group 32] [--json]",
+		Run:   kvcheckCmd,
+	})
+}
+
+func kvcheckCmd(env *Env, args []string) error {
+	fs := NewFlags(env, "kvcheck")
+	path := fs.String("m", "", "model `FILE.gguf`")
+	promptFile := fs.String("prompt-file", "", "prompt `FILE`")
+	batch := fs.Int("batch", 1, "prompt rows per forward call (1: every position reads the quantized cache)")
+	greedy := fs.Int("greedy", 24, "greedy continuation length compared")
+	group := fs.Int("kv-group", kv.DefaultGroupSize, "quantization group: 32 or 64")
+	threads := fs.Int("threads", 0, "CPU threads")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *path == "" || *promptFile == "" {
+		return fmt.Errorf("%w: need -m MODEL and --prompt-file F", ErrUsage)
+	}
+	if *group != 32 && *group != 64 {
+		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
+	}
+	text, err := os.ReadFile(*promptFile)
+	if err != nil {
+		return fmt.Errorf("read prompt: %w", err)
+	}
+	m, err := engine.LoadModel(*path)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	b := cpu.New(*threads)
+	defer b.Close()
+	ids := m.EncodePrompt(string(text))
+	res, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
+		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group})
+	if err != nil {
+		return err
+	}
+	types := map[string]*engine.KVQuality{}
+	for t, q := range res {
+		types[t.String()] = q
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(*path), "tokens": len(ids),
+			"batch": *batch, "kv_group": *group, "types": types})
+	}
+	fmt.Fprintf(env.Stdout, "%s, %d prompt tokens, KV vs f16 (group %d):\n", filepath.Base(*path), len(ids), *group)
+	fmt.Fprintf(env.Stdout, "%-4s %10s %8s %10s %8s\n", "kv", "cosine", "top-1", "max|Δ|", "greedy")
+	for _, t := range []kv.Type{kv.Q8, kv.Q4} {
+		q := res[t]
+		fmt.Fprintf(env.Stdout, "%-4s %10.6f %7.1f%% %10.4f %5d/%d\n", t, q.Cosine, 100*q.Top1Agreement, q.MaxAbsDLogit, q.GreedyAgree, q.GreedyTotal)
+	}
+	return nil
+}

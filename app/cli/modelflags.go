@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+
+	"nibble/engine"
+	"nibble/engine/cpu"
+	"nibble/engine/kv"
+)
+
+// modelFlags are the options every model-running command shares.
+type modelFlags struct {
+	path    string
+	threads int
+	ctx     int
+	batch   int
+	kvType  string
+	kvGroup int
+}
+
+func (mf *modelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&mf.path, "m", "", "model `FILE.gguf`")
+	fs.StringVar(&mf.path, "model", "", "model `FILE.gguf`")
+	fs.IntVar(&mf.threads, "threads", 0, "CPU threads (0 = all cores)")
+	fs.IntVar(&mf.threads, "t", 0, "CPU threads (0 = all cores)")
+	fs.IntVar(&mf.ctx, "ctx", 0, "context budget in tokens (0 = min(trained, 4096))")
+	fs.IntVar(&mf.ctx, "c", 0, "context budget in tokens")
+	fs.IntVar(&mf.batch, "batch", 512, "prefill batch size")
+	fs.StringVar(&mf.kvType, "kv", "q4", "KV cache type: f16, q8 or q4")
+	fs.IntVar(&mf.kvGroup, "kv-group", kv.DefaultGroupSize, "KV quantization group: 32 or 64")
+}
+
+func (mf *modelFlags) options() (engine.Options, error) {
+	t, err := kv.ParseType(mf.kvType)
+	if err != nil {
+		return engine.Options{}, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if mf.kvGroup != 32 && mf.kvGroup != 64 {
+		return engine.Options{}, fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
+	}
+	return engine.Options{Ctx: mf.ctx, Batch: mf.batch, KV: t, KVGroup: mf.kvGroup}, nil
+}
+
+// open loads the model and starts a session on the CPU backend.
+func (mf *modelFlags) open() (*engine.Session, func(), error) {
+	if mf.path == "" {
+		return nil, nil, fmt.Errorf("%w: -m MODEL is required", ErrUsage)
+	}
+	o, err := mf.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := engine.LoadModel(mf.path)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := cpu.New(mf.threads)
+	s, err := engine.NewSession(m, b, o)
+	if err != nil {
+		b.Close()
+		m.Close()
+		return nil, nil, err
+	}
+	return s, func() { b.Close(); m.Close() }, nil
+}

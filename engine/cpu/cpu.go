@@ -1,0 +1,244 @@
+// Package cpu is the reference backend: every op runs at once on Go worker
+// goroutines. Its kernels are the twins the Metal kernels are tested against.
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+
+	"nibble/engine/attention"
+	"nibble/engine/backend"
+	"nibble/engine/ggml"
+	"nibble/engine/kv"
+	"nibble/engine/parallel"
+	"nibble/engine/quant"
+)
+
+// Backend implements backend.Backend on the CPU.
+type Backend struct {
+	pool      *parallel.Pool
+	allocated atomic.Int64
+	err       error // first kernel error, reported at Sync
+}
+
+// New returns a CPU backend running on threads goroutines (<= 0: all cores).
+func New(threads int) *Backend { return &Backend{pool: parallel.NewPool(threads)} }
+
+// Tensor is a CPU activation buffer.
+type Tensor struct{ D []float32 }
+
+// Len is the number of floats.
+func (t *Tensor) Len() int { return len(t.D) }
+
+func f(t backend.Tensor) []float32 { return t.(*Tensor).D }
+
+func (b *Backend) Name() string { return "cpu" }
+
+// Threads is the worker count.
+func (b *Backend) Threads() int { return b.pool.Threads() }
+
+// Pool exposes the worker pool (benchmarks share it).
+func (b *Backend) Pool() *parallel.Pool { return b.pool }
+
+func (b *Backend) Alloc(n int) backend.Tensor {
+	b.allocated.Add(4 * int64(n))
+	return &Tensor{D: make([]float32, n)}
+}
+
+// AllocBytes hands out counted raw memory (caches, workspaces).
+func (b *Backend) AllocBytes(n int) []byte {
+	b.allocated.Add(int64(n))
+	return make([]byte, n)
+}
+
+func (b *Backend) AllocatedBytes() int64 { return b.allocated.Load() }
+
+type kvCache struct {
+	c  *kv.Cache
+	ws *attention.Workspace
+	p  attention.Params
+}
+
+func (k *kvCache) Config() kv.Config { return k.c.Config() }
+func (k *kvCache) Bytes() int64      { return k.c.Bytes() }
+
+// Cache exposes the underlying kv.Cache (tests, kvcheck).
+func Cache(c backend.KVCache) *kv.Cache { return c.(*kvCache).c }
+
+func attnParams(a *backend.Attention) attention.Params {
+	return attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window}
+}
+
+func (b *Backend) NewKVCache(cfg kv.Config, a *backend.Attention, maxBatch int) (backend.KVCache, error) {
+	c, err := kv.New(cfg, b.AllocBytes)
+	if err != nil {
+		return nil, err
+	}
+	p := attnParams(a)
+	ws := attention.NewWorkspace(p, cfg.Ctx, maxBatch, b.pool.Threads(), b.AllocBytes)
+	return &kvCache{c: c, ws: ws, p: p}, nil
+}
+
+// WorkspaceBytes is what NewKVCache allocates besides the cache itself.
+func WorkspaceBytes(a *backend.Attention, ctx, maxBatch, threads int) int64 {
+	return attention.WorkspaceBytes(attnParams(a), ctx, maxBatch, threads)
+}
+
+func matrix(w *backend.Weight) quant.Matrix {
+	return quant.Matrix{Type: w.Type, Rows: w.Rows, Cols: w.Cols, Data: w.Data}
+}
+
+func (b *Backend) fail(err error) {
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *Backend) Embed(dst backend.Tensor, table *backend.Weight, tokens []int32) {
+	d := f(dst)
+	m := matrix(table)
+	for i, t := range tokens {
+		if t < 0 || int(t) >= table.Rows {
+			b.fail(fmt.Errorf("embed: token %d outside vocabulary of %d", t, table.Rows))
+			return
+		}
+		b.fail(quant.DequantizeRow(m, int(t), d[i*table.Cols:(i+1)*table.Cols]))
+	}
+}
+
+// weightF32 returns a small F32 weight (norms, biases) as floats.
+func weightF32(w *backend.Weight) []float32 {
+	if w.Type != ggml.F32 {
+		return nil
+	}
+	return unsafeF32(w.Data)
+}
+
+func (b *Backend) vector(w *backend.Weight) []float32 {
+	if v := weightF32(w); v != nil {
+		return v
+	}
+	v := make([]float32, w.Rows*w.Cols)
+	b.fail(quant.Dequantize(w.Type, v, w.Data))
+	return v
+}
+
+func (b *Backend) RMSNorm(dst, x backend.Tensor, w *backend.Weight, eps float32, rows int) {
+	d, s, g := f(dst), f(x), b.vector(w)
+	n := len(g)
+	b.pool.For(rows, 1, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row, out := s[r*n:(r+1)*n], d[r*n:(r+1)*n]
+			var sum float64
+			for _, v := range row {
+				sum += float64(v) * float64(v)
+			}
+			scale := float32(1 / math.Sqrt(sum/float64(n)+float64(eps)))
+			for i, v := range row {
+				out[i] = v * scale * g[i]
+			}
+		}
+	})
+}
+
+func (b *Backend) MatMul(dst backend.Tensor, w *backend.Weight, x backend.Tensor, rows int) {
+	b.fail(quant.MatMul(b.pool, f(dst), matrix(w), f(x), rows))
+}
+
+func (b *Backend) AddBias(x backend.Tensor, bias *backend.Weight, rows int) {
+	d, v := f(x), b.vector(bias)
+	n := len(v)
+	for r := 0; r < rows; r++ {
+		row := d[r*n : (r+1)*n]
+		for i := range row {
+			row[i] += v[i]
+		}
+	}
+}
+
+func (b *Backend) RoPE(x backend.Tensor, heads, headDim, rows int, pos []int32, r *backend.RoPE) {
+	d := f(x)
+	half := r.Dims / 2
+	b.pool.For(rows, 1, func(lo, hi int) {
+		cs := make([]float32, 2*half)
+		for row := lo; row < hi; row++ {
+			ropeAngles(cs, float64(pos[row]), r)
+			for h := 0; h < heads; h++ {
+				v := d[(row*heads+h)*headDim:]
+				for i := 0; i < half; i++ {
+					c, s := cs[2*i], cs[2*i+1]
+					a, bi := 2*i, 2*i+1
+					if r.Neox {
+						a, bi = i, i+half
+					}
+					x0, x1 := v[a], v[bi]
+					v[a] = x0*c - x1*s
+					v[bi] = x0*s + x1*c
+				}
+			}
+		}
+	})
+}
+
+// ropeAngles fills cs with cos/sin pairs of theta_i = pos·base^(-2i/dims)/factor_i.
+func ropeAngles(cs []float32, pos float64, r *backend.RoPE) {
+	half := r.Dims / 2
+	scale := float64(r.PosScale)
+	if scale == 0 {
+		scale = 1
+	}
+	for i := 0; i < half; i++ {
+		theta := pos * scale * math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims))
+		if r.FreqFactors != nil {
+			theta /= float64(r.FreqFactors[i])
+		}
+		s, c := math.Sincos(theta)
+		cs[2*i], cs[2*i+1] = float32(c), float32(s)
+	}
+}
+
+func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos, rows int) {
+	b.fail(c.(*kvCache).c.Append(layer, pos, f(k), f(v), rows))
+}
+
+func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, n int, a *backend.Attention) {
+	kc := c.(*kvCache)
+	attention.Decode(b.pool, kc.ws, f(out), f(q), kc.c, layer, n, kc.p)
+}
+
+func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, layer, past, rows int, a *backend.Attention) {
+	kc := c.(*kvCache)
+	attention.Prefill(b.pool, kc.ws, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, kc.p)
+}
+
+func (b *Backend) SwiGLU(dst, gate, up backend.Tensor, n int) {
+	d, g, u := f(dst), f(gate), f(up)
+	b.pool.For(n, 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x := g[i]
+			d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
+		}
+	})
+}
+
+func (b *Backend) Add(dst, x backend.Tensor, n int) {
+	d, s := f(dst), f(x)
+	for i := 0; i < n; i++ {
+		d[i] += s[i]
+	}
+}
+
+func (b *Backend) Copy(dst backend.Tensor, dstOff int, src backend.Tensor, srcOff, n int) {
+	copy(f(dst)[dstOff:dstOff+n], f(src)[srcOff:srcOff+n])
+}
+
+func (b *Backend) Read(dst []float32, src backend.Tensor, off int) { copy(dst, f(src)[off:]) }
+
+func (b *Backend) Sync() error {
+	err := b.err
+	b.err = nil
+	return err
+}
+
+func (b *Backend) Close() error { b.pool.Close(); return nil }

@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"nibble/engine/backend"
+	"nibble/engine/kv"
+	"nibble/engine/sample"
+)
+
+// KVQuality is how far one quantized cache type moves the model from f16.
+type KVQuality struct {
+	Cosine        float64 `json:"cosine"`         // of last-position logits
+	Top1Agreement float64 `json:"top1_agreement"` // argmax equal to f16's, over prompt positions
+	MaxAbsDLogit  float64 `json:"max_abs_dlogit"` // over all positions and vocab
+	GreedyAgree   int     `json:"greedy_agree"`   // greedy tokens equal to f16's, as a prefix
+	GreedyTotal   int     `json:"greedy_total"`
+}
+
+// KVQualityOptions configure the probe.
+type KVQualityOptions struct {
+	Batch     int // prompt rows per forward call; 1 makes every position read the cache
+	Greedy    int // continuation length compared
+	GroupSize int
+}
+
+// ProbeKVQuality runs prompt through m with an f16 cache and with each
+// quantized type, comparing logits position by position. With Batch 1 every
+// prompt position attends through the decode kernel to the quantized cache
+// (the strict case); larger batches use hybrid prefill as generation does.
+func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type, o KVQualityOptions) (map[kv.Type]*KVQuality, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("kv quality: empty prompt")
+	}
+	o.Batch = max(o.Batch, 1)
+	if o.GroupSize == 0 {
+		o.GroupSize = kv.DefaultGroupSize
+	}
+	run := func(t kv.Type) (rows [][]float32, greedy []int32, err error) {
+		ctx := len(prompt) + o.Greedy + 1
+		st, err := m.NewState(b, kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx}, min(o.Batch, len(prompt)))
+		if err != nil {
+			return nil, nil, err
+		}
+		for pos := 0; pos < len(prompt); pos += o.Batch {
+			end := min(len(prompt), pos+o.Batch)
+			if err := st.ForwardAll(prompt[pos:end], pos, func(_ int, l []float32) { rows = append(rows, slices.Clone(l)) }); err != nil {
+				return nil, nil, err
+			}
+		}
+		logits := slices.Clone(rows[len(rows)-1])
+		for i := 0; i < o.Greedy; i++ {
+			tok := sample.Greedy(logits)
+			greedy = append(greedy, tok)
+			if i+1 < o.Greedy {
+				if err := st.Forward([]int32{tok}, len(prompt)+i, logits); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		return rows, greedy, nil
+	}
+	base, baseGreedy, err := run(kv.F16)
+	if err != nil {
+		return nil, fmt.Errorf("kv quality (f16): %w", err)
+	}
+	out := map[kv.Type]*KVQuality{}
+	for _, t := range types {
+		if t == kv.F16 {
+			continue
+		}
+		rows, greedy, err := run(t)
+		if err != nil {
+			return nil, fmt.Errorf("kv quality (%s): %w", t, err)
+		}
+		q := &KVQuality{GreedyTotal: o.Greedy}
+		hits := 0
+		for i := range rows {
+			if sample.Greedy(rows[i]) == sample.Greedy(base[i]) {
+				hits++
+			}
+			for j, v := range rows[i] {
+				q.MaxAbsDLogit = max(q.MaxAbsDLogit, math.Abs(float64(v-base[i][j])))
+			}
+		}
+		q.Top1Agreement = float64(hits) / float64(len(rows))
+		q.Cosine = cosine64(rows[len(rows)-1], base[len(base)-1])
+		for q.GreedyAgree < len(greedy) && greedy[q.GreedyAgree] == baseGreedy[q.GreedyAgree] {
+			q.GreedyAgree++
+		}
+		out[t] = q
+	}
+	return out, nil
+}
+
+func cosine64(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	return ab / math.Sqrt(aa*bb)
+}

@@ -1,0 +1,143 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"nibble/engine/backend"
+	"nibble/engine/kv"
+)
+
+// State is one sequence's working memory: its KV cache and the activation
+// tensors of a forward pass, all allocated up front for maxBatch rows.
+type State struct {
+	m        *Model
+	b        backend.Backend
+	Cache    backend.KVCache
+	maxBatch int
+	attn     backend.Attention
+	rope     backend.RoPE
+
+	x, h, q, k, v, att, gate, up, last, logits backend.Tensor
+	pos                                        []int32
+}
+
+// NewState allocates a cache of kvc and activations for batches of maxBatch.
+func (m *Model) NewState(b backend.Backend, kvc kv.Config, maxBatch int) (*State, error) {
+	hp := m.HP
+	if maxBatch <= 0 {
+		return nil, fmt.Errorf("batch size %d must be positive", maxBatch)
+	}
+	kvc.Layers, kvc.KVHeads, kvc.HeadDim = hp.Layers, hp.KVHeads, hp.HeadDim
+	if err := kvc.Validate(); err != nil {
+		return nil, err
+	}
+	s := &State{m: m, b: b, maxBatch: maxBatch}
+	s.attn = backend.Attention{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
+		Scale: float32(1 / math.Sqrt(float64(hp.HeadDim))), Window: hp.Window}
+	s.rope = backend.RoPE{Neox: hp.RopeNeox, Dims: hp.RopeDims, Base: hp.RopeBase, FreqFactors: m.RopeFreqs, PosScale: hp.RopeScale}
+	cache, err := b.NewKVCache(kvc, &s.attn, maxBatch)
+	if err != nil {
+		return nil, err
+	}
+	s.Cache = cache
+	t := make([]backend.Tensor, 0, 10)
+	for _, n := range activations(hp, maxBatch) {
+		t = append(t, b.Alloc(n))
+	}
+	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits = t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]
+	s.pos = make([]int32, maxBatch)
+	return s, nil
+}
+
+// Model is the model this state runs.
+func (s *State) Model() *Model { return s.m }
+
+// MaxBatch is the largest number of tokens one Forward call takes.
+func (s *State) MaxBatch() int { return s.maxBatch }
+
+// Ctx is the cache's capacity in positions.
+func (s *State) Ctx() int { return s.Cache.Config().Ctx }
+
+// Forward runs tokens at positions pos.. through the model, storing their
+// K/V in the cache, and leaves the last token's logits in logits (len Vocab).
+// Positions [0, pos) must already be in the cache.
+func (s *State) Forward(tokens []int32, pos int, logits []float32) error {
+	return s.forward(tokens, pos, logits, nil)
+}
+
+// ForwardAll is Forward that also passes every row's logits to each (tests
+// and quality probes). It allocates one rows×vocab tensor per call.
+func (s *State) ForwardAll(tokens []int32, pos int, each func(row int, logits []float32)) error {
+	return s.forward(tokens, pos, nil, each)
+}
+
+func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int, []float32)) error {
+	n := len(tokens)
+	switch {
+	case n == 0 || n > s.maxBatch:
+		return fmt.Errorf("forward: %d tokens (batch holds 1..%d)", n, s.maxBatch)
+	case pos < 0 || pos+n > s.Ctx():
+		return fmt.Errorf("forward: positions %d..%d exceed the context of %d", pos, pos+n, s.Ctx())
+	}
+	m, b, hp := s.m, s.b, s.m.HP
+	for i := range tokens {
+		s.pos[i] = int32(pos + i)
+	}
+	E := hp.Embd
+	b.Embed(s.x, m.TokEmbd, tokens)
+	for li := range m.Layers {
+		l := &m.Layers[li]
+		// Attention block.
+		b.RMSNorm(s.h, s.x, l.AttnNorm, hp.RMSEps, n)
+		b.MatMul(s.q, l.Wq, s.h, n)
+		b.MatMul(s.k, l.Wk, s.h, n)
+		b.MatMul(s.v, l.Wv, s.h, n)
+		if l.Bq != nil {
+			b.AddBias(s.q, l.Bq, n)
+			b.AddBias(s.k, l.Bk, n)
+			b.AddBias(s.v, l.Bv, n)
+		}
+		b.RoPE(s.q, hp.Heads, hp.HeadDim, n, s.pos[:n], &s.rope)
+		b.RoPE(s.k, hp.KVHeads, hp.HeadDim, n, s.pos[:n], &s.rope)
+		if n == 1 {
+			b.KVStore(s.Cache, li, s.k, s.v, pos, 1)
+			b.AttendDecode(s.att, s.q, s.Cache, li, pos+1, &s.attn)
+		} else {
+			// Hybrid prefill: attend in float over the new rows, then quantize them into the cache.
+			b.AttendPrefill(s.att, s.q, s.k, s.v, s.Cache, li, pos, n, &s.attn)
+			b.KVStore(s.Cache, li, s.k, s.v, pos, n)
+		}
+		b.MatMul(s.h, l.Wo, s.att, n)
+		b.Add(s.x, s.h, n*E)
+		// Feed-forward block.
+		b.RMSNorm(s.h, s.x, l.FFNNorm, hp.RMSEps, n)
+		b.MatMul(s.gate, l.Gate, s.h, n)
+		b.MatMul(s.up, l.Up, s.h, n)
+		b.SwiGLU(s.gate, s.gate, s.up, n*hp.FF)
+		b.MatMul(s.h, l.Down, s.gate, n)
+		b.Add(s.x, s.h, n*E)
+	}
+	if each != nil {
+		all := b.Alloc(n * hp.Vocab)
+		b.RMSNorm(s.h, s.x, m.OutputNorm, hp.RMSEps, n)
+		b.MatMul(all, m.Output, s.h, n)
+		if err := b.Sync(); err != nil {
+			return err
+		}
+		row := make([]float32, hp.Vocab)
+		for i := 0; i < n; i++ {
+			b.Read(row, all, i*hp.Vocab)
+			each(i, row)
+		}
+		return nil
+	}
+	b.Copy(s.last, 0, s.x, (n-1)*E, E)
+	b.RMSNorm(s.last, s.last, m.OutputNorm, hp.RMSEps, 1)
+	b.MatMul(s.logits, m.Output, s.last, 1)
+	if err := b.Sync(); err != nil {
+		return err
+	}
+	b.Read(logits[:hp.Vocab], s.logits, 0)
+	return nil
+}
