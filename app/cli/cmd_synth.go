@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"nibble/models/vocab"
+	"os"
+	"time"
+
+	"nibble/engine/ggml"
+	"nibble/engine/synth"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "synth",
+		Usage: "--arch llama|qwen2 --layers N --embd N --heads N [--kv-heads N] --ff N --vocab-from GGUF [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] -o OUT.gguf",
+		Run:   synthCmd,
+	})
+}
+
+func synthCmd(env *Env, args []string) error {
+	fs := NewFlags(env, "synth")
+	arch := fs.String("arch", "llama", "architecture: llama or qwen2")
+	layers := fs.Int("layers", 0, "number of transformer blocks")
+	embd := fs.Int("embd", 0, "embedding width")
+	heads := fs.Int("heads", 0, "attention heads")
+	kvHeads := fs.Int("kv-heads", 0, "key/value heads (default: heads)")
+	ff := fs.Int("ff", 0, "feed-forward width")
+	vocabFrom := fs.String("vocab-from", "", "GGUF whose tokenizer is copied (`FILE.gguf`; default: the built-in 32000-token Llama SentencePiece vocabulary)")
+	typ := fs.String("type", "f16", "type of the 2D weights: f16, q8_0 or q4_0")
+	seed := fs.Uint64("seed", 1, "random seed (same seed, same file)")
+	ctx := fs.Int("ctx", 4096, "context length written to the metadata")
+	ropeBase := fs.Float64("rope-base", 0, "RoPE base (default 500000 llama, 1000000 qwen2)")
+	tied := fs.Bool("tied", false, "tie output to token_embd (default true for llama, false for qwen2)")
+	out := fs.String("o", "", "output `FILE.gguf`")
+	pos, err := ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", ErrUsage, pos[0])
+	}
+	if *out == "" || *layers == 0 || *embd == 0 || *heads == 0 || *ff == 0 {
+		return fmt.Errorf("%w: need --layers, --embd, --heads, --ff and -o", ErrUsage)
+	}
+	o := synth.DefaultOptions(*arch)
+	if flagWasSet(fs, "tied") {
+		o.TiedOutput = *tied
+	}
+	o.Layers, o.Embd, o.Heads, o.FF = *layers, *embd, *heads, *ff
+	o.KVHeads = *kvHeads
+	if o.KVHeads == 0 {
+		o.KVHeads = o.Heads
+	}
+	o.VocabFrom, o.Seed, o.Ctx = *vocabFrom, *seed, *ctx
+	if o.VocabFrom == "" {
+		o.VocabData = vocab.LlamaSPM
+	}
+	if *ropeBase != 0 {
+		o.RopeBase = float32(*ropeBase)
+	}
+	if o.Type, err = parseSynthType(*typ); err != nil {
+		return err
+	}
+	p := newSynthProgress(env.Stderr, "synth "+*out)
+	o.Progress = p.update
+	start := time.Now()
+	err = synth.Generate(*out, o)
+	p.finish()
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(*out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "%s %d bytes (%.1f MiB) in %.1fs\n", *out, st.Size(), float64(st.Size())/(1<<20), time.Since(start).Seconds())
+	return nil
+}
+
+func parseSynthType(s string) (ggml.Type, error) {
+	t, err := ggml.ParseType(s)
+	if err != nil || (t != ggml.F16 && t != ggml.Q8_0 && t != ggml.Q4_0) {
+		return 0, fmt.Errorf("%w: --type %q: want f16, q8_0 or q4_0", ErrUsage, s)
+	}
+	return t, nil
+}
+
+// flagSet reports whether the flag was given on the command line.
+func flagWasSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// synthProgress shows progress on one updating line on a terminal, or a
+// line per quarter otherwise (logs should not fill with carriage returns).
+type synthProgress struct {
+	w        io.Writer
+	label    string
+	tty      bool
+	lastPct  int
+	printed  bool
+	quarters int
+}
+
+func newSynthProgress(w io.Writer, label string) *synthProgress {
+	return &synthProgress{w: w, label: label, tty: isTerminalWriter(w), lastPct: -1}
+}
+
+func (p *synthProgress) update(done, total int64) {
+	if total <= 0 {
+		return
+	}
+	pct := int(done * 100 / total)
+	if p.tty {
+		if pct != p.lastPct {
+			fmt.Fprintf(p.w, "\r%s: %3d%% (%d/%d MiB)", p.label, pct, done>>20, total>>20)
+			p.lastPct, p.printed = pct, true
+		}
+		return
+	}
+	for p.quarters < 4 && pct >= (p.quarters+1)*25 {
+		p.quarters++
+		fmt.Fprintf(p.w, "%s: %d%% (%d/%d MiB)\n", p.label, p.quarters*25, done>>20, total>>20)
+	}
+}
+
+func (p *synthProgress) finish() {
+	if p.tty && p.printed {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
