@@ -1,0 +1,142 @@
+// Package chat renders a model's chat template (the GGUF key tokenizer.chat_template, a Jinja
+// template written for Hugging Face transformers) into the prompt text the model was trained on.
+//
+// Rendering follows transformers' apply_chat_template: an ImmutableSandboxedEnvironment with
+// trim_blocks and lstrip_blocks on, the loopcontrols and {% generation %} extensions, the
+// globals raise_exception and strftime_now, a tojson filter that behaves like
+// json.dumps(ensure_ascii=False), and the variables messages, tools (None), add_generation_prompt,
+// bos_token and eos_token. The engine is gonja; where it differs from jinja2 in ways chat
+// templates hit, this package patches it: string literals with Python escapes, lstrip_blocks,
+// 'fmt' % args, str.strip/split/replace and friends, dict order and items(), tojson, range.
+// Known remaining differences: None prints as "" (jinja2: "None") and a variable set to None
+// tests as undefined (gonja has one nil for both); 2 ** 3 is 8.0; indexing a string is per
+// byte (slicing is per character).
+package chat
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nikolalohinski/gonja/v2/exec"
+)
+
+// Message is one turn of a conversation. Role is "system", "user", "assistant" (or whatever the
+// template understands, e.g. "tool").
+type Message struct {
+	Role, Content string
+}
+
+// Vars are the render-time variables besides the messages.
+type Vars struct {
+	BOS, EOS            string
+	AddGenerationPrompt bool
+	// Now is the clock behind strftime_now; nil means time.Now. Tests inject a fixed time.
+	Now func() time.Time
+}
+
+// Template is a parsed chat template. It is safe for concurrent use.
+type Template struct {
+	name string
+	tpl  *exec.Template
+}
+
+// TemplateError is returned by Render when the template itself calls raise_exception, e.g. the
+// Gemma templates for a system message or Mistral's for roles that do not alternate.
+type TemplateError struct {
+	Msg string
+}
+
+func (e *TemplateError) Error() string { return "chat template raised: " + e.Msg }
+
+// maxOutputBytes bounds what one render may write; templates come from untrusted files and a
+// prompt anywhere near this size could not be evaluated anyway.
+const maxOutputBytes = 64 << 20
+
+// Parse compiles a Jinja chat template.
+func Parse(source string) (*Template, error) {
+	return parseNamed("gguf", source)
+}
+
+func parseNamed(name, source string) (t *Template, err error) {
+	// gonja panics on some malformed input; a bad template must be an error, not a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("parse chat template %s: internal error: %v", name, r)
+		}
+	}()
+	tpl, err := compile(source)
+	if err != nil {
+		return nil, fmt.Errorf("parse chat template %s: %w", name, err)
+	}
+	return &Template{name: name, tpl: tpl}, nil
+}
+
+// Name says where the template came from: "gguf" for Parse, or the name of a built-in fallback
+// ("chatml", "llama3", "llama2", "mistral", "gemma", "phi3").
+func (t *Template) Name() string { return t.name }
+
+// Render applies the template to a conversation.
+func (t *Template) Render(msgs []Message, v Vars) (out string, err error) {
+	now := v.Now
+	if now == nil {
+		now = time.Now
+	}
+	st := &renderState{now: now}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("render chat template %s: internal error: %v", t.name, r)
+		}
+	}()
+
+	messages := make([]any, len(msgs))
+	for i, m := range msgs {
+		messages[i] = newOrderedDict("role", m.Role, "content", m.Content)
+	}
+	data := map[string]any{
+		"messages":              messages,
+		"tools":                 nil,
+		"add_generation_prompt": v.AddGenerationPrompt,
+		"bos_token":             v.BOS,
+		"eos_token":             v.EOS,
+	}
+	st.addGlobals(data)
+
+	w := &limitedBuilder{limit: maxOutputBytes}
+	execErr := t.tpl.Execute(w, exec.NewContext(data))
+	if st.raised != nil {
+		return "", st.raised
+	}
+	if execErr != nil {
+		if w.overflow {
+			return "", fmt.Errorf("render chat template %s: %w", t.name, errOutputTooLarge)
+		}
+		return "", fmt.Errorf("render chat template %s: %w", t.name, execErr)
+	}
+	return w.String(), nil
+}
+
+var errOutputTooLarge = fmt.Errorf("output exceeds %d bytes", maxOutputBytes)
+
+// limitedBuilder is a strings.Builder that refuses to grow past limit.
+type limitedBuilder struct {
+	strings.Builder
+	limit    int
+	overflow bool
+}
+
+func (b *limitedBuilder) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.limit {
+		b.overflow = true
+		return 0, errOutputTooLarge
+	}
+	return b.Builder.Write(p)
+}
+
+func (b *limitedBuilder) WriteString(s string) (int, error) {
+	if b.Len()+len(s) > b.limit {
+		b.overflow = true
+		return 0, errOutputTooLarge
+	}
+	return b.Builder.WriteString(s)
+}
