@@ -1,0 +1,163 @@
+package estimate
+
+import (
+	"fmt"
+
+	"nibble/engine/kv"
+	"nibble/engine/sysmem"
+)
+
+// minUsefulCtx is the smallest context worth suggesting.
+const minUsefulCtx = 256
+
+// Advise lists concrete changes that make d fit (or leave headroom when it
+// is tight): a smaller --ctx, a more compact KV type, a smaller
+// quantization, and on macOS the exact iogpu.wired_limit_mb to set. Empty
+// when the configuration fits comfortably.
+func Advise(d Desc, o Options, b Budget) ([]string, error) {
+	e, err := Evaluate(d, o, b.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	if e.Verdict != WillNotFit && e.Verdict != Tight {
+		return nil, nil
+	}
+	o = o.withDefaults(d.HParams)
+	var adv []string
+	add := func(format string, args ...any) { adv = append(adv, fmt.Sprintf(format, args...)) }
+
+	fixed := e.Weights + e.Overhead
+	if fixed >= b.Bytes {
+		add("the weights (%s) and runtime overhead (%s) alone exceed the %s budget: no context fits", Human(e.Weights), Human(e.Overhead), Human(b.Bytes))
+	}
+
+	// A smaller context with the same KV type.
+	if e.Verdict == WillNotFit && e.MaxCtx >= minUsefulCtx {
+		add("use a smaller context: --ctx %d is the largest that fits with %s KV (total %s of %s)", e.MaxCtx, o.KV, Human(totalAt(d, o, e.MaxCtx)), Human(b.Bytes))
+	}
+	if e.Verdict == Tight {
+		lim := int64(TightFraction * float64(b.Bytes))
+		if c := MaxContext(d, o, lim); c >= minUsefulCtx {
+			add("it fits but uses %.0f%% of the budget; --ctx %d stays under %.0f%% with %s KV", 100*float64(e.Total)/float64(b.Bytes), c, 100*TightFraction, o.KV)
+		}
+	}
+
+	// A more compact KV cache at the requested context.
+	for _, t := range []kv.Type{kv.Q8, kv.Q4} {
+		if kv.BytesPerTokenHead(t, d.HParams.HeadDim, o.KVGroup) >= kv.BytesPerTokenHead(o.KV, d.HParams.HeadDim, o.KVGroup) {
+			continue
+		}
+		o2 := o
+		o2.KV = t
+		e2, err := Evaluate(d, o2, b.Bytes)
+		if err != nil {
+			continue // e.g. head dim not a multiple of the group
+		}
+		switch {
+		case e2.Verdict == Fits || (e2.Verdict == Tight && e.Verdict == WillNotFit):
+			add("store the KV cache as %s: --kv %s needs %s of KV at --ctx %d (total %s: %s); its largest context is --ctx %d",
+				t, t, Human(e2.KV), o.Ctx, Human(e2.Total), e2.Verdict, e2.MaxCtx)
+		case e2.MaxCtx >= minUsefulCtx && e2.MaxCtx > e.MaxCtx:
+			add("with --kv %s the largest context that fits is --ctx %d", t, e2.MaxCtx)
+		}
+	}
+
+	// A smaller quantization: with the requested KV type, or, when no
+	// change of context or KV type alone helps, together with q4 KV.
+	s := smallerQuant(d, o, b.Bytes)
+	if s == "" && len(adv) == 0 || s == "" && fixed >= b.Bytes {
+		o2 := o
+		o2.KV = kv.Q4
+		s = smallerQuant(d, o2, b.Bytes)
+	}
+	if s != "" {
+		adv = append(adv, s)
+	}
+	adv = append(adv, wiredAdvice(e, b)...)
+	return adv, nil
+}
+
+// totalAt is the total for o at another context.
+func totalAt(d Desc, o Options, ctx int) int64 {
+	o.Ctx = ctx
+	e, err := Compute(d, o)
+	if err != nil {
+		return 0
+	}
+	return e.Total
+}
+
+// wiredAdvice: on macOS, when the GPU wired cap (not the RAM) is what the
+// model exceeds, the exact sysctl that lifts it, as long as that leaves
+// sysmem.WiredSafetyMargin of RAM to the system.
+func wiredAdvice(e *Estimate, b Budget) []string {
+	if b.Simulated || b.OS != "darwin" || b.GPUCap <= 0 || b.TotalRAM <= 0 || e.Total <= b.GPUCap {
+		return nil
+	}
+	ceiling := int64(sysmem.MaxWiredLimit(uint64(b.TotalRAM)))
+	if e.Total > ceiling {
+		return nil // raising the limit that far would starve macOS
+	}
+	var out []string
+	// Round the need up to a whole GiB plus half a GiB of slack for the
+	// driver's own allocations, but never above the safety ceiling.
+	const mib = 1 << 20
+	need := min((e.Total+(1<<29)+(1<<30)-1)/(1<<30)*1024, ceiling/mib)
+	out = append(out, fmt.Sprintf("raise the GPU wired-memory limit (now %s): sudo sysctl iogpu.wired_limit_mb=%d (leaves %s of %s RAM to macOS; resets at reboot)",
+		Human(b.GPUCap), need, Human(b.TotalRAM-need*mib), Human(b.TotalRAM)))
+	if b.AvailableRAM > 0 && e.Total > b.AvailableRAM {
+		out = append(out, fmt.Sprintf("close other applications: only %s of RAM is free or reclaimable now and the model needs %s", Human(b.AvailableRAM), Human(e.Total)))
+	}
+	return out
+}
+
+// standardQuants are llama.cpp file types with typical bits per weight of
+// a whole file (a 7-8B model), used to size smaller quantizations of a
+// local or remote file when the catalog has none listed.
+var standardQuants = []struct {
+	name string
+	bpw  float64
+}{{"Q8_0", 8.5}, {"Q6_K", 6.56}, {"Q5_K_M", 5.7}, {"Q4_K_M", 4.85}, {"Q3_K_M", 3.9}, {"Q2_K", 3.35}}
+
+// smallerQuant names the largest smaller quantization that fits under o.
+func smallerQuant(d Desc, o Options, budget int64) string {
+	type cand struct {
+		name   string
+		bytes  int64
+		approx bool
+		where  string
+	}
+	var cands []cand
+	for _, a := range d.Alternatives {
+		if a.Bytes < d.WeightsBytes {
+			cands = append(cands, cand{a.FileType, a.Bytes, a.Approx, a.Where})
+		}
+	}
+	if len(cands) == 0 && d.Params > 0 {
+		cur := float64(d.WeightsBytes) * 8 / float64(d.Params)
+		for _, q := range standardQuants {
+			if q.bpw < cur-0.3 {
+				cands = append(cands, cand{q.name, int64(q.bpw / 8 * float64(d.Params)), true, ""})
+			}
+		}
+	}
+	for _, c := range cands { // largest first: the catalog and the table are ordered that way
+		d2 := d
+		d2.WeightsBytes = c.bytes
+		e, err := Evaluate(d2, o, budget)
+		if err != nil || e.Verdict == WillNotFit {
+			continue
+		}
+		size := Human(c.bytes)
+		if c.approx {
+			size = "≈ " + size
+		}
+		where := ""
+		if c.where != "" {
+			where = ", " + c.where
+		}
+		return fmt.Sprintf("use a smaller quantization: %s (%s%s) fits at --ctx %d with --kv %s (total %s: %s)",
+			c.name, size, where, o.Ctx, o.KV, Human(e.Total), e.Verdict)
+	}
+	return ""
+}

@@ -1,0 +1,195 @@
+package estimate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"nibble/engine/estimate/httprange"
+	"nibble/engine/gguf"
+	"nibble/engine/model"
+	"nibble/models"
+)
+
+// headerOptions skips every metadata array longer than this: the estimate
+// needs only the vocabulary's length, and skipping the token and merge
+// strings avoids allocating tens of MB for them.
+var headerOptions = gguf.HeaderOptions{SkipArraysLongerThan: 64}
+
+// FromGGUF describes a parsed GGUF header: hyper-parameters and the exact
+// weight bytes (the sum of its tensors' sizes, as the loader maps them).
+func FromGGUF(f *gguf.File, name string) (Desc, error) {
+	hp, runnable, err := hparams(f)
+	if err != nil {
+		return Desc{}, fmt.Errorf("%s: %w", name, err)
+	}
+	d := Desc{Name: name, HParams: hp, Exact: true, Runnable: runnable, Source: name}
+	if n, ok := f.String("general.name"); ok && n != "" {
+		d.Name = n
+	}
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		d.WeightsBytes += int64(t.Size)
+		d.Params += int64(t.Elements())
+	}
+	if ft, ok := f.Uint("general.file_type"); ok {
+		d.FileType = FileTypeName(ft)
+	}
+	return d, nil
+}
+
+// hparams uses the forward pass's reader for the families this engine runs
+// and a generic reading of the standard keys for the others, so any GGUF
+// can be estimated even when it cannot be run yet.
+func hparams(f *gguf.File) (model.HParams, bool, error) {
+	arch := f.Arch()
+	if model.Supported(arch) {
+		hp, err := model.HParamsFromGGUF(f)
+		return hp, true, err
+	}
+	if arch == "" {
+		return model.HParams{}, false, fmt.Errorf("general.architecture is missing")
+	}
+	hp := model.HParams{Arch: arch, RopeScale: 1, RMSEps: 1e-5, RopeBase: 10000}
+	get := func(key string, dst *int, required bool) error {
+		v, ok := f.Uint(arch + "." + key)
+		if !ok {
+			if required {
+				return fmt.Errorf("metadata %s.%s is missing", arch, key)
+			}
+			return nil
+		}
+		if v == 0 || v > 1<<24 {
+			return fmt.Errorf("metadata %s.%s = %d is out of range", arch, key, v)
+		}
+		*dst = int(v)
+		return nil
+	}
+	for _, k := range []struct {
+		key      string
+		dst      *int
+		required bool
+	}{
+		{"block_count", &hp.Layers, true}, {"embedding_length", &hp.Embd, true},
+		{"attention.head_count", &hp.Heads, true}, {"feed_forward_length", &hp.FF, true},
+		{"context_length", &hp.CtxTrain, true}, {"attention.head_count_kv", &hp.KVHeads, false},
+		{"attention.key_length", &hp.HeadDim, false}, {"attention.sliding_window", &hp.Window, false},
+	} {
+		if err := get(k.key, k.dst, k.required); err != nil {
+			return model.HParams{}, false, err
+		}
+	}
+	if hp.KVHeads == 0 {
+		hp.KVHeads = hp.Heads
+	}
+	if hp.HeadDim == 0 {
+		hp.HeadDim = hp.Embd / hp.Heads
+	}
+	hp.RopeDims = hp.HeadDim
+	if n, ok := f.ArrayLen("tokenizer.ggml.tokens"); ok {
+		hp.Vocab = n
+	} else if t, ok := f.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 {
+		hp.Vocab = int(t.Dims[1])
+	}
+	_, hasOutput := f.Tensor("output.weight")
+	hp.TiedOutput = !hasOutput
+	return hp, false, hp.Validate()
+}
+
+// FromFile reads only the header of a local GGUF.
+func FromFile(path string) (Desc, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return Desc{}, err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return Desc{}, err
+	}
+	return fromReader(fh, st.Size(), path, filepath.Base(path))
+}
+
+// FromURL reads only the header of a remote GGUF through HTTP range
+// requests (client nil: http.DefaultClient).
+func FromURL(ctx context.Context, client *http.Client, url string) (Desc, error) {
+	r, err := httprange.Open(ctx, client, url)
+	if err != nil {
+		return Desc{}, err
+	}
+	return fromReader(r, r.Size(), url, filepath.Base(url))
+}
+
+func fromReader(r io.ReaderAt, size int64, source, name string) (Desc, error) {
+	f, err := gguf.ReadHeader(r, size, headerOptions)
+	if err != nil {
+		return Desc{}, fmt.Errorf("read %s: %w", source, err)
+	}
+	d, err := FromGGUF(f, name)
+	if err != nil {
+		return Desc{}, err
+	}
+	d.Source = source
+	return d, nil
+}
+
+// FromCatalog describes a catalog entry with one of its files (quant ""
+// takes the first). The weights are the listed file size, marked
+// approximate unless the catalog gives an exact figure; the other listed
+// files become the alternatives offered in advice.
+func FromCatalog(m *models.Model, quant string) (Desc, error) {
+	file := m.Files[0]
+	if quant != "" {
+		f, ok := m.Quant(quant)
+		if !ok {
+			return Desc{}, fmt.Errorf("catalog %s has no %s file", m.ID, quant)
+		}
+		file = f
+	}
+	hp := model.HParams{
+		Arch: m.Arch, Layers: m.Layers, Embd: m.Embd, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
+		FF: m.FF, Vocab: m.Vocab, CtxTrain: m.CtxTrain, RopeBase: float32(m.RopeBase), RopeDims: m.HeadDim,
+		RopeNeox: m.Arch != "llama", RopeScale: 1, RMSEps: float32(m.RMSEps), Window: m.SlidingWindow,
+		TiedOutput: m.TiedOutput, QKVBias: m.QKVBias,
+	}
+	if err := hp.Validate(); err != nil {
+		return Desc{}, fmt.Errorf("catalog %s: %w", m.ID, err)
+	}
+	d := Desc{
+		Name: m.Name, HParams: hp, WeightsBytes: file.SizeBytes, Exact: !file.SizeApprox,
+		FileType: file.Quant, Params: int64(math.Round(m.ParamsB * 1e9)), Runnable: model.Supported(m.Arch),
+		Source: "catalog:" + m.ID,
+	}
+	for _, f := range m.Files {
+		if f.Quant == file.Quant {
+			continue
+		}
+		where := f.Repo + "/" + f.File
+		if f.Repo == "" {
+			where = ""
+		}
+		d.Alternatives = append(d.Alternatives, Alternative{FileType: f.Quant, Bytes: f.SizeBytes, Approx: f.SizeApprox, Where: where})
+	}
+	return d, nil
+}
+
+// fileTypes are llama.cpp's llama_ftype values (general.file_type).
+var fileTypes = map[uint64]string{
+	0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+	11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M",
+	18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S",
+	25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M",
+	32: "BF16", 36: "TQ1_0", 37: "TQ2_0",
+}
+
+// FileTypeName names a general.file_type value.
+func FileTypeName(ft uint64) string {
+	if n, ok := fileTypes[ft]; ok {
+		return n
+	}
+	return fmt.Sprintf("file_type %d", ft)
+}

@@ -1,0 +1,115 @@
+package estimate
+
+import (
+	"fmt"
+
+	"nibble/engine/kv"
+)
+
+// Report compares the KV cache types side by side for one model, context
+// and budget, with advice for the requested type.
+type Report struct {
+	Desc   Desc
+	Opts   Options // after defaults; Opts.KV is the requested type
+	Budget Budget
+	// Types holds one estimate per kv.Types entry (f16, q8, q4); nil where
+	// the model's head dim does not suit the type's group size.
+	Types  []*Estimate
+	Advice []string
+}
+
+// NewReport evaluates every KV type. The advice is Advise for the requested
+// type, plus the largest context for each other type that does not fit.
+func NewReport(d Desc, o Options, b Budget) (*Report, error) {
+	o = o.withDefaults(d.HParams)
+	r := &Report{Desc: d, Opts: o, Budget: b}
+	for _, t := range kv.Types {
+		ot := o
+		ot.KV = t
+		e, err := Evaluate(d, ot, b.Bytes)
+		if err != nil && t == o.KV {
+			return nil, err
+		}
+		r.Types = append(r.Types, e)
+	}
+	adv, err := Advise(d, o, b)
+	if err != nil {
+		return nil, err
+	}
+	r.Advice = adv
+	for _, e := range r.Types {
+		if e == nil || e.KVType == o.KV || e.Verdict != WillNotFit {
+			continue
+		}
+		if e.MaxCtx >= minUsefulCtx {
+			r.Advice = append(r.Advice, fmt.Sprintf("with --kv %s it will not fit at --ctx %d (%s); --ctx %d is the largest that does", e.KVType, e.Ctx, Human(e.Total), e.MaxCtx))
+		} else {
+			r.Advice = append(r.Advice, fmt.Sprintf("with --kv %s it will not fit at any context (%s at --ctx %d)", e.KVType, Human(e.Total), e.Ctx))
+		}
+	}
+	return r, nil
+}
+
+// Chosen is the estimate for the requested KV type.
+func (r *Report) Chosen() *Estimate {
+	for _, e := range r.Types {
+		if e != nil && e.KVType == r.Opts.KV {
+			return e
+		}
+	}
+	return nil
+}
+
+// TypeJSON is one KV type's column in `nibble estimate --json`.
+type TypeJSON struct {
+	WeightsBytes  int64  `json:"weights_bytes"`
+	KVBytes       int64  `json:"kv_bytes"`
+	ScratchBytes  int64  `json:"scratch_bytes"`
+	OverheadBytes int64  `json:"overhead_bytes"`
+	TotalBytes    int64  `json:"total_bytes"`
+	Verdict       string `json:"verdict"`
+	MaxCtx        int    `json:"max_ctx"`
+}
+
+// ReportJSON is the `nibble estimate --json` document.
+type ReportJSON struct {
+	Model       string    `json:"model"`
+	Ctx         int       `json:"ctx"`
+	BudgetBytes int64     `json:"budget_bytes"`
+	Types       TypesJSON `json:"types"`
+	Advice      []string  `json:"advice"`
+}
+
+// TypesJSON keeps the columns in the order f16, q8, q4; a type the model
+// cannot use (head dim vs group size) is left out.
+type TypesJSON struct {
+	F16 *TypeJSON `json:"f16,omitempty"`
+	Q8  *TypeJSON `json:"q8,omitempty"`
+	Q4  *TypeJSON `json:"q4,omitempty"`
+}
+
+// JSON converts the report.
+func (r *Report) JSON() ReportJSON {
+	j := ReportJSON{Model: r.Desc.Name, Ctx: r.Opts.Ctx, BudgetBytes: r.Budget.Bytes, Advice: r.Advice}
+	if j.Advice == nil {
+		j.Advice = []string{}
+	}
+	for _, e := range r.Types {
+		if e == nil {
+			continue
+		}
+		t := &TypeJSON{
+			WeightsBytes: e.Weights, KVBytes: e.KV, ScratchBytes: e.Scratch, OverheadBytes: e.Overhead,
+			TotalBytes: e.Total, Verdict: e.Verdict.String(), MaxCtx: e.MaxCtx,
+		}
+		switch e.KVType {
+		case kv.F16:
+			j.Types.F16 = t
+		case kv.Q8:
+			j.Types.Q8 = t
+		case kv.Q4:
+			j.Types.Q4 = t
+		}
+	}
+	return j
+}
