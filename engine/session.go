@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"nibble/engine/backend"
 	"nibble/engine/chat"
+	"nibble/engine/estimate"
 	"nibble/engine/kv"
 	"nibble/engine/model"
 	"nibble/engine/sample"
@@ -52,6 +54,9 @@ type Options struct {
 	Batch   int     // prefill batch (0: 512)
 	KV      kv.Type // cache type
 	KVGroup int     // q4/q8 group size (0: 32)
+	// Budget is the memory the session may use; nil probes the system.
+	// The session refuses, before allocating, a configuration that will not fit.
+	Budget *estimate.Budget
 }
 
 func (o Options) withDefaults(hp model.HParams) Options {
@@ -85,9 +90,14 @@ type Session struct {
 	logits []float32
 }
 
-// NewSession allocates the cache and activations on b.
+// NewSession checks the configuration against the memory budget, then
+// allocates the cache and activations on b. A configuration that will not
+// fit returns *estimate.NotFitError (with advice) and allocates nothing.
 func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	o = o.withDefaults(m.HP)
+	if err := checkFits(m, b, o); err != nil {
+		return nil, err
+	}
 	st, err := m.NewState(b, o.KVConfig(m.HP), o.Batch)
 	if err != nil {
 		return nil, err
@@ -333,4 +343,27 @@ func (m *stopMatcher) flush() string {
 	out := m.pending
 	m.pending = ""
 	return out
+}
+
+// checkFits runs the memory estimator on the model's header and the session
+// options.
+func checkFits(m *Model, b backend.Backend, o Options) error {
+	budget := o.Budget
+	if budget == nil {
+		sys, err := estimate.SystemBudget()
+		if err != nil {
+			return fmt.Errorf("memory budget: %w", err)
+		}
+		budget = &sys
+	}
+	d, err := estimate.FromGGUF(m.File, filepath.Base(m.Path))
+	if err != nil {
+		return err
+	}
+	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, Batch: o.Batch, Backend: b.Name()}
+	if t, ok := b.(interface{ Threads() int }); ok {
+		eo.Threads = t.Threads()
+	}
+	_, err = estimate.Check(d, eo, *budget)
+	return err
 }

@@ -6,6 +6,7 @@ import (
 
 	"nibble/engine"
 	"nibble/engine/cpu"
+	"nibble/engine/estimate"
 	"nibble/engine/kv"
 )
 
@@ -17,6 +18,7 @@ type modelFlags struct {
 	batch   int
 	kvType  string
 	kvGroup int
+	ram     string
 }
 
 func (mf *modelFlags) register(fs *flag.FlagSet) {
@@ -29,6 +31,7 @@ func (mf *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&mf.batch, "batch", 512, "prefill batch size")
 	fs.StringVar(&mf.kvType, "kv", "q4", "KV cache type: f16, q8 or q4")
 	fs.IntVar(&mf.kvGroup, "kv-group", kv.DefaultGroupSize, "KV quantization group: 32 or 64")
+	fs.StringVar(&mf.ram, "ram", "", "simulate a machine with this memory `SIZE` (e.g. 8GiB) instead of probing")
 }
 
 func (mf *modelFlags) options() (engine.Options, error) {
@@ -39,7 +42,16 @@ func (mf *modelFlags) options() (engine.Options, error) {
 	if mf.kvGroup != 32 && mf.kvGroup != 64 {
 		return engine.Options{}, fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
 	}
-	return engine.Options{Ctx: mf.ctx, Batch: mf.batch, KV: t, KVGroup: mf.kvGroup}, nil
+	o := engine.Options{Ctx: mf.ctx, Batch: mf.batch, KV: t, KVGroup: mf.kvGroup}
+	if mf.ram != "" {
+		n, err := estimate.ParseSize(mf.ram)
+		if err != nil {
+			return engine.Options{}, fmt.Errorf("%w: --ram: %v", ErrUsage, err)
+		}
+		b := estimate.Simulated(n)
+		o.Budget = &b
+	}
+	return o, nil
 }
 
 // open loads the model and starts a session on the CPU backend.

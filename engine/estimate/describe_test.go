@@ -2,7 +2,6 @@ package estimate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -20,6 +19,7 @@ import (
 	"nibble/engine/gguf"
 	"nibble/engine/kv"
 	"nibble/engine/model"
+	"nibble/internal/testmodel"
 )
 
 func TestFromFileTestModels(t *testing.T) {
@@ -74,107 +74,11 @@ func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// errStop ends gguf.Writer.Write once the header is on disk.
-const headerLimit = 16 << 20
-
-var errStop = errors.New("header written")
-
-// headerOnly passes writes to w until limit bytes have gone through, then
-// fails, so the tensor data of a huge model is never generated or written.
-type headerOnly struct {
-	w     io.Writer
-	n     int64
-	limit int64
-}
-
-func (h *headerOnly) Write(p []byte) (int, error) {
-	if h.n >= h.limit {
-		return 0, errStop
-	}
-	n, err := h.w.Write(p)
-	h.n += int64(n)
-	return n, err
-}
-
-// writeSparseModel writes a llama-shaped GGUF whose tensor data is a hole:
-// the header through gguf.Writer, then os.File.Truncate to the full size.
-// Small tensors (norms, attn_k: together more than headerLimit bytes) come
-// first, so the writer has flushed the header and stopped before it would
-// allocate a buffer for a big one. It returns the data offset.
-func writeSparseModel(t *testing.T, path string, layers, embd, heads, kvHeads, ff, vocab int, typ ggml.Type, extra map[string]any) uint64 {
-	t.Helper()
-	w := gguf.NewWriter()
-	hd := embd / heads
-	for k, v := range map[string]any{
-		"general.architecture": "llama", "general.name": "sparse-test", "general.file_type": uint32(1),
-		"llama.block_count": uint32(layers), "llama.embedding_length": uint32(embd),
-		"llama.attention.head_count": uint32(heads), "llama.attention.head_count_kv": uint32(kvHeads),
-		"llama.feed_forward_length": uint32(ff), "llama.context_length": uint32(131072),
-		"llama.rope.freq_base": float32(500000), "llama.attention.layer_norm_rms_epsilon": float32(1e-5),
-		"llama.vocab_size": uint32(vocab),
-	} {
-		if err := w.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for k, v := range extra {
-		if err := w.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	add := func(name string, typ ggml.Type, dims ...uint64) {
-		if err := w.AddTensor(name, typ, dims, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	add("output_norm.weight", ggml.F32, uint64(embd))
-	for l := range layers {
-		add(fmt.Sprintf("blk.%d.attn_norm.weight", l), ggml.F32, uint64(embd))
-		add(fmt.Sprintf("blk.%d.ffn_norm.weight", l), ggml.F32, uint64(embd))
-		add(fmt.Sprintf("blk.%d.attn_k.weight", l), typ, uint64(embd), uint64(kvHeads*hd))
-	}
-	add("token_embd.weight", typ, uint64(embd), uint64(vocab))
-	for l := range layers {
-		p := fmt.Sprintf("blk.%d.", l)
-		add(p+"attn_q.weight", typ, uint64(embd), uint64(embd))
-		add(p+"attn_v.weight", typ, uint64(embd), uint64(kvHeads*hd))
-		add(p+"attn_output.weight", typ, uint64(embd), uint64(embd))
-		add(p+"ffn_gate.weight", typ, uint64(embd), uint64(ff))
-		add(p+"ffn_up.weight", typ, uint64(embd), uint64(ff))
-		add(p+"ffn_down.weight", typ, uint64(ff), uint64(embd))
-	}
-	fh, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	if err := w.Write(&headerOnly{w: fh, limit: headerLimit}); !errors.Is(err, errStop) {
-		t.Fatalf("writing the header: %v", err)
-	}
-	// Make room for every tensor, parse the header, then cut the file to
-	// exactly the end of the last tensor.
-	if err := fh.Truncate(1 << 40); err != nil {
-		t.Skipf("no sparse files here: %v", err)
-	}
-	f, err := gguf.ReadHeader(fh, 1<<40, gguf.HeaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := f.DataOffset
-	for _, ti := range f.Tensors {
-		end = max(end, f.DataOffset+ti.Offset+ti.Size)
-	}
-	if err := fh.Truncate(int64(end)); err != nil {
-		t.Fatal(err)
-	}
-	return f.DataOffset
-}
-
 // A Llama-3.2-1B-shaped F16 model of 2.47 GB, data all hole: describing it
 // reads only its header.
 func TestHeaderOnlyIsFastAndSmall(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sparse-1b.gguf")
-	dataOff := writeSparseModel(t, path, 16, 2048, 32, 8, 8192, 128256, ggml.F16, nil)
+	dataOff := testmodel.WriteSparse(t, path, 16, 2048, 32, 8, 8192, 128256, ggml.F16, false, nil)
 	fh, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +164,7 @@ func rangeStart(t *testing.T, h string) int64 {
 func TestFromURLReadsOnlyTheHeader(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sparse-8b.gguf")
 	// Llama-3.1-8B shape at Q4_0: 4.6 GB of hole.
-	dataOff := writeSparseModel(t, path, 32, 4096, 32, 8, 14336, 128256, ggml.Q4_0, nil)
+	dataOff := testmodel.WriteSparse(t, path, 32, 4096, 32, 8, 14336, 128256, ggml.Q4_0, false, nil)
 	var log rangeLog
 	srv := serveFile(t, path, &log)
 	d, err := FromURL(context.Background(), srv.Client(), srv.URL+"/sparse-8b.gguf")
@@ -294,7 +198,7 @@ func TestFromURLLargeHeader(t *testing.T) {
 		tokens[i] = fmt.Sprintf("token-%d", i)
 	}
 	path := filepath.Join(t.TempDir(), "vocab.gguf")
-	dataOff := writeSparseModel(t, path, 8, 2048, 32, 8, 512, 200000, ggml.F16, map[string]any{"tokenizer.ggml.tokens": tokens})
+	dataOff := testmodel.WriteSparse(t, path, 8, 2048, 32, 8, 512, 200000, ggml.F16, false, map[string]any{"tokenizer.ggml.tokens": tokens})
 	var log rangeLog
 	srv := serveFile(t, path, &log)
 	d, err := FromURL(context.Background(), srv.Client(), srv.URL+"/vocab.gguf")
