@@ -1,0 +1,213 @@
+//go:build amd64
+
+#include "textflag.h"
+#include "simd_amd64.h"
+
+// ------------------------------------------------------- F16, BF16, F32
+// n is a multiple of 8 (the caller does the rest).
+
+// func dotF16AVX2(w *byte, rowBytes, rows int, x *float32, n int, dst *float32)
+TEXT ·dotF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R12
+	XORQ R13, R13
+
+f16row:
+	MOVQ R12, SI
+	MOVQ x+24(FP), DI
+	MOVQ n+32(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	SUBQ $32, CX
+	JLT  f16tail
+
+f16loop:
+	PF1
+	VCVTPH2PS (SI), Y4
+	VCVTPH2PS 16(SI), Y5
+	VCVTPH2PS 32(SI), Y6
+	VCVTPH2PS 48(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ $64, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JGE  f16loop
+
+f16tail:
+	ADDQ $32, CX
+f16tail8:
+	SUBQ $8, CX
+	JLT  f16done
+	VCVTPH2PS (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ $16, SI
+	ADDQ $32, DI
+	JMP  f16tail8
+
+f16done:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM(Y0, X0, X1)
+	MOVQ dst+40(FP), AX
+	MOVSS X0, (AX)(R13*4)
+	ADDQ rowBytes+8(FP), R12
+	INCQ R13
+	CMPQ R13, rows+16(FP)
+	JLT  f16row
+	VZEROUPPER
+	RET
+
+// func dotF16x4AVX2(w *byte, x *float32, n, xStride int, out *[4]float32)
+TEXT ·dotF16x4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ xStride+24(FP), R10
+	LEAQ (R10)(R10*2), R11
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	SUBQ $16, CX
+	JLT  f16x4tail
+
+f16x4loop:
+	PF1
+	VCVTPH2PS (SI), Y8
+	VCVTPH2PS 16(SI), Y9
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS (DI)(R10*1), Y8, Y1
+	VFMADD231PS (DI)(R10*2), Y8, Y2
+	VFMADD231PS (DI)(R11*1), Y8, Y3
+	VFMADD231PS 32(DI), Y9, Y4
+	VFMADD231PS 32(DI)(R10*1), Y9, Y5
+	VFMADD231PS 32(DI)(R10*2), Y9, Y6
+	VFMADD231PS 32(DI)(R11*1), Y9, Y7
+	ADDQ $32, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JGE  f16x4loop
+
+f16x4tail:
+	ADDQ $16, CX
+	JZ   f16x4done
+	VCVTPH2PS (SI), Y8
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS (DI)(R10*1), Y8, Y1
+	VFMADD231PS (DI)(R10*2), Y8, Y2
+	VFMADD231PS (DI)(R11*1), Y8, Y3
+
+f16x4done:
+	MOVQ out+32(FP), AX
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+	HSUM(Y0, X0, X8)
+	HSUM(Y1, X1, X8)
+	HSUM(Y2, X2, X8)
+	HSUM(Y3, X3, X8)
+	VZEROUPPER
+	MOVSS X0, (AX)
+	MOVSS X1, 4(AX)
+	MOVSS X2, 8(AX)
+	MOVSS X3, 12(AX)
+	RET
+
+// func dotBF16AVX2(w *byte, rowBytes, rows int, x *float32, n int, dst *float32)
+TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R12
+	XORQ R13, R13
+
+bf16row:
+	MOVQ R12, SI
+	MOVQ x+24(FP), DI
+	MOVQ n+32(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	SUBQ $16, CX
+	JLT  bf16tail
+
+bf16loop:
+	PF1
+	VPMOVZXWD (SI), Y4
+	VPMOVZXWD 16(SI), Y5
+	VPSLLD $16, Y4, Y4
+	VPSLLD $16, Y5, Y5
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	ADDQ $32, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JGE  bf16loop
+
+bf16tail:
+	ADDQ $16, CX
+	JZ   bf16done
+	VPMOVZXWD (SI), Y4
+	VPSLLD $16, Y4, Y4
+	VFMADD231PS (DI), Y4, Y0
+
+bf16done:
+	VADDPS Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	MOVQ dst+40(FP), AX
+	MOVSS X0, (AX)(R13*4)
+	ADDQ rowBytes+8(FP), R12
+	INCQ R13
+	CMPQ R13, rows+16(FP)
+	JLT  bf16row
+	VZEROUPPER
+	RET
+
+// func dotF32AVX2(w *byte, rowBytes, rows int, x *float32, n int, dst *float32)
+TEXT ·dotF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R12
+	XORQ R13, R13
+
+f32row:
+	MOVQ R12, SI
+	MOVQ x+24(FP), DI
+	MOVQ n+32(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	SUBQ $16, CX
+	JLT  f32tail
+
+f32loop:
+	PF1
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JGE  f32loop
+
+f32tail:
+	ADDQ $16, CX
+	JZ   f32done
+	VMOVUPS (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+
+f32done:
+	VADDPS Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	MOVQ dst+40(FP), AX
+	MOVSS X0, (AX)(R13*4)
+	ADDQ rowBytes+8(FP), R12
+	INCQ R13
+	CMPQ R13, rows+16(FP)
+	JLT  f32row
+	VZEROUPPER
+	RET
