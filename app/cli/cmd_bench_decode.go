@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +52,7 @@ func benchDecodeCmd(env *Env, args []string) error {
 	pp := fs.Int("pp", 128, "prompt tokens timed for prefill")
 	tg := fs.Int("tg", 64, "tokens timed for decode")
 	asJSON := fs.Bool("json", false, "print JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed decode steps to `FILE`")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -112,13 +115,19 @@ func benchDecodeCmd(env *Env, args []string) error {
 		if err := s.Step(toks[0]); err != nil { // warm-up step, untimed
 			return err
 		}
+		stopProfile, err := startProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
 		t1 := time.Now()
 		for _, t := range toks[1:] {
 			if err := s.Step(t); err != nil {
+				stopProfile()
 				return err
 			}
 		}
 		decode := time.Since(t1)
+		stopProfile()
 		r := benchDecodeResult{Depth: depth, PrefillTokS: float64(*pp) / prefill.Seconds(), DecodeTokS: float64(*tg-1) / decode.Seconds()}
 		results = append(results, r)
 		if !*asJSON {
@@ -130,4 +139,21 @@ func benchDecodeCmd(env *Env, args []string) error {
 			"kv": o.KV.String(), "results": results})
 	}
 	return nil
+}
+
+// startProfile starts a CPU profile into path (no-op for ""); the returned
+// func stops it. Each depth overwrites the file, so the last depth is kept.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
