@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"nibble/internal/testdata"
+)
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(&Env{Stdout: &out, Stderr: &errb}, args)
+	return out.String(), errb.String(), code
+}
+
+type refJSON struct {
+	Prompt string         `json:"prompt"`
+	Tokens []int32        `json:"tokens"`
+	Top    [][][2]float64 `json:"top"`
+	Greedy []int32        `json:"greedy"`
+}
+
+func readRef(t *testing.T, td, model string) refJSON {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(td, "models", strings.TrimSuffix(model, ".gguf")+".ref", "short.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r refJSON
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestTokenizeLogitsRunJSON(t *testing.T) {
+	td := testdata.Dir(t)
+	const model = "tiny-llama-spm-f16.gguf"
+	path := filepath.Join(td, "models", model)
+	ref := readRef(t, td, model)
+
+	out, stderr, code := runCLI(t, "tokenize", "-m", path, ref.Prompt, "--json")
+	if code != 0 {
+		t.Fatalf("tokenize exit %d: %s", code, stderr)
+	}
+	var tok struct{ Tokens []int32 }
+	if err := json.Unmarshal([]byte(out), &tok); err != nil || !slices.Equal(tok.Tokens, ref.Tokens) {
+		t.Fatalf("tokenize --json = %s (err %v), want tokens %v", out, err, ref.Tokens)
+	}
+
+	out, stderr, code = runCLI(t, "logits", "-m", path, "--prompt", ref.Prompt, "--kv", "f16", "--json")
+	if code != 0 {
+		t.Fatalf("logits exit %d: %s", code, stderr)
+	}
+	var lg struct {
+		Tokens []int32
+		Top    [][2]float64
+	}
+	if err := json.Unmarshal([]byte(out), &lg); err != nil {
+		t.Fatal(err)
+	}
+	last := ref.Top[len(ref.Top)-1]
+	if len(lg.Top) != 20 || int(lg.Top[0][0]) != int(last[0][0]) || !slices.Equal(lg.Tokens, ref.Tokens) {
+		t.Fatalf("logits top %v, want 20 entries led by %v", lg.Top, last[0])
+	}
+	for i, e := range last {
+		if d := lg.Top[i][1] - e[1]; d > 0.1 || d < -0.1 {
+			t.Errorf("top[%d] = %v, llama.cpp %v", i, lg.Top[i], e)
+		}
+	}
+
+	out, stderr, code = runCLI(t, "run", "-m", path, "-p", ref.Prompt, "-n", "24", "--temp", "0", "--kv", "f16", "--json")
+	if code != 0 {
+		t.Fatalf("run exit %d: %s", code, stderr)
+	}
+	var rr runResult
+	if err := json.Unmarshal([]byte(out), &rr); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rr.Tokens, ref.Greedy) || rr.PromptTokens != len(ref.Tokens) || rr.GenTokens != 24 || rr.DecodeTokS <= 0 || rr.PrefillTokS <= 0 {
+		t.Fatalf("run --json = %+v, want llama.cpp's greedy tokens %v", rr, ref.Greedy)
+	}
+}
+
+func TestBenchDecodeAndKVCheckJSON(t *testing.T) {
+	td := testdata.Dir(t)
+	path := filepath.Join(td, "models", "tiny-qwen2-q4_0.gguf")
+	out, stderr, code := runCLI(t, "bench", "decode", "-m", path, "--depth", "0,64", "--pp", "16", "--tg", "8", "--threads", "2", "--json")
+	if code != 0 {
+		t.Fatalf("bench decode exit %d: %s", code, stderr)
+	}
+	var bd struct {
+		Model   string
+		Threads int
+		Results []benchDecodeResult
+	}
+	if err := json.Unmarshal([]byte(out), &bd); err != nil || bd.Threads != 2 || len(bd.Results) != 2 || bd.Results[1].Depth != 64 || bd.Results[1].DecodeTokS <= 0 {
+		t.Fatalf("bench decode --json = %s (err %v)", out, err)
+	}
+
+	prompt := filepath.Join(td, "long_prompt.txt")
+	out, stderr, code = runCLI(t, "kvcheck", "-m", path, "--prompt-file", prompt, "--batch", "64", "--greedy", "8", "--json")
+	if code != 0 {
+		t.Fatalf("kvcheck exit %d: %s", code, stderr)
+	}
+	var kc struct {
+		Tokens int
+		Types  map[string]struct {
+			Cosine        float64 `json:"cosine"`
+			Top1Agreement float64 `json:"top1_agreement"`
+			GreedyTotal   int     `json:"greedy_total"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &kc); err != nil || kc.Tokens != 577 || kc.Types["q4"].GreedyTotal != 8 || kc.Types["q8"].Cosine < 0.999 {
+		t.Fatalf("kvcheck --json = %s (err %v)", out, err)
+	}
+}
+
+func TestRunRefusesModelThatDoesNotFit(t *testing.T) {
+	td := testdata.Dir(t)
+	path := filepath.Join(td, "models", "tiny-llama3-q8_0.gguf")
+	_, stderr, code := runCLI(t, "run", "-m", path, "-p", "hi", "--ram", "16MiB")
+	if code == 0 || !strings.Contains(stderr, "does not fit") {
+		t.Fatalf("exit %d, stderr %q: want a refusal with advice", code, stderr)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"run"}, {"run", "-m", "x.gguf", "--kv", "q3", "-p", "hi"}, {"logits", "-m", "x.gguf"}, {"nonsense"}} {
+		if _, _, code := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if _, stderr, code := runCLI(t, "run", "-m", "/nonexistent.gguf", "-p", "hi"); code != 1 || !strings.Contains(stderr, "nonexistent") {
+		t.Errorf("missing model: exit %d, %q", code, stderr)
+	}
+}
