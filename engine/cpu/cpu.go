@@ -204,12 +204,12 @@ func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos
 
 func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, n int, a *backend.Attention) {
 	kc := c.(*kvCache)
-	attention.Decode(b.pool, kc.ws, f(out), f(q), kc.c, layer, n, kc.p)
+	b.fail(attention.Decode(b.pool, kc.ws, f(out), f(q), kc.c, layer, n, kc.p))
 }
 
 func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, layer, past, rows int, a *backend.Attention) {
 	kc := c.(*kvCache)
-	attention.Prefill(b.pool, kc.ws, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, kc.p)
+	b.fail(attention.Prefill(b.pool, kc.ws, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, kc.p))
 }
 
 func (b *Backend) SwiGLU(dst, gate, up backend.Tensor, n int) {

@@ -1,0 +1,85 @@
+package attention
+
+import (
+	"math"
+
+	"nibble/engine/kv"
+)
+
+var negInf = float32(math.Inf(-1))
+
+// attendCached runs the st's G query heads over cached tokens [lo, hi) of kv
+// head kvh: per block of 32 tokens, scores from the codes, one online-softmax
+// update, then V accumulated from the codes. K and V of each token are read
+// once for all G heads.
+func (st *slot) attendCached(lv *kv.LayerView, kvh, lo, hi int) {
+	d, gs := lv.HeadDim, lv.GroupSize
+	base := kvh * lv.Ctx // slot of (kvh, position 0)
+	for t := lo; t < hi; t += blockTokens {
+		nb := min(blockTokens, hi-t)
+		s0, s1 := base+t, base+t+nb
+		switch lv.Type {
+		case kv.Q4:
+			mp := 2 * d / gs // metadata halves per token
+			kern.meta(st.metaK, lv.K.Meta[s0*mp:s1*mp], nb, mp, st.ms)
+			kern.q4Scores(st, lv.K.Q4[s0*d/8:s1*d/8], nb, gs)
+			st.softmax(nb)
+			kern.meta(st.metaV, lv.V.Meta[s0*mp:s1*mp], nb, mp, st.ms)
+			kern.q4AccV(st, lv.V.Q4[s0*d/8:s1*d/8], nb, gs)
+		case kv.Q8:
+			mp := 2 * d / gs
+			kern.meta(st.metaK, lv.K.Meta[s0*mp:s1*mp], nb, mp, st.ms)
+			kern.q8Scores(st, lv.K.Q8[s0*d:s1*d], nb, gs)
+			st.softmax(nb)
+			kern.meta(st.metaV, lv.V.Meta[s0*mp:s1*mp], nb, mp, st.ms)
+			kern.q8AccV(st, lv.V.Q8[s0*d:s1*d], nb, gs)
+		default:
+			kern.f16Scores(st, lv.K.F16[s0*d:s1*d], nb)
+			st.softmax(nb)
+			kern.f16AccV(st, lv.V.F16[s0*d:s1*d], nb)
+		}
+	}
+}
+
+// attendNew runs the G heads over rows [lo, hi) of f32 keys and values
+// (D floats per row, lane order): prefill's new tokens.
+func (st *slot) attendNew(k, v []float32, lo, hi int) {
+	d := st.d
+	for t := lo; t < hi; t += blockTokens {
+		nb := min(blockTokens, hi-t)
+		kern.f32Scores(st, k[t*d:(t+nb)*d], nb)
+		st.softmax(nb)
+		kern.f32AccV(st, v[t*d:(t+nb)*d], nb)
+	}
+}
+
+// softmax turns the block's scores (log2 domain) into probabilities
+// against the new running max and rescales each head's accumulator once.
+func (st *slot) softmax(nb int) {
+	kern.softmax(st.sc, st.ml, st.o, st.g, st.d, nb)
+}
+
+func softmaxGo(sc, ml, o []float32, g, d, nb int) {
+	for j := 0; j < g; j++ {
+		s := sc[j*blockTokens : j*blockTokens+nb]
+		m := ml[2*j]
+		mNew := m
+		for _, x := range s {
+			mNew = max(mNew, x)
+		}
+		var sum float32
+		for t, x := range s {
+			p := exp2(x - mNew)
+			s[t] = p
+			sum += p
+		}
+		alpha := exp2(m - mNew)
+		ml[2*j], ml[2*j+1] = mNew, ml[2*j+1]*alpha+sum
+		if alpha != 1 {
+			oj := o[j*d : (j+1)*d]
+			for i := range oj {
+				oj[i] *= alpha
+			}
+		}
+	}
+}

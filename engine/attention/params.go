@@ -1,0 +1,69 @@
+// Package attention is the CPU twin of the Metal attention kernels
+// (DESIGN.md §3): decode attention as a two-pass split-K over a K/V cache
+// read once per GQA group, in blocks of 32 tokens with one online-softmax
+// rescale per block in the exp2 domain, the q4/q8 scores computed on packed
+// codes with the qdot identity and V accumulated from codes; and a hybrid
+// causal prefill (cached prefix from the cache, new rows in f16 precision).
+package attention
+
+import (
+	"fmt"
+
+	"nibble/engine/kv"
+)
+
+// Params is the attention geometry of one layer.
+type Params struct {
+	Heads, KVHeads, HeadDim int
+	Scale                   float32 // applied to q·k, usually 1/sqrt(HeadDim)
+	Window                  int     // sliding window in tokens (the query's own included); 0 = none
+}
+
+const (
+	blockTokens     = 32  // tokens per online-softmax update
+	minChunk        = 256 // fewest tokens a split owns
+	splitsPerThread = 4   // most splits per worker thread (load balance vs merge work)
+	log2e           = 1.4426950408889634
+	maxHeads        = 1 << 12 // sanity bound on untrusted head counts
+	maxHeadDim      = 1 << 12
+)
+
+// group is G, the query heads sharing one kv head.
+func (p Params) group() int { return p.Heads / p.KVHeads }
+
+func (p Params) validate() error {
+	switch {
+	case p.Heads <= 0 || p.KVHeads <= 0 || p.Heads > maxHeads:
+		return fmt.Errorf("attention: heads %d and kv heads %d must be positive (at most %d)", p.Heads, p.KVHeads, maxHeads)
+	case p.Heads%p.KVHeads != 0:
+		return fmt.Errorf("attention: heads %d not a multiple of kv heads %d", p.Heads, p.KVHeads)
+	case p.HeadDim <= 0 || p.HeadDim%8 != 0 || p.HeadDim > maxHeadDim:
+		return fmt.Errorf("attention: head dim %d must be a positive multiple of 8 (at most %d)", p.HeadDim, maxHeadDim)
+	case p.Window < 0:
+		return fmt.Errorf("attention: negative window %d", p.Window)
+	}
+	return nil
+}
+
+// checkCache reports a cache layer that does not match p.
+func (p Params) checkCache(c *kv.Cache, layer int) error {
+	if c == nil {
+		return fmt.Errorf("attention: nil cache")
+	}
+	cfg := c.Config()
+	switch {
+	case layer < 0 || layer >= cfg.Layers:
+		return fmt.Errorf("attention: layer %d outside [0, %d)", layer, cfg.Layers)
+	case cfg.KVHeads != p.KVHeads || cfg.HeadDim != p.HeadDim:
+		return fmt.Errorf("attention: cache has %d kv heads of dim %d, params want %d of dim %d", cfg.KVHeads, cfg.HeadDim, p.KVHeads, p.HeadDim)
+	}
+	return nil
+}
+
+// visible is the first key position a query at position pos sees.
+func (p Params) visible(pos int) int {
+	if p.Window > 0 {
+		return max(0, pos+1-p.Window)
+	}
+	return 0
+}

@@ -1,0 +1,168 @@
+package kv
+
+import (
+	"fmt"
+	"unsafe"
+
+	"nibble/engine/half"
+)
+
+// maxCacheBytes bounds a cache so size arithmetic cannot overflow; it is far
+// above any machine this runs on, the estimator refuses real misfits first.
+const maxCacheBytes = 1 << 46
+
+// Plane is K or V of one layer: one allocation holding the codes followed by
+// the metadata. Exactly one of Q4, Q8, F16 is set, by the cache type; all
+// are indexed [kv_head][position][...] (DESIGN.md §2).
+type Plane struct {
+	Raw  []byte   // the whole allocation (what a GPU backend uploads)
+	Q4   []uint32 // D/8 words per (head, pos); element i at bits 4*(i%8) of word i/8
+	Q8   []uint8  // D bytes per (head, pos)
+	F16  []uint16 // D halves per (head, pos)
+	Meta []uint16 // q4, q8: D/gs {scale, bias} half pairs per (head, pos)
+}
+
+// LayerView is what the attention kernels read for one layer.
+type LayerView struct {
+	Type      Type
+	KVHeads   int
+	HeadDim   int
+	GroupSize int
+	Ctx       int
+	K, V      Plane
+}
+
+// Cache is a preallocated K/V cache for every layer.
+type Cache struct {
+	cfg    Config
+	layers []LayerView
+	bytes  int64
+}
+
+// New allocates the cache through alloc (nil: make), one call per layer for
+// K and one for V, each exactly KVHeads·Ctx·BytesPerTokenHead bytes.
+func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if alloc == nil {
+		alloc = func(n int) []byte { return make([]byte, n) }
+	}
+	bpth := BytesPerTokenHead(cfg.Type, cfg.HeadDim, cfg.GroupSize)
+	// Divisions, not products, so absurd counts cannot overflow the check.
+	if int64(cfg.Ctx) > maxCacheBytes/2/int64(bpth)/int64(cfg.Layers)/int64(cfg.KVHeads) {
+		return nil, fmt.Errorf("kv: cache of %d layers × %d heads × %d positions is too large", cfg.Layers, cfg.KVHeads, cfg.Ctx)
+	}
+	planeBytes := cfg.KVHeads * cfg.Ctx * bpth
+	c := &Cache{cfg: cfg, layers: make([]LayerView, cfg.Layers)}
+	for l := range c.layers {
+		lv := &c.layers[l]
+		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.Ctx}
+		for i, p := range []*Plane{&lv.K, &lv.V} {
+			raw := alloc(planeBytes)
+			if len(raw) != planeBytes {
+				return nil, fmt.Errorf("kv: layer %d plane %d: allocator returned %d bytes, want %d", l, i, len(raw), planeBytes)
+			}
+			if uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%4 != 0 {
+				return nil, fmt.Errorf("kv: layer %d plane %d: allocation is not 4-byte aligned", l, i)
+			}
+			c.bytes += int64(planeBytes)
+			*p = carve(cfg, raw)
+		}
+	}
+	return c, nil
+}
+
+// carve splits one plane allocation into codes and metadata views.
+func carve(cfg Config, raw []byte) Plane {
+	p := Plane{Raw: raw}
+	elems := cfg.KVHeads * cfg.Ctx * cfg.HeadDim
+	var codeBytes int
+	switch cfg.Type {
+	case F16:
+		p.F16 = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[0])), elems)
+		return p
+	case Q8:
+		codeBytes = elems
+		p.Q8 = raw[:codeBytes:codeBytes]
+	case Q4:
+		codeBytes = elems / 2
+		p.Q4 = unsafe.Slice((*uint32)(unsafe.Pointer(&raw[0])), elems/8)
+	}
+	meta := raw[codeBytes:]
+	p.Meta = unsafe.Slice((*uint16)(unsafe.Pointer(&meta[0])), len(meta)/2)
+	return p
+}
+
+// Config is the shape the cache was made for.
+func (c *Cache) Config() Config { return c.cfg }
+
+// Bytes is the memory the cache holds: exactly Config().Bytes().
+func (c *Cache) Bytes() int64 { return c.bytes }
+
+// Layer returns the view the kernels read; l must be in [0, Layers).
+func (c *Cache) Layer(l int) *LayerView { return &c.layers[l] }
+
+// Append stores n rows of K and V at positions pos..pos+n-1 of layer,
+// quantizing on store. A row is one position: KVHeads·HeadDim floats, heads
+// concatenated.
+func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
+	cfg := c.cfg
+	row := cfg.KVHeads * cfg.HeadDim
+	switch {
+	case layer < 0 || layer >= cfg.Layers:
+		return fmt.Errorf("kv append: layer %d outside [0, %d)", layer, cfg.Layers)
+	case n < 0 || pos < 0 || pos > cfg.Ctx-n:
+		return fmt.Errorf("kv append: positions [%d, %d) outside the context of %d", pos, pos+n, cfg.Ctx)
+	case len(k) < n*row || len(v) < n*row:
+		return fmt.Errorf("kv append: %d rows need %d floats each for K and V, got %d and %d", n, n*row, len(k), len(v))
+	}
+	lv := &c.layers[layer]
+	for t := 0; t < n; t++ {
+		for h := 0; h < cfg.KVHeads; h++ {
+			src := (t*cfg.KVHeads + h) * cfg.HeadDim
+			slot := h*cfg.Ctx + pos + t
+			lv.K.store(cfg, slot, k[src:src+cfg.HeadDim])
+			lv.V.store(cfg, slot, v[src:src+cfg.HeadDim])
+		}
+	}
+	return nil
+}
+
+// store quantizes one head vector into slot = head·Ctx + position.
+func (p *Plane) store(cfg Config, slot int, x []float32) {
+	d, ng := cfg.HeadDim, 0
+	if cfg.Type != F16 {
+		ng = d / cfg.GroupSize
+	}
+	switch cfg.Type {
+	case F16:
+		dst := p.F16[slot*d : (slot+1)*d]
+		for i, f := range x {
+			dst[i] = half.FromFloat32(f)
+		}
+	case Q8:
+		QuantizeGroupQ8(p.Q8[slot*d:(slot+1)*d], p.Meta[slot*2*ng:(slot+1)*2*ng], x, cfg.GroupSize)
+	case Q4:
+		QuantizeGroupQ4(p.Q4[slot*d/8:(slot+1)*d/8], p.Meta[slot*2*ng:(slot+1)*2*ng], x, cfg.GroupSize)
+	}
+}
+
+// Dequantize writes the stored value of (head, pos) into dst (HeadDim
+// floats): for tests, baselines and tools, not the attention kernels.
+func (lv *LayerView) Dequantize(dst []float32, plane *Plane, head, pos int) {
+	d := lv.HeadDim
+	slot := head*lv.Ctx + pos
+	switch lv.Type {
+	case F16:
+		for i, h := range plane.F16[slot*d : (slot+1)*d] {
+			dst[i] = half.ToFloat32(h)
+		}
+	case Q8:
+		ng := d / lv.GroupSize
+		DequantizeGroupQ8(dst[:d], plane.Q8[slot*d:(slot+1)*d], plane.Meta[slot*2*ng:], lv.GroupSize)
+	case Q4:
+		ng := d / lv.GroupSize
+		DequantizeGroupQ4(dst[:d], plane.Q4[slot*d/8:(slot+1)*d/8], plane.Meta[slot*2*ng:], lv.GroupSize)
+	}
+}
