@@ -32,7 +32,7 @@ func TestRoundingTiesToEven(t *testing.T) {
 		{65520, float32(math.Inf(1))},                  // overflow
 		{5.960464477539063e-08, 5.960464477539063e-08}, // smallest subnormal
 		{2.9802322387695312e-08, 0},                    // exactly half of it: ties to even (0)
-		{-0.0, 0},
+		{float32(math.Copysign(0, -1)), float32(math.Copysign(0, -1))},
 	}
 	for _, c := range cases {
 		if got := Round(c.in); got != c.want {
