@@ -111,6 +111,14 @@ func (s *Session) Tokens() []int32 { return s.tokens }
 // Reset forgets the cached sequence.
 func (s *Session) Reset() { s.tokens = s.tokens[:0] }
 
+// Truncate keeps the first n cached tokens (to regenerate from there); the
+// cache slots after them are overwritten by later tokens.
+func (s *Session) Truncate(n int) {
+	if n >= 0 && n < len(s.tokens) {
+		s.tokens = s.tokens[:n]
+	}
+}
+
 // ErrContextFull is returned when a prompt plus the requested generation
 // does not fit the context budget and the caller did not ask for shifting.
 var ErrContextFull = errors.New("context budget reached")

@@ -7,24 +7,27 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"nibble/engine"
 	"nibble/engine/cpu"
+	"nibble/engine/kv"
 )
 
 func init() {
 	Register(&Command{
 		Name:  "bench decode",
-		Usage: "-m MODEL [--depth 0,1024,4096] [--pp 128] [--tg 64] [--threads N] [--kv f16|q8|q4] [--json]",
+		Usage: "-m MODEL [--depth 0,1024,4096] [--kv q4[,f16,q8]] [--pp 128] [--tg 64] [--reps 3] [--threads N] [--json]",
 		Run:   benchDecodeCmd,
 	})
 }
 
 type benchDecodeResult struct {
 	Depth       int     `json:"depth"`
+	KV          string  `json:"kv"`
 	PrefillTokS float64 `json:"prefill_tok_s"`
 	DecodeTokS  float64 `json:"decode_tok_s"`
 }
@@ -41,9 +44,11 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
-// benchDecodeCmd measures, at each depth, the prefill rate of a pp-token
-// batch placed after depth cached tokens and the decode rate of tg tokens
-// after that (random token ids, as llama-bench does).
+// benchDecodeCmd measures, at each depth and for each KV type, the prefill
+// rate of a pp-token batch placed after depth cached tokens and the decode
+// rate of tg tokens after that (random token ids, as llama-bench does). With
+// several KV types, their decode repetitions are interleaved so they share
+// the machine's state; each figure is the median of --reps.
 func benchDecodeCmd(env *Env, args []string) error {
 	fs := NewFlags(env, "bench decode")
 	var mf modelFlags
@@ -51,8 +56,9 @@ func benchDecodeCmd(env *Env, args []string) error {
 	depthList := fs.String("depth", "0", "comma-separated cache depths")
 	pp := fs.Int("pp", 128, "prompt tokens timed for prefill")
 	tg := fs.Int("tg", 64, "tokens timed for decode")
+	reps := fs.Int("reps", 3, "decode repetitions per depth and KV type (median reported)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed decode steps to `FILE`")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole benchmark to `FILE`")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -60,16 +66,21 @@ func benchDecodeCmd(env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if mf.path == "" || *pp < 1 || *tg < 2 {
-		return fmt.Errorf("%w: need -m MODEL, --pp >= 1 and --tg >= 2", ErrUsage)
+	if mf.path == "" || *pp < 1 || *tg < 2 || *reps < 1 {
+		return fmt.Errorf("%w: need -m MODEL, --pp >= 1, --tg >= 2 and --reps >= 1", ErrUsage)
 	}
-	maxDepth := 0
-	for _, d := range depths {
-		maxDepth = max(maxDepth, d)
+	var kvTypes []kv.Type
+	for _, name := range strings.Split(mf.kvType, ",") {
+		t, err := kv.ParseType(strings.TrimSpace(name))
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		kvTypes = append(kvTypes, t)
 	}
 	if mf.ctx == 0 {
-		mf.ctx = maxDepth + *pp + *tg
+		mf.ctx = slices.Max(depths) + *pp + *tg
 	}
+	mf.kvType = kvTypes[0].String()
 	o, err := mf.options()
 	if err != nil {
 		return err
@@ -81,9 +92,12 @@ func benchDecodeCmd(env *Env, args []string) error {
 	defer m.Close()
 	b := cpu.New(mf.threads)
 	defer b.Close()
-	s, err := engine.NewSession(m, b, o)
-	if err != nil {
-		return err
+	sessions := make([]*engine.Session, len(kvTypes))
+	for i, t := range kvTypes {
+		o.KV = t
+		if sessions[i], err = engine.NewSession(m, b, o); err != nil {
+			return err
+		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	randTokens := func(n int) []int32 {
@@ -93,56 +107,74 @@ func benchDecodeCmd(env *Env, args []string) error {
 		}
 		return t
 	}
+	stopProfile, err := startProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	ctx := context.Background()
 	var results []benchDecodeResult
 	for _, depth := range depths {
-		if depth+*pp+*tg > s.Opts.Ctx {
-			return fmt.Errorf("depth %d + pp %d + tg %d exceeds --ctx %d", depth, *pp, *tg, s.Opts.Ctx)
+		if depth+*pp+*tg > o.Ctx {
+			return fmt.Errorf("depth %d + pp %d + tg %d exceeds --ctx %d", depth, *pp, *tg, o.Ctx)
 		}
-		s.Reset()
-		ctx := context.Background()
-		if depth > 0 {
-			if _, err := s.Prefill(ctx, randTokens(depth)); err != nil {
+		prefix, batch, toks := randTokens(depth), randTokens(*pp), randTokens(*tg)
+		prompt := slices.Concat(prefix, batch)
+		prefillRates := make([]float64, len(sessions))
+		for i, s := range sessions {
+			s.Reset()
+			if depth > 0 {
+				if _, err := s.Prefill(ctx, prefix); err != nil {
+					return err
+				}
+			}
+			t0 := time.Now()
+			if _, err := s.Prefill(ctx, prompt); err != nil {
 				return err
 			}
+			prefillRates[i] = float64(*pp) / time.Since(t0).Seconds()
 		}
-		prompt := append(append([]int32{}, s.Tokens()...), randTokens(*pp)...)
-		t0 := time.Now()
-		if _, err := s.Prefill(ctx, prompt); err != nil {
-			return err
-		}
-		prefill := time.Since(t0)
-		toks := randTokens(*tg)
-		if err := s.Step(toks[0]); err != nil { // warm-up step, untimed
-			return err
-		}
-		stopProfile, err := startProfile(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		t1 := time.Now()
-		for _, t := range toks[1:] {
-			if err := s.Step(t); err != nil {
-				stopProfile()
-				return err
+		decodeRates := make([][]float64, len(sessions))
+		for rep := 0; rep < *reps; rep++ {
+			for i, s := range sessions {
+				s.Truncate(len(prompt))
+				if err := s.Step(toks[0]); err != nil { // warm-up step, untimed
+					return err
+				}
+				t1 := time.Now()
+				for _, t := range toks[1:] {
+					if err := s.Step(t); err != nil {
+						return err
+					}
+				}
+				decodeRates[i] = append(decodeRates[i], float64(*tg-1)/time.Since(t1).Seconds())
 			}
 		}
-		decode := time.Since(t1)
-		stopProfile()
-		r := benchDecodeResult{Depth: depth, PrefillTokS: float64(*pp) / prefill.Seconds(), DecodeTokS: float64(*tg-1) / decode.Seconds()}
-		results = append(results, r)
-		if !*asJSON {
-			fmt.Fprintf(env.Stdout, "depth %6d  prefill %8.1f tok/s  decode %7.2f tok/s\n", r.Depth, r.PrefillTokS, r.DecodeTokS)
+		for i, t := range kvTypes {
+			r := benchDecodeResult{Depth: depth, KV: t.String(), PrefillTokS: prefillRates[i], DecodeTokS: median(decodeRates[i])}
+			results = append(results, r)
+			if !*asJSON {
+				fmt.Fprintf(env.Stdout, "depth %6d  kv %-3s  prefill %8.1f tok/s  decode %7.2f tok/s\n", r.Depth, r.KV, r.PrefillTokS, r.DecodeTokS)
+			}
 		}
 	}
 	if *asJSON {
-		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(mf.path), "threads": b.Threads(),
-			"kv": o.KV.String(), "results": results})
+		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(mf.path), "threads": b.Threads(), "results": results})
 	}
 	return nil
 }
 
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 // startProfile starts a CPU profile into path (no-op for ""); the returned
-// func stops it. Each depth overwrites the file, so the last depth is kept.
+// func stops it.
 func startProfile(path string) (func(), error) {
 	if path == "" {
 		return func() {}, nil
