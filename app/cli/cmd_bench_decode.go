@@ -113,6 +113,13 @@ func benchDecodeCmd(env *Env, args []string) error {
 	}
 	defer stopProfile()
 	ctx := context.Background()
+	// Warm-up: the first forward pass faults the mapped weights in.
+	for _, s := range sessions {
+		if _, err := s.Prefill(ctx, randTokens(min(8, *pp))); err != nil {
+			return err
+		}
+		s.Reset()
+	}
 	var results []benchDecodeResult
 	for _, depth := range depths {
 		if depth+*pp+*tg > o.Ctx {
