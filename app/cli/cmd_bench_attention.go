@@ -31,11 +31,12 @@ type benchAttentionRow struct {
 }
 
 type benchAttentionReport struct {
-	D       int                 `json:"d"`
-	Hq      int                 `json:"hq"`
-	Hkv     int                 `json:"hkv"`
-	Threads int                 `json:"threads"`
-	Results []benchAttentionRow `json:"results"`
+	D          int                 `json:"d"`
+	Hq         int                 `json:"hq"`
+	Hkv        int                 `json:"hkv"`
+	Threads    int                 `json:"threads"`
+	ColdCaches bool                `json:"cold_caches"`
+	Results    []benchAttentionRow `json:"results"`
 }
 
 // benchAttentionCmd times one layer's decode attention step at each context
@@ -53,6 +54,7 @@ func benchAttentionCmd(env *Env, args []string) error {
 	group := fs.Int("kv-group", kv.DefaultGroupSize, "q4/q8 group size: 32 or 64")
 	reps := fs.Int("reps", 7, "timed repetitions per variant (median reported)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	warm := fs.Bool("warm", false, "keep CPU caches warm between steps (default: evict them, as the other layers of a real decode step do)")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -77,11 +79,11 @@ func benchAttentionCmd(env *Env, args []string) error {
 	}
 	pool := parallel.NewPool(*threads)
 	defer pool.Close()
-	rows, err := benchAttention(env, pool, p, *group, ns, *reps, !*asJSON)
+	rows, err := benchAttention(env, pool, p, *group, ns, *reps, !*warm, !*asJSON)
 	if err != nil {
 		return err
 	}
-	rep := benchAttentionReport{D: *d, Hq: *hq, Hkv: *hkv, Threads: pool.Threads(), Results: rows}
+	rep := benchAttentionReport{D: *d, Hq: *hq, Hkv: *hkv, Threads: pool.Threads(), ColdCaches: !*warm, Results: rows}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
@@ -96,7 +98,12 @@ func benchAttentionCmd(env *Env, args []string) error {
 // per kv head, so a prefix reads exactly what a cache of that length
 // would). Every repetition runs all lengths and variants in turn, so load
 // from other processes spreads over all of them alike.
-func benchAttention(env *Env, pool *parallel.Pool, p attention.Params, gs int, ns []int, reps int, progress bool) ([]benchAttentionRow, error) {
+//
+// With cold set, the CPU caches are evicted (untimed) before every step: in
+// a real decode step each layer's K/V is read once and the other layers'
+// K/V and weights pass through the caches before it is read again, so a
+// short context must not be timed out of a warm last-level cache.
+func benchAttention(env *Env, pool *parallel.Pool, p attention.Params, gs int, ns []int, reps int, cold, progress bool) ([]benchAttentionRow, error) {
 	maxN := 0
 	for _, n := range ns {
 		maxN = max(maxN, n)
@@ -149,16 +156,28 @@ func benchAttention(env *Env, pool *parallel.Pool, p attention.Params, gs int, n
 		}
 		inner[i] = max(1, int(5*time.Millisecond/max(time.Since(start), time.Microsecond)))
 	}
+	var evict []byte
+	if cold {
+		evict = make([]byte, evictBytes)
+		for i := range inner {
+			inner[i] = min(inner[i], 8) // each step pays an untimed eviction
+		}
+	}
 	times := make([][]float64, len(vs))
 	for r := 0; r < reps; r++ {
 		for i, v := range vs {
-			start := time.Now()
+			var elapsed time.Duration
 			for k := 0; k < inner[i]; k++ {
+				if cold {
+					evictCaches(pool, evict)
+				}
+				start := time.Now()
 				if err := v.run(v.n); err != nil {
 					return nil, err
 				}
+				elapsed += time.Since(start)
 			}
-			times[i] = append(times[i], float64(time.Since(start))/float64(inner[i])/1e6)
+			times[i] = append(times[i], float64(elapsed)/float64(inner[i])/1e6)
 		}
 	}
 	med := make([]float64, len(vs))
@@ -236,4 +255,17 @@ func printAttentionTable(env *Env, rep benchAttentionReport, gs int) {
 		a, b := rep.Results[i-1], rep.Results[i]
 		fmt.Fprintf(w, "fused q4 n=%d -> n=%d: time ×%.2f for ×%.2f tokens\n", a.N, b.N, b.FusedQ4Ms/a.FusedQ4Ms, float64(b.N)/float64(a.N))
 	}
+}
+
+// evictBytes is larger than the last-level cache of any machine we run on.
+const evictBytes = 128 << 20
+
+// evictCaches writes a buffer larger than the caches from every worker.
+func evictCaches(pool *parallel.Pool, buf []byte) {
+	pool.For(len(buf), 1<<20, func(lo, hi int) {
+		b := buf[lo:hi]
+		for i := 0; i < len(b); i += 64 {
+			b[i]++
+		}
+	})
 }
