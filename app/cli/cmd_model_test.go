@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/engine/ggml"
 	"nibble/internal/testdata"
+	"nibble/internal/testmodel"
 )
 
 func runCLI(t *testing.T, args ...string) (string, string, int) {
@@ -122,13 +124,16 @@ func TestBenchDecodeAndKVCheckJSON(t *testing.T) {
 	}
 }
 
+// With a simulated 1 GiB budget an 8B-shaped model is refused with advice
+// (engine.TestSessionRefusesWhatDoesNotFit checks nothing was allocated).
 func TestRunRefusesModelThatDoesNotFit(t *testing.T) {
-	td := testdata.Dir(t)
-	path := filepath.Join(td, "models", "tiny-llama3-q8_0.gguf")
-	_, stderr, code := runCLI(t, "run", "-m", path, "-p", "hi", "--ram", "16MiB")
-	if code == 0 || !strings.Contains(stderr, "does not fit") {
+	path := filepath.Join(t.TempDir(), "llama-8b-shape.gguf")
+	testmodel.WriteSparse(t, path, 32, 4096, 32, 8, 14336, 32000, ggml.Q4_0, true, nil)
+	_, stderr, code := runCLI(t, "run", "-m", path, "-p", "hi", "--ram", "1GiB")
+	if code != 1 || !strings.Contains(stderr, "does not fit") || !strings.Contains(stderr, "  - ") {
 		t.Fatalf("exit %d, stderr %q: want a refusal with advice", code, stderr)
 	}
+	t.Logf("stderr:\n%s", stderr)
 }
 
 func TestUsageErrors(t *testing.T) {

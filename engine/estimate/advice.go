@@ -72,6 +72,15 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 	}
 	if s != "" {
 		adv = append(adv, s)
+	} else if fixed >= b.Bytes {
+		// Nothing about this model fits: say how big a model would.
+		room := b.Bytes - e.Overhead - (e.Total - e.Weights - e.Overhead)
+		if room > 0 {
+			add("choose a smaller model: weights up to %s fit at --ctx %d (about %.1fB parameters at Q4_K_M)",
+				Human(room), o.Ctx, float64(room)*8/4.85/1e9)
+		} else {
+			add("this machine's budget (%s) is too small for any model at --ctx %d", Human(b.Bytes), o.Ctx)
+		}
 	}
 	adv = append(adv, wiredAdvice(e, b)...)
 	return adv, nil

@@ -1,0 +1,47 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"nibble/engine/cpu"
+	"nibble/engine/ggml"
+	"nibble/engine/sample"
+	"nibble/engine/synth"
+	"nibble/models/vocab"
+)
+
+// A model written by nibble synth passes the loader's llama.cpp-style checks
+// (names, shapes, types) and generates, for both families.
+func TestSynthModelsLoadAndGenerate(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen2"} {
+		t.Run(arch, func(t *testing.T) {
+			o := synth.DefaultOptions(arch)
+			o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF = 2, 128, 4, 2, 256
+			o.Type, o.Seed, o.VocabData = ggml.Q4_0, 5, vocab.LlamaSPM
+			path := filepath.Join(t.TempDir(), arch+".gguf")
+			if err := synth.Generate(path, o); err != nil {
+				t.Fatal(err)
+			}
+			m, err := LoadModel(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if m.HP.Arch != arch || m.HP.TiedOutput != (arch == "llama") || m.HP.QKVBias != (arch == "qwen2") {
+				t.Fatalf("hparams %+v", m.HP)
+			}
+			b := cpu.New(2)
+			defer b.Close()
+			s, err := NewSession(m, b, Options{Ctx: 128})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Generate(context.Background(), m.EncodePrompt("Nibble"), GenParams{MaxTokens: 12, Sample: sample.Params{Temperature: 0.8, Seed: 1}, IgnoreEOS: true}, nil)
+			if err != nil || st.GenTokens != 12 {
+				t.Fatalf("generated %d tokens: %v", st.GenTokens, err)
+			}
+		})
+	}
+}
