@@ -2,6 +2,7 @@ package chat
 
 import (
 	"errors"
+	"nibble/internal/testdata"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,27 +11,9 @@ import (
 	"time"
 )
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
 func templatesDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot(t), "..", "shared", "testdata", "templates")
+	dir := filepath.Join(testdata.Dir(t), "templates")
 	if _, err := os.Stat(dir); err != nil {
 		t.Skipf("chat template fixtures not available at %s: %v", dir, err)
 	}

@@ -2,35 +2,14 @@ package gguf
 
 import (
 	"io"
-	"os"
+	"nibble/internal/testdata"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 )
 
 // sharedTestdata is ../shared/testdata next to the repository root.
-func sharedTestdata(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	td := filepath.Join(dir, "..", "shared", "testdata")
-	if _, err := os.Stat(td); err != nil {
-		t.Skipf("shared test data not found at %s: %v", td, err)
-	}
-	return td
-}
+func sharedTestdata(t testing.TB) string { return testdata.Dir(t) }
 
 // globTestdata lists shared test files matching pattern, skipping if none.
 func globTestdata(t testing.TB, pattern string) []string {

@@ -4,37 +4,14 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
+	"nibble/internal/testdata"
 	"testing"
 
 	"nibble/engine/ggml"
 	"nibble/engine/half"
 )
 
-// testdataDir is ../shared/testdata next to the repository root.
-func testdataDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	td := filepath.Join(dir, "..", "shared", "testdata")
-	if _, err := os.Stat(td); err != nil {
-		t.Skipf("test data not found at %s", td)
-	}
-	return td
-}
+func testdataDir(t testing.TB) string { return testdata.Dir(t) }
 
 var allTypes = []ggml.Type{
 	ggml.F32, ggml.F16, ggml.BF16, ggml.Q4_0, ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, ggml.Q8_0,

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"nibble/internal/testdata"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,29 +15,7 @@ import (
 	"nibble/engine/gguf"
 )
 
-// testdataDir returns ../shared/testdata next to the repository root, or skips.
-func testdataDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	td := filepath.Join(dir, "..", "shared", "testdata")
-	if _, err := os.Stat(td); err != nil {
-		t.Skipf("shared test data not found at %s", td)
-	}
-	return td
-}
+func testdataDir(t testing.TB) string { return testdata.Dir(t) }
 
 var (
 	tokCacheMu sync.Mutex

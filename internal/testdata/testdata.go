@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// Dir returns the shared testdata folder or skips t.
-func Dir(t testing.TB) string {
+// RepoRoot is the directory holding go.mod, above the test's directory.
+func RepoRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -17,15 +17,20 @@ func Dir(t testing.TB) string {
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
+			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Skip("skipping: go.mod not found above the test's directory")
+			t.Fatal("go.mod not found above the test's directory")
 		}
 		dir = parent
 	}
-	td := filepath.Join(dir, "..", "shared", "testdata")
+}
+
+// Dir returns the shared testdata folder or skips t.
+func Dir(t testing.TB) string {
+	t.Helper()
+	td := filepath.Join(RepoRoot(t), "..", "shared", "testdata")
 	if _, err := os.Stat(filepath.Join(td, "README.md")); err != nil {
 		t.Skipf("skipping: shared test data not found at %s (CI provides it beside the checkout)", td)
 	}
