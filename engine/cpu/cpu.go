@@ -5,6 +5,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 
 	"nibble/engine/attention"
@@ -20,6 +21,8 @@ type Backend struct {
 	pool      *parallel.Pool
 	allocated atomic.Int64
 	err       error // first kernel error, reported at Sync
+	mu        sync.Mutex
+	mappings  [][]byte // off-heap allocations, released by Close
 }
 
 // New returns a CPU backend running on threads goroutines (<= 0: all cores).
@@ -42,15 +45,11 @@ func (b *Backend) Threads() int { return b.pool.Threads() }
 func (b *Backend) Pool() *parallel.Pool { return b.pool }
 
 func (b *Backend) Alloc(n int) backend.Tensor {
-	b.allocated.Add(4 * int64(n))
-	return &Tensor{D: make([]float32, n)}
+	return &Tensor{D: bytesAsFloats(b.allocRaw(4 * n))}
 }
 
 // AllocBytes hands out counted raw memory (caches, workspaces).
-func (b *Backend) AllocBytes(n int) []byte {
-	b.allocated.Add(int64(n))
-	return make([]byte, n)
-}
+func (b *Backend) AllocBytes(n int) []byte { return b.allocRaw(n) }
 
 func (b *Backend) AllocatedBytes() int64 { return b.allocated.Load() }
 
@@ -241,4 +240,10 @@ func (b *Backend) Sync() error {
 	return err
 }
 
-func (b *Backend) Close() error { b.pool.Close(); return nil }
+// Close stops the workers and releases the off-heap memory: tensors and
+// caches of this backend must not be used afterwards.
+func (b *Backend) Close() error {
+	b.pool.Close()
+	b.releaseAll()
+	return nil
+}

@@ -19,6 +19,7 @@ type State struct {
 	rope     backend.RoPE
 
 	x, h, q, k, v, att, gate, up, last, logits backend.Tensor
+	allLogits                                  backend.Tensor // maxBatch×vocab, made on first ForwardAll
 	pos                                        []int32
 }
 
@@ -66,8 +67,8 @@ func (s *State) Forward(tokens []int32, pos int, logits []float32) error {
 	return s.forward(tokens, pos, logits, nil)
 }
 
-// ForwardAll is Forward that also passes every row's logits to each (tests
-// and quality probes). It allocates one rows×vocab tensor per call.
+// ForwardAll is Forward that passes every row's logits to each (tests and
+// quality probes). Its first call allocates a maxBatch×vocab tensor.
 func (s *State) ForwardAll(tokens []int32, pos int, each func(row int, logits []float32)) error {
 	return s.forward(tokens, pos, nil, each)
 }
@@ -119,7 +120,10 @@ func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int
 		b.Add(s.x, s.h, n*E)
 	}
 	if each != nil {
-		all := b.Alloc(n * hp.Vocab)
+		if s.allLogits == nil {
+			s.allLogits = b.Alloc(s.maxBatch * hp.Vocab)
+		}
+		all := s.allLogits
 		b.RMSNorm(s.h, s.x, m.OutputNorm, hp.RMSEps, n)
 		b.MatMul(all, m.Output, s.h, n)
 		if err := b.Sync(); err != nil {

@@ -1,0 +1,85 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+
+	"nibble/engine/backend"
+	"nibble/engine/ggml"
+)
+
+func f32Weight(v []float32) *backend.Weight {
+	b := make([]byte, 4*len(v))
+	copy(bytesAsFloats(b), v)
+	return &backend.Weight{Type: ggml.F32, Rows: 1, Cols: len(v), Data: b}
+}
+
+func TestAllocCountsAndZeroesOnAndOffHeap(t *testing.T) {
+	b := New(2)
+	small, large := b.Alloc(10).(*Tensor), b.Alloc(offHeapMin).(*Tensor)
+	if len(small.D) != 10 || len(large.D) != offHeapMin {
+		t.Fatalf("lengths %d %d", len(small.D), len(large.D))
+	}
+	for _, v := range large.D {
+		if v != 0 {
+			t.Fatal("off-heap tensor not zeroed")
+		}
+	}
+	large.D[len(large.D)-1] = 1 // writable
+	if got, want := b.AllocatedBytes(), int64(4*10+4*offHeapMin); got != want {
+		t.Fatalf("allocated %d, want %d", got, want)
+	}
+	if len(b.mappings) != 1 {
+		t.Fatalf("%d off-heap mappings, want 1", len(b.mappings))
+	}
+	b.Close()
+	if b.mappings != nil {
+		t.Fatal("Close kept mappings")
+	}
+}
+
+func TestRMSNormAndSwiGLU(t *testing.T) {
+	b := New(2)
+	defer b.Close()
+	x, out := b.Alloc(4).(*Tensor), b.Alloc(4).(*Tensor)
+	copy(x.D, []float32{1, 2, 3, 4})
+	b.RMSNorm(out, x, f32Weight([]float32{1, 1, 2, 2}), 0, 1)
+	rms := math.Sqrt((1 + 4 + 9 + 16) / 4.0)
+	for i, want := range []float64{1 / rms, 2 / rms, 6 / rms, 8 / rms} {
+		if math.Abs(float64(out.D[i])-want) > 1e-6 {
+			t.Fatalf("rms_norm[%d] = %g, want %g", i, out.D[i], want)
+		}
+	}
+	g, u := b.Alloc(2).(*Tensor), b.Alloc(2).(*Tensor)
+	copy(g.D, []float32{0, 2})
+	copy(u.D, []float32{5, 3})
+	b.SwiGLU(g, g, u, 2)
+	if want := 2 / (1 + math.Exp(-2)) * 3; g.D[0] != 0 || math.Abs(float64(g.D[1])-want) > 1e-6 {
+		t.Fatalf("swiglu = %v, want [0 %g]", g.D, want)
+	}
+}
+
+// RoPE rotates adjacent pairs (llama) or half-split pairs (neox) by
+// pos·base^(-2i/d), divided by the per-pair frequency factors.
+func TestRoPEModes(t *testing.T) {
+	b := New(1)
+	defer b.Close()
+	for _, neox := range []bool{false, true} {
+		x := b.Alloc(4).(*Tensor)
+		copy(x.D, []float32{1, 0, 1, 0})
+		r := &backend.RoPE{Neox: neox, Dims: 4, Base: 100, FreqFactors: []float32{1, 2}}
+		b.RoPE(x, 1, 4, 1, []int32{3}, r)
+		th0, th1 := 3.0, 3.0*math.Pow(100, -0.5)/2
+		var want []float64
+		if neox { // pairs (0,2) = (1,1) turned by th0, and (1,3) = (0,0)
+			want = []float64{math.Cos(th0) - math.Sin(th0), 0, math.Sin(th0) + math.Cos(th0), 0}
+		} else { // pairs (0,1) and (2,3)
+			want = []float64{math.Cos(th0), math.Sin(th0), math.Cos(th1), math.Sin(th1)}
+		}
+		for i := range want {
+			if math.Abs(float64(x.D[i])-want[i]) > 1e-6 {
+				t.Fatalf("neox=%v: %v, want %v", neox, x.D, want)
+			}
+		}
+	}
+}
