@@ -10,6 +10,7 @@ import (
 
 	"nibble/engine/attention"
 	"nibble/engine/backend"
+	"nibble/engine/fastmath"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
@@ -215,8 +216,7 @@ func (b *Backend) SwiGLU(dst, gate, up backend.Tensor, n int) {
 	d, g, u := f(dst), f(gate), f(up)
 	b.pool.For(n, 4096, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			x := g[i]
-			d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
+			d[i] = fastmath.SiLU(g[i]) * u[i]
 		}
 	})
 }
