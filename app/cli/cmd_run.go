@@ -81,6 +81,16 @@ func runCmd(env *Env, args []string) error {
 	defer closeAll()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if isTerminalWriter(env.Stderr) {
+		s.PrefillProgress = func(done, total int) {
+			if total > 2*s.Opts.Batch { // only prompts that take a while
+				fmt.Fprintf(env.Stderr, "\rreading the prompt: %d/%d tokens", done, total)
+				if done == total {
+					fmt.Fprint(env.Stderr, "\r\033[K")
+				}
+			}
+		}
+	}
 	gp := engine.GenParams{MaxTokens: *n, Sample: sp, Stop: stops}
 
 	if *chatMode && *prompt == "" {
