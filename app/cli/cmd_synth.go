@@ -15,7 +15,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "synth",
-		Usage: "--arch llama|qwen2 --layers N --embd N --heads N [--kv-heads N] --ff N --vocab-from GGUF [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] -o OUT.gguf",
+		Usage: "--arch llama|qwen2 --layers N --embd N --heads N [--kv-heads N] --ff N [--vocab-from GGUF] [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] -o OUT.gguf",
 		Run:   synthCmd,
 	})
 }
