@@ -28,6 +28,9 @@ func Decode(pool *parallel.Pool, ws *Workspace, out, q []float32, c *kv.Cache, l
 	lv := c.Layer(layer)
 	ws.job = job{lv: lv, out: out, q: q, n: n, lo: lo, splits: s, chunk: (n - lo + s - 1) / s,
 		permuted: lv.Type == kv.Q4 && kern.q4Permuted}
+	for i := range ws.slots {
+		ws.slots[i].qFor = -1
+	}
 	ws.run(pool, p.KVHeads*s, ws.decodeTask)
 	ws.run(pool, p.Heads, ws.mergeTask)
 	ws.job = job{}
@@ -47,7 +50,12 @@ func (ws *Workspace) decodeItem(st *slot, item int) {
 	st.ml = ws.partML[part*2*g : (part+1)*2*g]
 	resetAccumulators(st.o, st.ml)
 	if t0 < t1 {
-		st.prepareQuery(j.q[kvh*g*d:(kvh+1)*g*d], ws.p.Scale, groupOf(j.lv), j.permuted)
+		// A worker mostly claims consecutive splits of one kv head: the
+		// prepared query is reused until the head changes.
+		if st.qFor != kvh {
+			st.prepareQuery(j.q[kvh*g*d:(kvh+1)*g*d], ws.p.Scale, groupOf(j.lv), j.permuted)
+			st.qFor = kvh
+		}
 		st.attendCached(j.lv, kvh, t0, t1)
 	}
 	st.o, st.ml = st.ownO, st.ownML

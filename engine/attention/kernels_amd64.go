@@ -20,10 +20,10 @@ func q4ScoresAVX2(sc, q, qsI *float32, codes *uint32, meta *float32, hn, d, gs, 
 func q8ScoresAVX2(sc, q, qsI *float32, codes *uint8, meta *float32, hn, d, gs, ms, lanes, nb int)
 
 //go:noescape
-func q4Scores4AVX2(sc, q, qsI *float32, codes *uint32, meta *float32, hn, d, gs, ms, lanes, nb int)
+func q4Scores4AVX2(sc, q, qsI *float32, codes *uint32, meta *float32, hn, d, gs, ms, lanes, nb int, red *float32)
 
 //go:noescape
-func q8Scores4AVX2(sc, q, qsI *float32, codes *uint8, meta *float32, hn, d, gs, ms, lanes, nb int)
+func q8Scores4AVX2(sc, q, qsI *float32, codes *uint8, meta *float32, hn, d, gs, ms, lanes, nb int, red *float32)
 
 //go:noescape
 func f16Scores4AVX2(sc, q *float32, k *uint16, hn, d, nb int)
@@ -51,6 +51,9 @@ func codeWAVX2(w, p, meta *float32, hn, ms, lanes, nb int)
 
 //go:noescape
 func codeAccVAVX2(o, nf, wbuf *float32, heads, d, gsLog, ms, nb int)
+
+//go:noescape
+func q4AccV4AVX2(o *float32, codes *uint32, wbuf *float32, quads, d, gsLog, ms, nb int)
 
 //go:noescape
 func floatAccVAVX2(o, p, vf *float32, heads, d, nb, vstride int)
@@ -119,6 +122,12 @@ func metaSIMD(dst []float32, src []uint16, nb, pairs2, ms int) {
 	}
 	_ = dst[(nb-1)*ms+max(8, pairs2)-1]
 	_ = src[nb*pairs2-1]
+	if pairs2 == ms && pairs2%8 == 0 {
+		// Rows without padding (D 128 at gs 32, ...): one contiguous run,
+		// converted 4 vectors per iteration.
+		f16ToF32AVX(&dst[0], &src[0], nb*pairs2/8)
+		return
+	}
 	metaF32AVX(&dst[0], &src[0], nb, pairs2, ms)
 }
 
@@ -136,13 +145,15 @@ func q4ScoresSIMD(st *slot, codes []uint32, nb, gs int) {
 		return
 	}
 	_ = codes[nb*d/8-1]
+	red := st.vbuf[:4*blockTokens*8] // free until the V step
 	for hb := 0; hb < st.g; hb += 4 {
-		kernel := q4ScoresAVX2
 		if st.g-hb >= 4 {
-			kernel = q4Scores4AVX2
+			q4Scores4AVX2(&st.sc[hb*blockTokens], &st.q[hb*d], &st.qsI[hb*st.ms], &codes[0], &st.metaK[0],
+				4, d, gs, st.ms, metaLanes(d, gs), nb, &red[0])
+			continue
 		}
-		kernel(&st.sc[hb*blockTokens], &st.q[hb*d], &st.qsI[hb*st.ms], &codes[0], &st.metaK[0],
-			min(4, st.g-hb), d, gs, st.ms, metaLanes(d, gs), nb)
+		q4ScoresAVX2(&st.sc[hb*blockTokens], &st.q[hb*d], &st.qsI[hb*st.ms], &codes[0], &st.metaK[0],
+			st.g-hb, d, gs, st.ms, metaLanes(d, gs), nb)
 	}
 }
 
@@ -153,18 +164,21 @@ func q8ScoresSIMD(st *slot, codes []uint8, nb, gs int) {
 		return
 	}
 	_ = codes[nb*d-1]
+	red := st.vbuf[:4*blockTokens*8] // free until the V step
 	for hb := 0; hb < st.g; hb += 4 {
-		kernel := q8ScoresAVX2
 		if st.g-hb >= 4 {
-			kernel = q8Scores4AVX2
+			q8Scores4AVX2(&st.sc[hb*blockTokens], &st.q[hb*d], &st.qsI[hb*st.ms], &codes[0], &st.metaK[0],
+				4, d, gs, st.ms, metaLanes(d, gs), nb, &red[0])
+			continue
 		}
-		kernel(&st.sc[hb*blockTokens], &st.q[hb*d], &st.qsI[hb*st.ms], &codes[0], &st.metaK[0],
-			min(4, st.g-hb), d, gs, st.ms, metaLanes(d, gs), nb)
+		q8ScoresAVX2(&st.sc[hb*blockTokens], &st.q[hb*d], &st.qsI[hb*st.ms], &codes[0], &st.metaK[0],
+			st.g-hb, d, gs, st.ms, metaLanes(d, gs), nb)
 	}
 }
 
-// codeAccV: the block's V codes become floats once (vbuf), then every head
-// accumulates o += (p·s)·n + p·b from them.
+// codeAccV: o += (p·s)·n + p·b per head. Quads of heads take the codes
+// straight into registers (q4AccV4AVX2); otherwise the block's codes become
+// floats once (vbuf) and every head accumulates from them.
 func q4AccVSIMD(st *slot, codes []uint32, nb, gs int) {
 	d := st.d
 	if metaLanes(d, gs) > maxSIMDLanes {
@@ -172,9 +186,32 @@ func q4AccVSIMD(st *slot, codes []uint32, nb, gs int) {
 		return
 	}
 	_ = codes[nb*d/8-1]
-	_ = st.vbuf[nb*d-1]
-	q4UnpackAVX2(&st.vbuf[0], &codes[0], nb*d/32)
-	codeAccVSIMD(st, d, gs, nb)
+	quads := st.g / 4
+	if quads == 0 || d%16 != 0 {
+		_ = st.vbuf[nb*d-1]
+		q4UnpackAVX2(&st.vbuf[0], &codes[0], nb*d/32)
+		codeAccVSIMD(st, d, gs, nb)
+		return
+	}
+	// Quads of heads read the codes directly; the rest (G not a multiple
+	// of 4) from a block unpacked once.
+	codeWSIMD(st, gs, nb)
+	rows := (blockTokens + 1) * st.ms
+	q4AccV4AVX2(&st.o[0], &codes[0], &st.wbuf[0], quads, d, gsLog(gs), st.ms, nb)
+	if rest := st.g - 4*quads; rest > 0 {
+		_ = st.vbuf[nb*d-1]
+		q4UnpackAVX2(&st.vbuf[0], &codes[0], nb*d/32)
+		codeAccVAVX2(&st.o[4*quads*d], &st.vbuf[0], &st.wbuf[4*quads*rows], rest, d, gsLog(gs), st.ms, nb)
+	}
+}
+
+// codeWSIMD fills st.wbuf with every head's V weights and their sums.
+func codeWSIMD(st *slot, gs, nb int) {
+	lanes, rows := metaLanes(st.d, gs), (blockTokens+1)*st.ms
+	_ = st.wbuf[st.g*rows-1]
+	for hb := 0; hb < st.g; hb += 4 {
+		codeWAVX2(&st.wbuf[hb*rows], &st.sc[hb*blockTokens], &st.metaV[0], min(4, st.g-hb), st.ms, lanes, nb)
+	}
 }
 
 func q8AccVSIMD(st *slot, codes []uint8, nb, gs int) {
@@ -192,11 +229,7 @@ func q8AccVSIMD(st *slot, codes []uint8, nb, gs int) {
 // codeAccVSIMD runs the V weights (per head p·{scale, bias}, 4 heads a pass)
 // and then the accumulation over st.vbuf.
 func codeAccVSIMD(st *slot, d, gs, nb int) {
-	lanes, rows := metaLanes(d, gs), (blockTokens+1)*st.ms
-	_ = st.wbuf[st.g*rows-1]
-	for hb := 0; hb < st.g; hb += 4 {
-		codeWAVX2(&st.wbuf[hb*rows], &st.sc[hb*blockTokens], &st.metaV[0], min(4, st.g-hb), st.ms, lanes, nb)
-	}
+	codeWSIMD(st, gs, nb)
 	codeAccVAVX2(&st.o[0], &st.vbuf[0], &st.wbuf[0], st.g, d, gsLog(gs), st.ms, nb)
 }
 

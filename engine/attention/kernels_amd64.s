@@ -1,10 +1,12 @@
 // AVX2 + FMA + F16C block kernels (see kernels_amd64.go for the contract
 // of each; the portable Go versions in kernels_go.go are the definition).
 // Per block of 32 tokens and GQA group: scores read each token's K once
-// for up to 4 heads (q from memory, one FMA per 8 elements per head); V
-// codes are widened to floats once into an L1 block, then heads go in pairs
-// so each load feeds two heads. Decode on a CPU is bound by loads and FMA
-// issue, not by the memory bus, for q4.
+// for up to 4 heads (q from memory, one FMA per 8 elements per head), the
+// per-token horizontal sums deferred to one pass per 8 tokens; q4 V codes
+// are widened in registers and feed 4 heads at once (other V: widened to
+// floats once into an L1 block, then heads go in pairs). Decode on a CPU is
+// bound by FMA issue, not by the memory bus, for q4: the shuffles and
+// conversions around the FMAs are what these layouts keep few.
 
 #include "textflag.h"
 
@@ -226,10 +228,32 @@ fstored:                            \
 	VEXTRACTPS   $2, X8, 256(DI); \
 	VEXTRACTPS   $3, X8, 384(DI)
 
+// REDUCE8 sums each of the 8 vectors at (src) (8 tokens' lanes, 32 bytes
+// apart) and stores the 8 sums at (dst), in HSUM4STORE's order: lanes
+// (0+1)+(2+3) and (4+5)+(6+7), then low + high.
+#define REDUCE8(src, dst) \
+	VMOVUPS    (src), Y0;           \
+	VHADDPS    32(src), Y0, Y0;     \
+	VMOVUPS    64(src), Y1;         \
+	VHADDPS    96(src), Y1, Y1;     \
+	VMOVUPS    128(src), Y2;        \
+	VHADDPS    160(src), Y2, Y2;    \
+	VMOVUPS    192(src), Y3;        \
+	VHADDPS    224(src), Y3, Y3;    \
+	VHADDPS    Y1, Y0, Y0;          \
+	VHADDPS    Y3, Y2, Y2;          \
+	VPERM2F128 $0x20, Y2, Y0, Y1;   \
+	VPERM2F128 $0x31, Y2, Y0, Y3;   \
+	VADDPS     Y3, Y1, Y1;          \
+	VMOVUPS    Y1, (dst)
+
 // CODESCORES4 is CODESCORES for exactly 4 heads, without per-head branches
-// and with the four heads' FMAs interleaved.
+// and with the four heads' FMAs interleaved. Each token's 4 head vectors go
+// to red (rows of 32 tokens × 8 lanes per head); the horizontal sums are
+// done afterwards 8 tokens at a time (REDUCE8), far cheaper than a
+// per-token reduction, with the same additions in the same order.
 #define CODESCORES4(UNPACK, step) \
-	MOVQ         sc+0(FP), DI;        \
+	MOVQ         red+88(FP), DI;      \
 	MOVQ         codes+24(FP), BX;    \
 	MOVQ         meta+32(FP), R9;     \
 	MOVQ         d+48(FP), DX;        \
@@ -307,11 +331,31 @@ bias:                                 \
 	ADDQ         $32, R10;            \
 	SUBQ         $8, R13;             \
 	JNZ          bias;                \
-	HSUM4STORE4;                      \
-	ADDQ         $4, DI;              \
+	VMOVUPS      Y4, (DI);            \
+	VMOVUPS      Y5, 1024(DI);        \
+	VMOVUPS      Y6, 2048(DI);        \
+	VMOVUPS      Y7, 3072(DI);        \
+	ADDQ         $32, DI;             \
 	ADDQ         R12, R9;             \
 	DECQ         CX;                  \
 	JNZ          tok;                 \
+	MOVQ         red+88(FP), AX;      \
+	MOVQ         sc+0(FP), BX;        \
+	MOVQ         $4, R10;             \
+redhead:                              \
+	MOVQ         nb+80(FP), CX;       \
+	MOVQ         AX, DI;              \
+	MOVQ         BX, SI;              \
+redgrp:                               \
+	REDUCE8(DI, SI);                  \
+	ADDQ         $256, DI;            \
+	ADDQ         $32, SI;             \
+	SUBQ         $8, CX;              \
+	JG           redgrp;              \
+	ADDQ         $1024, AX;           \
+	ADDQ         $128, BX;            \
+	DECQ         R10;                 \
+	JNZ          redhead;             \
 	VZEROUPPER;                       \
 	RET
 
@@ -487,13 +531,13 @@ TEXT ·q4ScoresAVX2(SB), NOSPLIT, $0-88
 TEXT ·q8ScoresAVX2(SB), NOSPLIT, $0-88
 	CODESCORES(Q8UNPACK, 32)
 
-// func q4Scores4AVX2(sc, q, qsI *float32, codes *uint32, meta *float32, hn, d, gs, ms, lanes, nb int)
-// q4ScoresAVX2 for hn = 4.
-TEXT ·q4Scores4AVX2(SB), NOSPLIT, $0-88
+// func q4Scores4AVX2(sc, q, qsI *float32, codes *uint32, meta *float32, hn, d, gs, ms, lanes, nb int, red *float32)
+// q4ScoresAVX2 for hn = 4; red is scratch for 4×32×8 floats.
+TEXT ·q4Scores4AVX2(SB), NOSPLIT, $0-96
 	CODESCORES4(Q4UNPACK, 16)
 
-// func q8Scores4AVX2(sc, q, qsI *float32, codes *uint8, meta *float32, hn, d, gs, ms, lanes, nb int)
-TEXT ·q8Scores4AVX2(SB), NOSPLIT, $0-88
+// func q8Scores4AVX2(sc, q, qsI *float32, codes *uint8, meta *float32, hn, d, gs, ms, lanes, nb int, red *float32)
+TEXT ·q8Scores4AVX2(SB), NOSPLIT, $0-96
 	CODESCORES4(Q8UNPACK, 32)
 
 // func q4UnpackAVX2(dst *float32, codes *uint32, chunks int)
@@ -1177,3 +1221,111 @@ axpy8:
 axpydone:
 	VZEROUPPER
 	RET
+
+// func q4AccV4AVX2(o *float32, codes *uint32, wbuf *float32, quads, d, gsLog, ms, nb int)
+// codeAccVAVX2 for quads×4 heads straight from the q4 codes (rows of d/2
+// bytes): per 16-element half set the 4 heads' accumulators (8 vectors)
+// stay in registers while each token's 8 code bytes are widened once and
+// feed all 4 heads. Same operations in the same order per element as
+// q4UnpackAVX2 + codeAccVAVX2, so the results are identical.
+TEXT ·q4AccV4AVX2(SB), NOSPLIT, $0-64
+	MOVL         $15, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVQ o+0(FP), DI
+	MOVQ wbuf+16(FP), R9
+	MOVQ ms+48(FP), R12
+	SHLQ $2, R12              // W row bytes
+	MOVQ R12, R8
+	SHLQ $5, R8
+	ADDQ R12, R8              // W head stride bytes (33 rows)
+	LEAQ (R8)(R8*2), R11      // 3 W head strides
+	MOVQ d+32(FP), R13
+	SHLQ $2, R13              // o row bytes
+	LEAQ (R13)(R13*2), R14    // 3 o rows
+	MOVQ d+32(FP), SI
+	SHRQ $1, SI               // code row bytes
+
+vqquad:
+	XORQ R10, R10             // element offset of the half set
+
+vqhalf:
+	CMPQ R10, d+32(FP)
+	JAE  vqquaddone
+	MOVQ gsLog+40(FP), CX
+	MOVQ R10, BX
+	SHRQ CX, BX
+	SHLQ $3, BX
+	ADDQ R9, BX               // &W_0[0][2·group]
+	LEAQ (DI)(R10*4), AX
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS (AX)(R13*1), Y2
+	VMOVUPS 32(AX)(R13*1), Y3
+	VMOVUPS (AX)(R13*2), Y4
+	VMOVUPS 32(AX)(R13*2), Y5
+	VMOVUPS (AX)(R14*1), Y6
+	VMOVUPS 32(AX)(R14*1), Y7
+	MOVQ R12, CX
+	SHLQ $5, CX
+	ADDQ BX, CX               // row 32: the bias sums
+	VBROADCASTSS 4(CX), Y10
+	VBROADCASTSS 4(CX)(R8*1), Y11
+	VBROADCASTSS 4(CX)(R8*2), Y12
+	VBROADCASTSS 4(CX)(R11*1), Y13
+	VADDPS Y10, Y0, Y0
+	VADDPS Y10, Y1, Y1
+	VADDPS Y11, Y2, Y2
+	VADDPS Y11, Y3, Y3
+	VADDPS Y12, Y4, Y4
+	VADDPS Y12, Y5, Y5
+	VADDPS Y13, Y6, Y6
+	VADDPS Y13, Y7, Y7
+	MOVQ codes+8(FP), AX
+	MOVQ R10, CX
+	SHRQ $1, CX
+	ADDQ CX, AX               // this half set's 8 code bytes of token 0
+	MOVQ nb+56(FP), CX
+
+vqtok:
+	VPMOVZXBD    (AX), Y8
+	VPSRLD       $4, Y8, Y9
+	VPAND        Y15, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (BX), Y10
+	VBROADCASTSS (BX)(R8*1), Y11
+	VBROADCASTSS (BX)(R8*2), Y12
+	VBROADCASTSS (BX)(R11*1), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y13, Y8, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	ADDQ         SI, AX
+	ADDQ         R12, BX
+	DECQ         CX
+	JNZ          vqtok
+	LEAQ (DI)(R10*4), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, (AX)(R13*1)
+	VMOVUPS Y3, 32(AX)(R13*1)
+	VMOVUPS Y4, (AX)(R13*2)
+	VMOVUPS Y5, 32(AX)(R13*2)
+	VMOVUPS Y6, (AX)(R14*1)
+	VMOVUPS Y7, 32(AX)(R14*1)
+	ADDQ $16, R10
+	JMP  vqhalf
+
+vqquaddone:
+	LEAQ (DI)(R13*4), DI
+	LEAQ (R9)(R8*4), R9
+	DECQ quads+24(FP)
+	JNZ  vqquad
+	VZEROUPPER
+	RET
+

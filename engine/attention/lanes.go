@@ -20,17 +20,35 @@ func (st *slot) prepareQuery(q []float32, scale float32, gs int, permuted bool) 
 	k := scale * log2e
 	for j := 0; j < st.g; j++ {
 		src, dst := q[j*d:(j+1)*d], st.q[j*d:(j+1)*d]
+		e := 0
+		if permuted {
+			// laneOf unrolled per 16-element run: this runs once per work
+			// item, and a per-element index computation made it cost as
+			// much as a block of attention.
+			for ; e+16 <= d; e += 16 {
+				s, o := src[e:e+16:e+16], dst[e:e+16:e+16]
+				o[0], o[1], o[2], o[3] = s[0]*k, s[2]*k, s[4]*k, s[6]*k
+				o[4], o[5], o[6], o[7] = s[8]*k, s[10]*k, s[12]*k, s[14]*k
+				o[8], o[9], o[10], o[11] = s[1]*k, s[3]*k, s[5]*k, s[7]*k
+				o[12], o[13], o[14], o[15] = s[9]*k, s[11]*k, s[13]*k, s[15]*k
+			}
+			for ; e < d; e++ {
+				dst[laneOf(e)] = src[e] * k
+			}
+		} else {
+			for e, x := range src {
+				dst[e] = x * k
+			}
+		}
 		qsI := st.qsI[j*ms : (j+1)*ms]
 		clear(qsI)
-		for e, x := range src {
-			x *= k
-			if permuted {
-				dst[laneOf(e)] = x
-			} else {
-				dst[e] = x
-			}
-			if gs > 0 {
-				qsI[2*(e/gs)+1] += x
+		if gs > 0 {
+			for g := 0; g < d/gs; g++ {
+				var sum float32
+				for _, x := range src[g*gs : (g+1)*gs] {
+					sum += x * k
+				}
+				qsI[2*g+1] = sum
 			}
 		}
 	}

@@ -72,6 +72,7 @@ func (ws *Workspace) prefillItem(st *slot, item int) {
 	qoff := (row*ws.p.Heads + kvh*g) * d
 	resetAccumulators(st.o, st.ml)
 	st.prepareQuery(j.q[qoff:qoff+g*d], ws.p.Scale, groupOf(j.lv), j.permuted)
+	st.qFor = -1
 	if lo < j.past {
 		st.attendCached(j.lv, kvh, lo, j.past)
 	}

@@ -64,6 +64,7 @@ type slot struct {
 	nbuf     []float32 // one unpacked head vector (portable kernels)
 	vbuf     []float32 // 32×D: a block of V as floats (SIMD kernels)
 	wbuf     []float32 // G×33×ms: per head p·{scale, bias} per token, then their sums (SIMD)
+	qFor     int       // decode: the kv head whose query q holds this step; -1: none
 }
 
 // metaStride is the floats of converted metadata per token: 2 per group,
