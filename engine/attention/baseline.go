@@ -2,6 +2,7 @@ package attention
 
 import (
 	"fmt"
+	"nibble/engine/fastmath"
 
 	"nibble/engine/half"
 	"nibble/engine/kv"
@@ -79,7 +80,7 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 			}
 			var sum float32
 			for i, x := range s {
-				s[i] = exp2((x - m) * log2e)
+				s[i] = fastmath.Exp2((x - m) * log2e)
 				sum += s[i]
 			}
 			oh := out[h*d : (h+1)*d]

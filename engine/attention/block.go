@@ -2,6 +2,7 @@ package attention
 
 import (
 	"math"
+	"nibble/engine/fastmath"
 
 	"nibble/engine/kv"
 )
@@ -69,11 +70,11 @@ func softmaxGo(sc, ml, o []float32, g, d, nb int) {
 		}
 		var sum float32
 		for t, x := range s {
-			p := exp2(x - mNew)
+			p := fastmath.Exp2(x - mNew)
 			s[t] = p
 			sum += p
 		}
-		alpha := exp2(m - mNew)
+		alpha := fastmath.Exp2(m - mNew)
 		ml[2*j], ml[2*j+1] = mNew, ml[2*j+1]*alpha+sum
 		if alpha != 1 {
 			oj := o[j*d : (j+1)*d]

@@ -2,6 +2,7 @@ package attention
 
 import (
 	"fmt"
+	"nibble/engine/fastmath"
 
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
@@ -84,7 +85,7 @@ func (ws *Workspace) mergeHead(st *slot, h int) {
 	var den float32
 	for s := 0; s < j.splits; s++ {
 		part := (kvh*j.splits+s)*g + jh
-		w := exp2(ws.partML[2*part] - m)
+		w := fastmath.Exp2(ws.partML[2*part] - m)
 		if w == 0 {
 			continue
 		}

@@ -158,22 +158,6 @@ func TestBaselineMatchesFused(t *testing.T) {
 	}
 }
 
-func TestExp2(t *testing.T) {
-	worst := 0.0
-	for x := float32(-125); x <= 10; x += 0.001953125 / 3 {
-		got, want := float64(exp2(x)), math.Exp2(float64(x))
-		worst = math.Max(worst, math.Abs(got-want)/want)
-	}
-	if worst > 3e-7 {
-		t.Fatalf("exp2 relative error %.3g", worst)
-	}
-	for _, x := range []float32{float32(math.Inf(-1)), -126, -1000, float32(math.NaN())} {
-		if exp2(x) != 0 {
-			t.Fatalf("exp2(%v) = %v, want 0", x, exp2(x))
-		}
-	}
-}
-
 func TestLanePermutation(t *testing.T) {
 	seen := make([]bool, 256)
 	for e := 0; e < 256; e++ {
