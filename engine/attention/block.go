@@ -2,8 +2,8 @@ package attention
 
 import (
 	"math"
-	"nibble/engine/fastmath"
 
+	"nibble/engine/fastmath"
 	"nibble/engine/kv"
 )
 

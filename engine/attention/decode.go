@@ -2,8 +2,8 @@ package attention
 
 import (
 	"fmt"
-	"nibble/engine/fastmath"
 
+	"nibble/engine/fastmath"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
 )
