@@ -42,9 +42,6 @@ func (b *Backend) Name() string { return "cpu" }
 // Threads is the worker count.
 func (b *Backend) Threads() int { return b.pool.Threads() }
 
-// Pool exposes the worker pool (benchmarks share it).
-func (b *Backend) Pool() *parallel.Pool { return b.pool }
-
 func (b *Backend) Alloc(n int) backend.Tensor {
 	return &Tensor{D: bytesAsFloats(b.allocRaw(4 * n))}
 }
@@ -63,9 +60,6 @@ type kvCache struct {
 func (k *kvCache) Config() kv.Config { return k.c.Config() }
 func (k *kvCache) Bytes() int64      { return k.c.Bytes() }
 
-// Cache exposes the underlying kv.Cache (tests, kvcheck).
-func Cache(c backend.KVCache) *kv.Cache { return c.(*kvCache).c }
-
 func attnParams(a *backend.Attention) attention.Params {
 	return attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window}
 }
@@ -78,11 +72,6 @@ func (b *Backend) NewKVCache(cfg kv.Config, a *backend.Attention, maxBatch int) 
 	p := attnParams(a)
 	ws := attention.NewWorkspace(p, cfg.Ctx, maxBatch, b.pool.Threads(), b.AllocBytes)
 	return &kvCache{c: c, ws: ws, p: p}, nil
-}
-
-// WorkspaceBytes is what NewKVCache allocates besides the cache itself.
-func WorkspaceBytes(a *backend.Attention, ctx, maxBatch, threads int) int64 {
-	return attention.WorkspaceBytes(attnParams(a), ctx, maxBatch, threads)
 }
 
 func matrix(w *backend.Weight) quant.Matrix {
