@@ -226,7 +226,7 @@ func (s *Session) fitPrompt(prompt []int32, p *GenParams) ([]int32, error) {
 		return prompt, nil
 	}
 	if p.KeepOnOverflow <= 0 || p.KeepOnOverflow >= budget/2 {
-		return nil, fmt.Errorf("%w: the prompt has %d tokens and %d more were asked for, but the context budget is %d; raise --ctx, shorten the input, or allow dropping the middle",
+		return nil, fmt.Errorf("%w: the prompt has %d tokens and %d more were asked for, but the context budget is %d; raise the budget (--ctx) or shorten the input",
 			ErrContextFull, len(prompt), max(p.MaxTokens, 1), budget)
 	}
 	// Keep the first tokens (system prompt) and the most recent ones.

@@ -146,3 +146,20 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("missing model: exit %d, %q", code, stderr)
 	}
 }
+
+// A prompt longer than --ctx is an error naming the fix, unless --keep asks
+// for the first tokens plus the most recent window.
+func TestRunContextOverflow(t *testing.T) {
+	td := testdata.Dir(t)
+	args := []string{"run", "-m", filepath.Join(td, "models", "tiny-llama-spm-q4_0.gguf"),
+		"--prompt-file", filepath.Join(td, "long_prompt.txt"), "--ctx", "256", "-n", "8", "--temp", "0", "--json"}
+	_, stderr, code := runCLI(t, args...)
+	if code != 1 || !strings.Contains(stderr, "context budget") || !strings.Contains(stderr, "--keep N") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	out, stderr, code := runCLI(t, append(args, "--keep", "16")...)
+	var rr runResult
+	if code != 0 || json.Unmarshal([]byte(out), &rr) != nil || rr.GenTokens != 8 || rr.PromptTokens != 738 {
+		t.Fatalf("--keep: exit %d, %s %s", code, out, stderr)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +20,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "run",
-		Usage: "-m MODEL [-p PROMPT | --chat] [-n N] [--ctx N] [--kv f16|q8|q4] [--temp T] [--seed S] [--json]",
+		Usage: "-m MODEL [-p PROMPT | --chat] [-n N] [--ctx N] [--kv f16|q8|q4] [--keep N] [--temp T] [--seed S] [--json]",
 		Run:   runCmd,
 	})
 }
@@ -45,6 +46,7 @@ func runCmd(env *Env, args []string) error {
 	system := fs.String("system", "", "system message for --chat")
 	n := fs.Int("n", -1, "tokens to generate (-1: 256 for -p, unlimited in chat)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
+	keep := fs.Int("keep", 0, "when the prompt outgrows --ctx, keep its first `N` tokens and the most recent ones (0: stop with an error)")
 	var stops multiFlag
 	fs.Var(&stops, "stop", "stop `STRING` (repeatable)")
 	sp := sample.Defaults()
@@ -91,7 +93,7 @@ func runCmd(env *Env, args []string) error {
 			}
 		}
 	}
-	gp := engine.GenParams{MaxTokens: *n, Sample: sp, Stop: stops}
+	gp := engine.GenParams{MaxTokens: *n, Sample: sp, Stop: stops, KeepOnOverflow: *keep}
 
 	if *chatMode && *prompt == "" {
 		if gp.MaxTokens < 0 {
@@ -125,12 +127,15 @@ func runCmd(env *Env, args []string) error {
 		if err := writeJSON(env.Stdout, res); err != nil {
 			return err
 		}
-	} else {
+	} else if st.GenTokens > 0 {
 		fmt.Fprintln(env.Stdout)
 		fmt.Fprintf(env.Stderr, "[%d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, stop: %s]\n",
 			st.PrefillTokens, st.PrefillTokPerSec(), st.GenTokens, st.DecodeTokPerSec(), st.StopReason)
 	}
 	if genErr != nil && ctx.Err() == nil {
+		if errors.Is(genErr, engine.ErrContextFull) && *keep == 0 {
+			return fmt.Errorf("%w, or pass --keep N to keep the first N tokens and the most recent ones", genErr)
+		}
 		return genErr
 	}
 	return nil
