@@ -24,6 +24,7 @@ type KVQualityOptions struct {
 	Batch     int // prompt rows per forward call; 1 makes every position read the cache
 	Greedy    int // continuation length compared
 	GroupSize int
+	Rotate    bool // quantized caches store K rotated
 }
 
 // ProbeKVQuality runs prompt through m with an f16 cache and with each
@@ -40,7 +41,7 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	}
 	run := func(t kv.Type) (rows [][]float32, greedy []int32, err error) {
 		ctx := len(prompt) + o.Greedy + 1
-		st, err := m.NewState(b, kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx}, min(o.Batch, len(prompt)))
+		st, err := m.NewState(b, kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16}, min(o.Batch, len(prompt)))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -54,6 +54,9 @@ type Options struct {
 	Batch   int     // prefill batch (0: 512)
 	KV      kv.Type // cache type
 	KVGroup int     // q4/q8 group size (0: 32)
+	// KVRotate stores K rotated (DESIGN.md §2 rotation option): an outlier
+	// channel no longer sets the scale of its whole group.
+	KVRotate bool
 	// Budget is the memory the session may use; nil probes the system.
 	// The session refuses, before allocating, a configuration that will not fit.
 	Budget *estimate.Budget
@@ -76,7 +79,7 @@ func (o Options) withDefaults(hp model.HParams) Options {
 // KVConfig is the cache these options give model hp.
 func (o Options) KVConfig(hp model.HParams) kv.Config {
 	o = o.withDefaults(hp)
-	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx}
+	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Rotate: o.KVRotate}
 }
 
 // Session is one conversation: a KV cache that persists across calls, so a

@@ -1,5 +1,7 @@
 package attention
 
+import "nibble/engine/kv"
+
 // Kernel lane order. The SIMD q4 kernels widen 8 code bytes (16 elements)
 // to 8 lanes and split low from high nibbles, so they see the even elements
 // of the run, then the odd ones. Rather than re-interleave per token, the
@@ -15,11 +17,15 @@ func laneOf(e int) int {
 // prepareQuery fills st.q with q·scale·log2(e) for the G heads of q (G·D
 // floats, element order) and st.qsI with each group's Σq' at lane 2g+1 of
 // the metadata stride (gs 0: no groups, f16/f32 caches).
-func (st *slot) prepareQuery(q []float32, scale float32, gs int, permuted bool) {
+func (st *slot) prepareQuery(q []float32, scale float32, gs int, permuted bool, rot *kv.Rotation) {
 	d, ms := st.d, st.ms
 	k := scale * log2e
 	for j := 0; j < st.g; j++ {
 		src, dst := q[j*d:(j+1)*d], st.q[j*d:(j+1)*d]
+		if rot != nil { // the cache holds rotated K: rotate q alike (nbuf is free here)
+			rot.Apply(st.nbuf[:d], src)
+			src = st.nbuf[:d]
+		}
 		e := 0
 		if permuted {
 			// laneOf unrolled per 16-element run: this runs once per work

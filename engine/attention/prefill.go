@@ -44,18 +44,24 @@ func Prefill(pool *parallel.Pool, ws *Workspace, out, q, k, v []float32, rows in
 
 // stageRow copies new row i of K and V, rounded through f16, into the
 // staging area in [kv head][row] order and kernel lane order.
-func (ws *Workspace) stageRow(_ *slot, i int) {
+// With a rotated cache, K rows are rotated first, as Cache.Append will.
+func (ws *Workspace) stageRow(st *slot, i int) {
 	j := &ws.job
 	d := ws.p.HeadDim
 	for h := 0; h < ws.p.KVHeads; h++ {
 		src := (i*ws.p.KVHeads + h) * d
 		dst := (h*j.rows + i) * d
+		kRow := j.k[src : src+d]
+		if j.lv.Rot != nil {
+			j.lv.Rot.Apply(st.nbuf[:d], kRow)
+			kRow = st.nbuf[:d]
+		}
 		for e := 0; e < d; e++ {
 			lane := e
 			if j.permuted {
 				lane = laneOf(e)
 			}
-			ws.newK[dst+lane] = half.Round(j.k[src+e])
+			ws.newK[dst+lane] = half.Round(kRow[e])
 			ws.newV[dst+lane] = half.Round(j.v[src+e])
 		}
 	}
@@ -71,7 +77,7 @@ func (ws *Workspace) prefillItem(st *slot, item int) {
 	lo := ws.p.visible(pos)
 	qoff := (row*ws.p.Heads + kvh*g) * d
 	resetAccumulators(st.o, st.ml)
-	st.prepareQuery(j.q[qoff:qoff+g*d], ws.p.Scale, groupOf(j.lv), j.permuted)
+	st.prepareQuery(j.q[qoff:qoff+g*d], ws.p.Scale, groupOf(j.lv), j.permuted, j.lv.Rot)
 	st.qFor = -1
 	if lo < j.past {
 		st.attendCached(j.lv, kvh, lo, j.past)

@@ -30,13 +30,15 @@ type LayerView struct {
 	GroupSize int
 	Ctx       int
 	K, V      Plane
+	Rot       *Rotation // K is stored rotated; queries must be rotated too (nil: off)
 }
 
 // Cache is a preallocated K/V cache for every layer.
 type Cache struct {
-	cfg    Config
-	layers []LayerView
-	bytes  int64
+	cfg     Config
+	layers  []LayerView
+	bytes   int64
+	rotated []float32 // one rotated K head vector (Append)
 }
 
 // New allocates the cache through alloc (nil: make), one call per layer for
@@ -55,9 +57,17 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	}
 	planeBytes := cfg.KVHeads * cfg.Ctx * bpth
 	c := &Cache{cfg: cfg, layers: make([]LayerView, cfg.Layers)}
+	var rot *Rotation
+	if cfg.Rotate {
+		var err error
+		if rot, err = NewRotation(cfg.HeadDim); err != nil {
+			return nil, err
+		}
+		c.rotated = make([]float32, cfg.HeadDim)
+	}
 	for l := range c.layers {
 		lv := &c.layers[l]
-		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.Ctx}
+		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.Ctx, Rot: rot}
 		for i, p := range []*Plane{&lv.K, &lv.V} {
 			raw := alloc(planeBytes)
 			if len(raw) != planeBytes {
@@ -122,7 +132,12 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 		for h := 0; h < cfg.KVHeads; h++ {
 			src := (t*cfg.KVHeads + h) * cfg.HeadDim
 			slot := h*cfg.Ctx + pos + t
-			lv.K.store(cfg, slot, k[src:src+cfg.HeadDim])
+			kh := k[src : src+cfg.HeadDim]
+			if lv.Rot != nil {
+				lv.Rot.Apply(c.rotated, kh)
+				kh = c.rotated
+			}
+			lv.K.store(cfg, slot, kh)
 			lv.V.store(cfg, slot, v[src:src+cfg.HeadDim])
 		}
 	}

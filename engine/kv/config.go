@@ -55,7 +55,8 @@ type Config struct {
 	Layers    int
 	KVHeads   int
 	HeadDim   int
-	Ctx       int // positions preallocated per layer
+	Ctx       int  // positions preallocated per layer
+	Rotate    bool // store K rotated (see Rotation); needs a power-of-two head dim
 }
 
 // BytesPerTokenHead is the storage for one position of one kv head, for K or
@@ -82,6 +83,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kv: head dim %d must be a positive multiple of 8", c.HeadDim)
 	case c.Type != F16 && c.GroupSize != 32 && c.GroupSize != 64:
 		return fmt.Errorf("kv: group size %d not supported (32 or 64)", c.GroupSize)
+	case c.Rotate && c.HeadDim&(c.HeadDim-1) != 0:
+		return fmt.Errorf("kv: rotation needs a power-of-two head dim, got %d", c.HeadDim)
 	case c.Type != F16 && c.HeadDim%c.GroupSize != 0:
 		return fmt.Errorf("kv: head dim %d is not a multiple of group size %d", c.HeadDim, c.GroupSize)
 	}
