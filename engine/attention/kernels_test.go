@@ -38,7 +38,7 @@ func TestKernelSetsAgree(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(4, 4))
 	for _, s := range shapes {
-		for _, g := range []int{1, 3, 4, 6, 9} {
+		for _, g := range []int{1, 3, 4, 6, 9, 32} {
 			p := Params{Heads: 2 * g, KVHeads: 2, HeadDim: s.d, Scale: 1 / float32(sqrt(s.d)), Window: 40 * (g % 2)}
 			const n, rows = 200, 21
 			name := fmt.Sprintf("%v d%d gs%d g%d w%d", s.typ, s.d, s.gs, g, p.Window)
