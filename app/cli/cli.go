@@ -21,6 +21,7 @@ type Command struct {
 
 // Env carries the process streams so commands can be tested in-process.
 type Env struct {
+	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -40,7 +41,7 @@ var ErrUsage = errors.New("usage")
 
 // Main runs the CLI with os.Args[1:] and returns the process exit status.
 func Main(args []string) int {
-	return Run(&Env{Stdout: os.Stdout, Stderr: os.Stderr}, args)
+	return Run(&Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, args)
 }
 
 // Run dispatches args to a command and reports its error on env.Stderr.

@@ -163,3 +163,27 @@ func TestRunContextOverflow(t *testing.T) {
 		t.Fatalf("--keep: exit %d, %s %s", code, out, stderr)
 	}
 }
+
+// Interactive chat keeps the conversation's cache (later turns reuse it)
+// and drops the oldest turns once the conversation outgrows --ctx.
+func TestChatReusesCacheAndDropsOldTurns(t *testing.T) {
+	td := testdata.Dir(t)
+	var out, errb bytes.Buffer
+	lines := strings.Repeat("Tell me about four-bit caches and long contexts, please.\n", 6)
+	env := &Env{Stdin: strings.NewReader(lines), Stdout: &out, Stderr: &errb}
+	code := Run(env, []string{"run", "-m", filepath.Join(td, "models", "tiny-qwen2-q4_0.gguf"), "--chat",
+		"--system", "Be brief.", "--ctx", "160", "-n", "12", "--temp", "0"})
+	stderr := errb.String()
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if n := strings.Count(stderr, "[reused "); n != 6 {
+		t.Fatalf("%d turns answered, want 6:\n%s", n, stderr)
+	}
+	if !strings.Contains(stderr, "[reused 0,") || strings.Count(stderr, "[reused 0,") == 6 {
+		t.Fatalf("no turn reused the cache:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "dropped the oldest turn") {
+		t.Fatalf("conversation never trimmed in a 160-token context:\n%s", stderr)
+	}
+}

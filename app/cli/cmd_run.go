@@ -149,10 +149,20 @@ func chatMessages(system string, msgs []chat.Message) []chat.Message {
 }
 
 // chatLoop reads user turns from stdin; the session's cache carries the
-// conversation so each turn prefills only its new tokens.
+// conversation so each turn prefills only its new tokens. When the
+// conversation outgrows the context, the oldest turns are dropped (the
+// system message stays), as Ollama and LM Studio do.
 func chatLoop(ctx context.Context, env *Env, s *engine.Session, system string, gp engine.GenParams) error {
-	in := bufio.NewScanner(os.Stdin)
+	if env.Stdin == nil {
+		return fmt.Errorf("%w: --chat without -p needs standard input", ErrUsage)
+	}
+	in := bufio.NewScanner(env.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
+	// Room kept for the reply when the turn's length is not capped.
+	reserve := gp.MaxTokens
+	if reserve <= 0 {
+		reserve = min(512, s.Opts.Ctx/4)
+	}
 	var history []chat.Message
 	for {
 		fmt.Fprint(env.Stderr, "> ")
@@ -165,9 +175,17 @@ func chatLoop(ctx context.Context, env *Env, s *engine.Session, system string, g
 			continue
 		}
 		history = append(history, chat.Message{Role: "user", Content: line})
-		ids, err := s.M.EncodeChat(chatMessages(system, history))
-		if err != nil {
-			return err
+		var ids []int32
+		for {
+			var err error
+			if ids, err = s.M.EncodeChat(chatMessages(system, history)); err != nil {
+				return err
+			}
+			if len(ids)+reserve <= s.Opts.Ctx || len(history) <= 1 {
+				break
+			}
+			history = history[2:] // the oldest user turn and its reply
+			fmt.Fprintln(env.Stderr, "[dropped the oldest turn to stay within the context]")
 		}
 		turnCtx, cancel := context.WithCancel(ctx)
 		st, err := s.Generate(turnCtx, ids, gp, func(e engine.Event) error {
@@ -177,6 +195,9 @@ func chatLoop(ctx context.Context, env *Env, s *engine.Session, system string, g
 		cancel()
 		fmt.Fprintln(env.Stdout)
 		if err != nil {
+			if errors.Is(err, engine.ErrContextFull) {
+				return fmt.Errorf("%w: this message alone does not fit; raise --ctx", err)
+			}
 			return err
 		}
 		fmt.Fprintf(env.Stderr, "[reused %d, prefilled %d, generated %d at %.1f tok/s]\n",
