@@ -42,62 +42,11 @@ func FromGGUF(f *gguf.File, name string) (Desc, error) {
 	return d, nil
 }
 
-// hparams uses the forward pass's reader for the families this engine runs
-// and a generic reading of the standard keys for the others, so any GGUF
-// can be estimated even when it cannot be run yet.
+// hparams reads any architecture's standard keys, so any GGUF can be
+// estimated even when it cannot be run yet.
 func hparams(f *gguf.File) (model.HParams, bool, error) {
-	arch := f.Arch()
-	if model.Supported(arch) {
-		hp, err := model.HParamsFromGGUF(f)
-		return hp, true, err
-	}
-	if arch == "" {
-		return model.HParams{}, false, fmt.Errorf("general.architecture is missing")
-	}
-	hp := model.HParams{Arch: arch, RopeScale: 1, RMSEps: 1e-5, RopeBase: 10000}
-	get := func(key string, dst *int, required bool) error {
-		v, ok := f.Uint(arch + "." + key)
-		if !ok {
-			if required {
-				return fmt.Errorf("metadata %s.%s is missing", arch, key)
-			}
-			return nil
-		}
-		if v == 0 || v > 1<<24 {
-			return fmt.Errorf("metadata %s.%s = %d is out of range", arch, key, v)
-		}
-		*dst = int(v)
-		return nil
-	}
-	for _, k := range []struct {
-		key      string
-		dst      *int
-		required bool
-	}{
-		{"block_count", &hp.Layers, true}, {"embedding_length", &hp.Embd, true},
-		{"attention.head_count", &hp.Heads, true}, {"feed_forward_length", &hp.FF, true},
-		{"context_length", &hp.CtxTrain, true}, {"attention.head_count_kv", &hp.KVHeads, false},
-		{"attention.key_length", &hp.HeadDim, false}, {"attention.sliding_window", &hp.Window, false},
-	} {
-		if err := get(k.key, k.dst, k.required); err != nil {
-			return model.HParams{}, false, err
-		}
-	}
-	if hp.KVHeads == 0 {
-		hp.KVHeads = hp.Heads
-	}
-	if hp.HeadDim == 0 {
-		hp.HeadDim = hp.Embd / hp.Heads
-	}
-	hp.RopeDims = hp.HeadDim
-	if n, ok := f.ArrayLen("tokenizer.ggml.tokens"); ok {
-		hp.Vocab = n
-	} else if t, ok := f.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 {
-		hp.Vocab = int(t.Dims[1])
-	}
-	_, hasOutput := f.Tensor("output.weight")
-	hp.TiedOutput = !hasOutput
-	return hp, false, hp.Validate()
+	hp, err := model.ReadHParams(f)
+	return hp, model.Supported(hp.Arch), err
 }
 
 // FromFile reads only the header of a local GGUF.

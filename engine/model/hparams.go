@@ -40,13 +40,23 @@ var families = map[string]struct{ neox, bias bool }{
 // Supported reports whether arch has a forward pass here.
 func Supported(arch string) bool { _, ok := families[arch]; return ok }
 
-// HParamsFromGGUF reads hyper-parameters from a file's metadata (header only).
+// HParamsFromGGUF reads the hyper-parameters of a family this engine runs.
 func HParamsFromGGUF(f *gguf.File) (HParams, error) {
-	arch := f.Arch()
-	fam, ok := families[arch]
-	if !ok {
+	if arch := f.Arch(); !Supported(arch) {
 		return HParams{}, fmt.Errorf("architecture %q is not supported (want llama, mistral or qwen2)", arch)
 	}
+	return ReadHParams(f)
+}
+
+// ReadHParams reads the standard metadata keys of any architecture (the
+// estimator sizes models this engine cannot run yet from it); family flags
+// are set for the families it runs.
+func ReadHParams(f *gguf.File) (HParams, error) {
+	arch := f.Arch()
+	if arch == "" {
+		return HParams{}, fmt.Errorf("general.architecture is missing")
+	}
+	fam := families[arch]
 	hp := HParams{Arch: arch, RopeNeox: fam.neox, QKVBias: fam.bias, RopeScale: 1}
 	need := func(key string, dst *int) error {
 		v, ok := f.Uint(arch + "." + key)
