@@ -63,16 +63,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults(hp model.HParams) Options {
-	if o.Ctx <= 0 {
-		o.Ctx = min(hp.CtxTrain, 4096)
-	}
-	if o.Batch <= 0 {
-		o.Batch = 512
-	}
-	o.Batch = min(o.Batch, o.Ctx)
-	if o.KVGroup <= 0 {
-		o.KVGroup = kv.DefaultGroupSize
-	}
+	o.Ctx, o.Batch, o.KVGroup = model.SessionSizes(hp, o.Ctx, o.Batch, o.KVGroup)
 	return o
 }
 

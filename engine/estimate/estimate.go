@@ -50,18 +50,9 @@ type Options struct {
 	Overhead int64   // runtime overhead in bytes (0: RuntimeOverhead, measured per backend)
 }
 
-// withDefaults mirrors engine.Options.withDefaults and the CPU backend.
+// withDefaults applies the session's size defaults and the CPU backend's.
 func (o Options) withDefaults(hp model.HParams) Options {
-	if o.Ctx <= 0 {
-		o.Ctx = min(hp.CtxTrain, 4096)
-	}
-	if o.Batch <= 0 {
-		o.Batch = 512
-	}
-	o.Batch = min(o.Batch, o.Ctx)
-	if o.KVGroup <= 0 {
-		o.KVGroup = kv.DefaultGroupSize
-	}
+	o.Ctx, o.Batch, o.KVGroup = model.SessionSizes(hp, o.Ctx, o.Batch, o.KVGroup)
 	if o.Backend == "" {
 		o.Backend = "cpu"
 	}

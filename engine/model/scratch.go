@@ -1,5 +1,7 @@
 package model
 
+import "nibble/engine/kv"
+
 // activations lists the float32 tensors one forward pass allocates for a
 // batch of up to `batch` rows. The forward pass allocates exactly these (see
 // newScratch) and the memory estimator sums them, so both use this table.
@@ -25,4 +27,23 @@ func ActivationBytes(hp HParams, batch int) int64 {
 		n += 4 * int64(f)
 	}
 	return n
+}
+
+// DefaultBatch is the prefill batch when none is asked for.
+const DefaultBatch = 512
+
+// SessionSizes fills zero sizes the way a session is created: context
+// min(trained, 4096), batch DefaultBatch, the batch never above the context,
+// KV group kv.DefaultGroupSize. The session and the estimator both call it.
+func SessionSizes(hp HParams, ctx, batch, group int) (int, int, int) {
+	if ctx <= 0 {
+		ctx = min(hp.CtxTrain, 4096)
+	}
+	if batch <= 0 {
+		batch = DefaultBatch
+	}
+	if group <= 0 {
+		group = kv.DefaultGroupSize
+	}
+	return ctx, min(batch, ctx), group
 }
