@@ -149,10 +149,14 @@ func (b *Backend) AddBias(x backend.Tensor, bias *backend.Weight, rows int) {
 func (b *Backend) RoPE(x backend.Tensor, heads, headDim, rows int, pos []int32, r *backend.RoPE) {
 	d := f(x)
 	half := r.Dims / 2
+	freq := ropeFrequencies(r)
 	b.pool.For(rows, 1, func(lo, hi int) {
 		cs := make([]float32, 2*half)
 		for row := lo; row < hi; row++ {
-			ropeAngles(cs, float64(pos[row]), r)
+			for i, w := range freq {
+				s, c := math.Sincos(float64(pos[row]) * w)
+				cs[2*i], cs[2*i+1] = float32(c), float32(s)
+			}
 			for h := 0; h < heads; h++ {
 				v := d[(row*heads+h)*headDim:]
 				for i := 0; i < half; i++ {
@@ -170,21 +174,21 @@ func (b *Backend) RoPE(x backend.Tensor, heads, headDim, rows int, pos []int32, 
 	})
 }
 
-// ropeAngles fills cs with cos/sin pairs of theta_i = pos·base^(-2i/dims)/factor_i.
-func ropeAngles(cs []float32, pos float64, r *backend.RoPE) {
-	half := r.Dims / 2
+// ropeFrequencies returns the angle per position of each rotated pair:
+// scale·base^(-2i/dims)/factor_i (theta_i = pos·freq_i).
+func ropeFrequencies(r *backend.RoPE) []float64 {
 	scale := float64(r.PosScale)
 	if scale == 0 {
 		scale = 1
 	}
-	for i := 0; i < half; i++ {
-		theta := pos * scale * math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims))
+	freq := make([]float64, r.Dims/2)
+	for i := range freq {
+		freq[i] = scale * math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims))
 		if r.FreqFactors != nil {
-			theta /= float64(r.FreqFactors[i])
+			freq[i] /= float64(r.FreqFactors[i])
 		}
-		s, c := math.Sincos(theta)
-		cs[2*i], cs[2*i+1] = float32(c), float32(s)
 	}
+	return freq
 }
 
 func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos, rows int) {
