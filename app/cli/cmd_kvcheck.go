@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"nibble/engine"
@@ -37,9 +36,9 @@ func kvcheckCmd(env *Env, args []string) error {
 	if *group != 32 && *group != 64 {
 		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
 	}
-	text, err := os.ReadFile(*promptFile)
+	text, err := promptText("", *promptFile)
 	if err != nil {
-		return fmt.Errorf("read prompt: %w", err)
+		return err
 	}
 	m, err := engine.LoadModel(*path)
 	if err != nil {

@@ -43,13 +43,9 @@ func logitsCmd(env *Env, args []string) error {
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
 	}
-	text := *prompt
-	if *promptFile != "" {
-		b, err := os.ReadFile(*promptFile)
-		if err != nil {
-			return fmt.Errorf("read prompt: %w", err)
-		}
-		text = string(b)
+	text, err := promptText(*prompt, *promptFile)
+	if err != nil {
+		return err
 	}
 	if text == "" {
 		return fmt.Errorf("%w: give --prompt or --prompt-file", ErrUsage)
@@ -86,4 +82,16 @@ func logitsCmd(env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "%8d %10.4f %q\n", int(t[0]), t[1], s.M.Tok.Piece(int32(t[0])))
 	}
 	return nil
+}
+
+// promptText is the prompt given inline or, when file is set, read from it.
+func promptText(inline, file string) (string, error) {
+	if file == "" {
+		return inline, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read prompt: %w", err)
+	}
+	return string(b), nil
 }

@@ -63,12 +63,8 @@ func runCmd(env *Env, args []string) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", ErrUsage, pos[0])
 	}
-	if *promptFile != "" {
-		b, err := os.ReadFile(*promptFile)
-		if err != nil {
-			return fmt.Errorf("read prompt: %w", err)
-		}
-		*prompt = string(b)
+	if *prompt, err = promptText(*prompt, *promptFile); err != nil {
+		return err
 	}
 	if *prompt == "" && !*chatMode {
 		return fmt.Errorf("%w: give -p PROMPT, --prompt-file or --chat", ErrUsage)

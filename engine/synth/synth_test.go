@@ -16,28 +16,12 @@ import (
 	"nibble/engine/half"
 	"nibble/engine/parallel"
 	"nibble/engine/quant"
+	"nibble/internal/testdata"
 )
 
 func vocabPath(t *testing.T, name string) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("repository root (go.mod) not found")
-		}
-		dir = filepath.Dir(dir)
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", "tokenizer", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared test data absent: %v", err)
-	}
-	return p
+	return filepath.Join(testdata.Dir(t), "tokenizer", name)
 }
 
 func tinyOptions(t *testing.T, arch string) Options {
