@@ -56,8 +56,6 @@ func loadReference(t *testing.T, td, modelFile, which string) (*reference, strin
 	return &ref, prompt, last
 }
 
-func cosine(a, b []float32) float64 { return cosine64(a, b) }
-
 // conformance holds what one model/prompt pair measured.
 type conformance struct {
 	cosLast       float64
@@ -98,7 +96,7 @@ func measureConformance(t *testing.T, m *Model, ref *reference, prompt string, l
 		t.Fatal(err)
 	}
 	c.top1 = float64(hits) / float64(n)
-	c.cosLast = cosine(lastRow, last)
+	c.cosLast = cosine64(lastRow, last)
 
 	// Teacher-forced: feed llama.cpp's greedy tokens; count argmax matches.
 	logits := lastRow

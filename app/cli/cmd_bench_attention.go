@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"nibble/engine/attention"
@@ -182,8 +181,7 @@ func benchAttention(env *Env, pool *parallel.Pool, p attention.Params, gs int, n
 	}
 	med := make([]float64, len(vs))
 	for i := range times {
-		sort.Float64s(times[i])
-		med[i] = times[i][len(times[i])/2]
+		med[i] = median(times[i])
 	}
 	var rows []benchAttentionRow
 	for i, n := range ns {

@@ -47,7 +47,7 @@ func kvcheckCmd(env *Env, args []string) error {
 	defer m.Close()
 	b := cpu.New(*threads)
 	defer b.Close()
-	ids := m.EncodePrompt(string(text))
+	ids := m.EncodePrompt(text)
 	res, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
 		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: *rotate})
 	if err != nil {
