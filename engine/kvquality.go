@@ -25,6 +25,7 @@ type KVQualityOptions struct {
 	Greedy    int // continuation length compared
 	GroupSize int
 	Rotate    bool // quantized caches store K rotated
+	NoSmooth  bool // quantized caches store K without channel smoothing
 }
 
 // ProbeKVQuality runs prompt through m with an f16 cache and with each
@@ -41,7 +42,7 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	}
 	run := func(t kv.Type) (rows [][]float32, greedy []int32, err error) {
 		ctx := len(prompt) + o.Greedy + 1
-		st, err := m.NewState(b, kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16}, min(o.Batch, len(prompt)))
+		st, err := m.NewState(b, kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth}, min(o.Batch, len(prompt)))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -57,6 +57,9 @@ type Options struct {
 	// KVRotate stores K rotated (DESIGN.md §2 rotation option): an outlier
 	// channel no longer sets the scale of its whole group.
 	KVRotate bool
+	// KVNoSmooth turns off channel smoothing of quantized K (DESIGN.md §2
+	// per-channel λ, calibrated on the prompt), which is on by default.
+	KVNoSmooth bool
 	// Budget is the memory the session may use; nil probes the system.
 	// The session refuses, before allocating, a configuration that will not fit.
 	Budget *estimate.Budget
@@ -70,7 +73,7 @@ func (o Options) withDefaults(hp model.HParams) Options {
 // KVConfig is the cache these options give model hp.
 func (o Options) KVConfig(hp model.HParams) kv.Config {
 	o = o.withDefaults(hp)
-	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Rotate: o.KVRotate}
+	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Rotate: o.KVRotate, Smooth: !o.KVNoSmooth}
 }
 
 // Session is one conversation: a KV cache that persists across calls, so a

@@ -12,7 +12,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "kvcheck",
-		Usage: "-m MODEL --prompt-file F [--batch 1] [--greedy 24] [--kv-group 32] [--rotate] [--json]",
+		Usage: "-m MODEL --prompt-file F [--batch 1] [--greedy 24] [--kv-group 32] [--rotate] [--smooth=false] [--json]",
 		Run:   kvcheckCmd,
 	})
 }
@@ -26,6 +26,7 @@ func kvcheckCmd(env *Env, args []string) error {
 	group := fs.Int("kv-group", kv.DefaultGroupSize, "quantization group: 32 or 64")
 	threads := fs.Int("threads", 0, "CPU threads")
 	rotate := fs.Bool("rotate", false, "store K rotated in the quantized caches (DESIGN.md §2 option)")
+	smooth := fs.Bool("smooth", true, "scale quantized K per channel, calibrated on the prompt (DESIGN.md §2)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
@@ -49,7 +50,7 @@ func kvcheckCmd(env *Env, args []string) error {
 	defer b.Close()
 	ids := m.EncodePrompt(text)
 	res, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
-		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: *rotate})
+		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: *rotate, NoSmooth: !*smooth})
 	if err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func kvcheckCmd(env *Env, args []string) error {
 	}
 	if *asJSON {
 		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(*path), "tokens": len(ids),
-			"batch": *batch, "kv_group": *group, "rotate": *rotate, "types": types})
+			"batch": *batch, "kv_group": *group, "rotate": *rotate, "smooth": *smooth, "types": types})
 	}
 	fmt.Fprintf(env.Stdout, "%s, %d prompt tokens, KV vs f16 (group %d):\n", filepath.Base(*path), len(ids), *group)
 	fmt.Fprintf(env.Stdout, "%-4s %10s %8s %10s %8s\n", "kv", "cosine", "top-1", "max|Δ|", "greedy")

@@ -19,6 +19,7 @@ type modelFlags struct {
 	kvType  string
 	kvGroup int
 	rotate  bool
+	smooth  bool
 	ram     string
 }
 
@@ -33,6 +34,7 @@ func (mf *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&mf.kvType, "kv", "q4", "KV cache type: f16, q8 or q4")
 	fs.IntVar(&mf.kvGroup, "kv-group", kv.DefaultGroupSize, "KV quantization group: 32 or 64")
 	fs.BoolVar(&mf.rotate, "kv-rotate", false, "store K rotated (Hadamard), for models with outlier key channels")
+	fs.BoolVar(&mf.smooth, "kv-smooth", true, "scale quantized K per channel, calibrated on the prompt (tames outlier key channels)")
 	fs.StringVar(&mf.ram, "ram", "", "simulate a machine with this memory `SIZE` (e.g. 8GiB) instead of probing")
 }
 
@@ -44,7 +46,7 @@ func (mf *modelFlags) options() (engine.Options, error) {
 	if mf.kvGroup != 32 && mf.kvGroup != 64 {
 		return engine.Options{}, fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
 	}
-	o := engine.Options{Ctx: mf.ctx, Batch: mf.batch, KV: t, KVGroup: mf.kvGroup, KVRotate: mf.rotate}
+	o := engine.Options{Ctx: mf.ctx, Batch: mf.batch, KV: t, KVGroup: mf.kvGroup, KVRotate: mf.rotate, KVNoSmooth: !mf.smooth}
 	if mf.ram != "" {
 		n, err := estimate.ParseSize(mf.ram)
 		if err != nil {

@@ -68,9 +68,10 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 		}
 	})
 	pool.For(p.Heads, 1, func(h0, h1 int) {
+		qbuf := make([]float32, d)
 		for h := h0; h < h1; h++ {
 			kvh := h / g
-			qh := q[h*d : (h+1)*d]
+			qh := lv.TransformQuery(qbuf, q[h*d:(h+1)*d], kvh) // K is dequantized as stored
 			s := b.scores[h*b.ctx+lo : h*b.ctx+n]
 			m := negInf
 			for i := range s {

@@ -54,7 +54,7 @@ func (ws *Workspace) decodeItem(st *slot, item int) {
 		// A worker mostly claims consecutive splits of one kv head: the
 		// prepared query is reused until the head changes.
 		if st.qFor != kvh {
-			st.prepareQuery(j.q[kvh*g*d:(kvh+1)*g*d], ws.p.Scale, groupOf(j.lv), j.permuted, j.lv.Rot)
+			st.prepareQuery(j.q[kvh*g*d:(kvh+1)*g*d], ws.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
 			st.qFor = kvh
 		}
 		st.attendCached(j.lv, kvh, t0, t1)

@@ -12,14 +12,19 @@ import (
 var testNs = []int{1, 31, 33, 257, 1000, 5000}
 
 // Quality of each cache type against float64 attention on the original
-// (unquantized) Gaussian K/V. q4 with gs 32 keeps each element to about 8%
-// (half a step of range/15), which puts the output cosine at 0.985-0.995 on
-// this data: the 0.99 the issue asks for is only met against the stored
-// values (maxStoredRel). A 100× K outlier channel is out of reach for
-// per-token groups along D whatever the kernel (measured: cosine 0.3-0.8
-// for q4, 0.987 for q8); that is what the rotation option is for.
-var minCosine = map[kv.Type]float64{kv.Q4: 0.98, kv.Q8: 0.9999, kv.F16: 0.99999}
+// (unquantized) K/V, as whole-output cosines (the issue's acceptance
+// figures), on Gaussian K/V and on K/V whose K has a 100× channel. Caches
+// smooth their channels as sessions do (kv.Config.Smooth): without it a
+// 100× channel costs q4 0.982-0.988 and q8 0.9990-0.9994 (TestOutlierChannel).
+// f16 gets no cosine in the issue, only maxF16Rel; on the outlier data it
+// is held to q8's figure (see maxF16Rel).
+var minCosine = map[kv.Type]float64{kv.Q4: 0.99, kv.Q8: 0.9999, kv.F16: 0.9999}
 
+// maxF16Rel bounds the f16 path's whole-output error against the original
+// Gaussian values. With the 100× channel the scores are so peaked that
+// rounding K to f16 alone moves the output by up to 0.6% (the kernel itself
+// stays within maxStoredRel of the stored values), so there only the
+// cosine is held.
 const maxF16Rel = 1e-3
 
 // Kernel exactness: against float64 attention on the values the cache
@@ -27,58 +32,71 @@ const maxF16Rel = 1e-3
 const maxStoredRel = 1e-4
 
 func TestDecodeMatchesReference(t *testing.T) {
-	worst := map[kv.Type]float64{kv.Q4: 1, kv.Q8: 1, kv.F16: 1}
+	type key struct {
+		typ     kv.Type
+		outlier bool
+	}
+	worst, worstHead := map[key]float64{}, map[key]float64{}
 	worstStored := map[kv.Type]float64{}
-	var worstF16Rel float64
+	var worstF16Rel float64 // whole output, like the cosines
 	defer func() {
-		t.Logf("vs original values: worst output cosine %v, worst f16 relative error %.2g; worst relative error vs stored values: %v",
-			worst, worstF16Rel, worstStored)
+		for _, k := range []key{{kv.F16, false}, {kv.F16, true}, {kv.Q8, false}, {kv.Q8, true}, {kv.Q4, false}, {kv.Q4, true}} {
+			t.Logf("%v outlier=%v: worst output cosine %.6f (worst single head %.4f)", k.typ, k.outlier, worst[k], worstHead[k])
+		}
+		t.Logf("worst f16 relative error (Gaussian) %.2g; worst relative error vs stored values %v", worstF16Rel, worstStored)
 	}()
-	withKernels(t, func(t *testing.T) {
-		const ctx = 5000
-		pool := testPool(t, 2)
-		for _, d := range []int{64, 128, 256} {
-			// K/V depend on the kv heads only, so every G shares them.
-			p := Params{KVHeads: 2, HeadDim: d, Scale: 1 / float32(sqrt(d))}
-			r := rand.New(rand.NewPCG(uint64(d), 7))
-			kOut, vOut := randomKV(r, p, ctx, true)
-			kClean, vClean := randomKV(r, p, ctx, false)
-			for _, typ := range kv.Types {
-				outlier := newCache(t, p, typ, 32, ctx, kOut, vOut, ctx)
-				clean := newCache(t, p, typ, 32, ctx, kClean, vClean, ctx)
-				kSt, vSt := storedKV(outlier, ctx)
+	const ctx = 5000
+	pool := testPool(t, 2)
+	for _, d := range []int{64, 128, 256} {
+		// Eight kv heads, as Llama 3 and Qwen2.5 layers have; K/V depend on the
+		// kv heads only, so every G shares them.
+		p := Params{KVHeads: 8, HeadDim: d}
+		r := rand.New(rand.NewPCG(uint64(d), 7))
+		for _, outlier := range []bool{false, true} {
+			p.Scale = 1 / float32(sqrt(d))
+			if outlier {
+				p.Scale = outlierScale(d)
+			}
+			k, v := randomKV(r, p, ctx, outlier)
+			for _, n := range testNs {
+				// A prompt of n tokens: each cache holds (and calibrates on) exactly those.
+				caches := make([]*kv.Cache, len(kv.Types))
+				stored := make([][2][]float32, len(kv.Types))
+				for i, typ := range kv.Types {
+					caches[i] = newCache(t, p, typ, 32, n, k, v, n)
+					stored[i][0], stored[i][1] = storedKV(caches[i], n)
+				}
 				for _, g := range []int{1, 2, 4, 8} {
-					p.Heads, p.Window = 2*g, 0
-					ws := NewWorkspace(p, ctx, 0, 2, nil)
+					p.Heads = 8 * g
+					ws := NewWorkspace(p, n, 0, 2, nil)
 					out := make([]float32, p.Heads*d)
-					for _, n := range testNs {
-						for _, window := range []int{0, 300} {
-							p.Window = window
-							ws.p.Window = window
-							name := fmt.Sprintf("d%d g%d %v n%d w%d", d, g, typ, n, window)
-							q := randomVec(r, p.Heads*d)
-							// Exactness on the outlier data: the fused
-							// kernels compute attention over the stored values.
-							if err := Decode(pool, ws, out, q, outlier, 0, n, p); err != nil {
+					for _, window := range []int{0, 300} {
+						p.Window, ws.p.Window = window, window
+						q := randomVec(r, p.Heads*d)
+						want := decodeReference64(q, k, v, n, p)
+						for i, typ := range kv.Types {
+							name := fmt.Sprintf("d%d g%d %v outlier=%v n%d w%d", d, g, typ, outlier, n, window)
+							if err := Decode(pool, ws, out, q, caches[i], 0, n, p); err != nil {
 								t.Fatal(name, err)
 							}
-							_, rel := headStats(out, decodeReference64(q, kSt, vSt, n, p), d)
+							// Exactness: the fused kernels compute attention over the stored values.
+							_, rel := headStats(out, decodeReference64(q, stored[i][0], stored[i][1], n, p), d)
 							worstStored[typ] = max(worstStored[typ], rel)
 							if rel > maxStoredRel {
-								t.Fatalf("%s outlier: relative error %.3g vs stored values", name, rel)
+								t.Fatalf("%s: relative error %.3g vs stored values", name, rel)
 							}
 							// Quality against the original values.
-							if err := Decode(pool, ws, out, q, clean, 0, n, p); err != nil {
-								t.Fatal(name, err)
+							kk := key{typ, outlier}
+							if _, ok := worst[kk]; !ok {
+								worst[kk], worstHead[kk] = 1, 1
 							}
-							want := decodeReference64(q, kClean, vClean, n, p)
-							_, rel = headStats(out, want, d)
-							cos := cosine(out, want)
-							worst[typ] = min(worst[typ], cos)
-							if typ == kv.F16 {
+							headCos, _ := headStats(out, want, d)
+							cos, rel := cosine(out, want), relError(out, want)
+							worst[kk], worstHead[kk] = min(worst[kk], cos), min(worstHead[kk], headCos)
+							if typ == kv.F16 && !outlier {
 								worstF16Rel = max(worstF16Rel, rel)
 							}
-							if cos < minCosine[typ] || (typ == kv.F16 && rel > maxF16Rel) {
+							if cos < minCosine[typ] || (typ == kv.F16 && !outlier && rel > maxF16Rel) {
 								t.Fatalf("%s: cosine %.6f (min %v), relative error %.3g vs original", name, cos, minCosine[typ], rel)
 							}
 						}
@@ -86,35 +104,43 @@ func TestDecodeMatchesReference(t *testing.T) {
 				}
 			}
 		}
-	})
+	}
 }
 
-// TestOutlierChannel documents what a 100× K outlier channel does: the
-// kernels stay exact on the stored values, while quantization itself (per
-// token, along D) loses the other channels of the outlier's group; the
-// cosines against the original values are logged, not asserted.
+// TestOutlierChannel shows what channel smoothing buys on K with a 100×
+// channel: without it the outlier owns the scale of its group and the other
+// channels of that group are lost. Smoothing must beat no smoothing for q8
+// and q4 at the logit spread of the test models (asserted); the figures at
+// the raw 1/√D scale, where softmax is a near one-hot pick, are logged.
 func TestOutlierChannel(t *testing.T) {
 	pool := testPool(t, 2)
 	for _, d := range []int{64, 128, 256} {
-		p := Params{Heads: 8, KVHeads: 2, HeadDim: d, Scale: 1 / float32(sqrt(d))}
-		r := rand.New(rand.NewPCG(9, uint64(d)))
-		k, v := randomKV(r, p, 1000, true)
-		ws := NewWorkspace(p, 1000, 0, 2, nil)
-		q, out := randomVec(r, p.Heads*d), make([]float32, p.Heads*d)
-		want := decodeReference64(q, k, v, 1000, p)
-		line := fmt.Sprintf("d %d, n 1000, 100× K channel, vs original values:", d)
-		for _, typ := range kv.Types {
-			c := newCache(t, p, typ, 32, 1000, k, v, 1000)
-			if err := Decode(pool, ws, out, q, c, 0, 1000, p); err != nil {
-				t.Fatal(err)
+		for _, raw := range []bool{false, true} {
+			p := Params{Heads: 32, KVHeads: 8, HeadDim: d, Scale: outlierScale(d)}
+			if raw {
+				p.Scale = 1 / float32(sqrt(d))
 			}
-			kSt, vSt := storedKV(c, 1000)
-			if _, rel := headStats(out, decodeReference64(q, kSt, vSt, 1000, p), d); rel > maxStoredRel {
-				t.Fatalf("d %d %v: relative error %.3g vs stored values", d, typ, rel)
+			r := rand.New(rand.NewPCG(9, uint64(d)))
+			const n = 1000
+			k, v := randomKV(r, p, n, true)
+			ws := NewWorkspace(p, n, 0, 2, nil)
+			q, out := randomVec(r, p.Heads*d), make([]float32, p.Heads*d)
+			want := decodeReference64(q, k, v, n, p)
+			line := fmt.Sprintf("d %d, scale %.4f, n %d, vs original values:", d, p.Scale, n)
+			for _, typ := range []kv.Type{kv.F16, kv.Q8, kv.Q4} {
+				var cos [2]float64
+				for i, c := range []*kv.Cache{newPlainCache(t, p, typ, n, k, v), newCache(t, p, typ, 32, n, k, v, n)} {
+					if err := Decode(pool, ws, out, q, c, 0, n, p); err != nil {
+						t.Fatal(err)
+					}
+					cos[i] = cosine(out, want)
+				}
+				line += fmt.Sprintf(" %v %.5f → smoothed %.5f;", typ, cos[0], cos[1])
+				if typ != kv.F16 && !raw && cos[1] <= cos[0] {
+					t.Errorf("d %d %v: smoothing did not help (%.5f → %.5f)", d, typ, cos[0], cos[1])
+				}
 			}
-			headCos, rel := headStats(out, want, d)
-			line += fmt.Sprintf(" %v cosine %.4f (worst head %.4f, rel %.2g);", typ, cosine(out, want), headCos, rel)
+			t.Log(line)
 		}
-		t.Log(line)
 	}
 }

@@ -13,6 +13,19 @@ import (
 // per-token groups along the head dimension.
 const outlierChannel = 3
 
+// scoreStd is the spread of attention logits the tests aim for: the
+// shared test models' QK/√d scores have std 1.57 (testdata README §2).
+const scoreStd = 1.57
+
+// outlierScale is the softmax scale that gives q·k logits a std of
+// scoreStd when K has the 100× channel and q is standard normal. The usual
+// 1/√D would put it near 100/√D (12.5 at D 64): softmax then degenerates to
+// a near one-hot pick that even rounding K to f16 moves by 0.6%, which no
+// trained model's attention looks like.
+func outlierScale(d int) float32 {
+	return float32(scoreStd / math.Sqrt(float64(d-1+100*100)))
+}
+
 // randomKV returns n positions of K and V (KVHeads·HeadDim floats each),
 // standard normal, K's outlier channel 100× larger.
 func randomKV(r *rand.Rand, p Params, n int, outlier bool) (k, v []float32) {
@@ -35,9 +48,22 @@ func randomVec(r *rand.Rand, n int) []float32 {
 	return x
 }
 
+// newCache returns a cache holding rows [0, n) of k and v, smoothing its
+// channels as sessions do.
 func newCache(t testing.TB, p Params, typ kv.Type, gs, ctx int, k, v []float32, n int) *kv.Cache {
 	t.Helper()
-	c, err := kv.New(kv.Config{Type: typ, GroupSize: gs, Layers: 1, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Ctx: ctx}, nil)
+	return fillCache(t, kv.Config{Type: typ, GroupSize: gs, Layers: 1, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Ctx: ctx, Smooth: true}, k, v, n)
+}
+
+// newPlainCache is newCache without channel smoothing, gs 32, n = ctx.
+func newPlainCache(t testing.TB, p Params, typ kv.Type, n int, k, v []float32) *kv.Cache {
+	t.Helper()
+	return fillCache(t, kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Ctx: n}, k, v, n)
+}
+
+func fillCache(t testing.TB, cfg kv.Config, k, v []float32, n int) *kv.Cache {
+	t.Helper()
+	c, err := kv.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +132,17 @@ func cosine(got []float32, want []float64) float64 {
 		ww += w * w
 	}
 	return dot / math.Sqrt(gg*ww)
+}
+
+// relError is |got - want| / |want| over the whole output (all heads).
+func relError(got []float32, want []float64) float64 {
+	var ee, ww float64
+	for i, w := range want {
+		e := float64(got[i]) - w
+		ee += e * e
+		ww += w * w
+	}
+	return math.Sqrt(ee / ww)
 }
 
 // headStats returns the smallest per-head cosine and largest per-head

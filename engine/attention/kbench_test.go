@@ -15,7 +15,7 @@ func BenchmarkBlockKernels(b *testing.B) {
 	k, v := randomKV(r, p, 32, false)
 	ws := NewWorkspace(p, 32, 0, 1, nil)
 	st := &ws.slots[0]
-	st.prepareQuery(randomVec(r, 4*128), p.Scale, 32, kern.q4Permuted, nil)
+	st.prepareQuery(randomVec(r, 4*128), p.Scale, 32, kern.q4Permuted, &kv.LayerView{HeadDim: 128}, 0)
 	resetAccumulators(st.o, st.ml)
 	for _, t := range kv.Types {
 		c := newCache(b, p, t, 32, 32, k, v, 32)

@@ -16,16 +16,14 @@ func laneOf(e int) int {
 
 // prepareQuery fills st.q with q·scale·log2(e) for the G heads of q (G·D
 // floats, element order) and st.qsI with each group's Σq' at lane 2g+1 of
-// the metadata stride (gs 0: no groups, f16/f32 caches).
-func (st *slot) prepareQuery(q []float32, scale float32, gs int, permuted bool, rot *kv.Rotation) {
+// the metadata stride (gs 0: no groups, f16/f32 caches). Queries meet the
+// cache's K transform (smoothing, rotation) of kv head kvh first.
+func (st *slot) prepareQuery(q []float32, scale float32, gs int, permuted bool, lv *kv.LayerView, kvh int) {
 	d, ms := st.d, st.ms
 	k := scale * log2e
 	for j := 0; j < st.g; j++ {
 		src, dst := q[j*d:(j+1)*d], st.q[j*d:(j+1)*d]
-		if rot != nil { // the cache holds rotated K: rotate q alike (nbuf is free here)
-			rot.Apply(st.nbuf[:d], src)
-			src = st.nbuf[:d]
-		}
+		src = lv.TransformQuery(st.nbuf[:d], src, kvh) // nbuf is free here
 		e := 0
 		if permuted {
 			// laneOf unrolled per 16-element run: this runs once per work

@@ -32,6 +32,9 @@ func Prefill(pool *parallel.Pool, ws *Workspace, out, q, k, v []float32, rows in
 	if rows == 0 {
 		return nil
 	}
+	if past == 0 { // the prompt's first rows: what Append(pos 0) will calibrate on
+		c.Calibrate(layer, k, rows)
+	}
 	lv := c.Layer(layer)
 	ws.job = job{lv: lv, out: out, q: q, k: k, v: v, rows: rows, past: past,
 		permuted: lv.Type == kv.Q4 && kern.q4Permuted}
@@ -44,18 +47,15 @@ func Prefill(pool *parallel.Pool, ws *Workspace, out, q, k, v []float32, rows in
 
 // stageRow copies new row i of K and V, rounded through f16, into the
 // staging area in [kv head][row] order and kernel lane order.
-// With a rotated cache, K rows are rotated first, as Cache.Append will.
+// K rows get the cache's transform (smoothing, rotation) first, as
+// Cache.Append will give them.
 func (ws *Workspace) stageRow(st *slot, i int) {
 	j := &ws.job
 	d := ws.p.HeadDim
 	for h := 0; h < ws.p.KVHeads; h++ {
 		src := (i*ws.p.KVHeads + h) * d
 		dst := (h*j.rows + i) * d
-		kRow := j.k[src : src+d]
-		if j.lv.Rot != nil {
-			j.lv.Rot.Apply(st.nbuf[:d], kRow)
-			kRow = st.nbuf[:d]
-		}
+		kRow := j.lv.TransformKey(st.nbuf[:d], j.k[src:src+d], h)
 		for e := 0; e < d; e++ {
 			lane := e
 			if j.permuted {
@@ -77,7 +77,7 @@ func (ws *Workspace) prefillItem(st *slot, item int) {
 	lo := ws.p.visible(pos)
 	qoff := (row*ws.p.Heads + kvh*g) * d
 	resetAccumulators(st.o, st.ml)
-	st.prepareQuery(j.q[qoff:qoff+g*d], ws.p.Scale, groupOf(j.lv), j.permuted, j.lv.Rot)
+	st.prepareQuery(j.q[qoff:qoff+g*d], ws.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
 	st.qFor = -1
 	if lo < j.past {
 		st.attendCached(j.lv, kvh, lo, j.past)

@@ -9,22 +9,36 @@ import (
 	"nibble/engine/kv"
 )
 
+// looseCosine is the quality check here: exactness is held against the
+// stored values, and the acceptance figures are TestDecodeMatchesReference's
+// (over eight kv heads; two heads, as here, scatter more).
+var looseCosine = map[kv.Type]float64{kv.Q4: 0.98, kv.Q8: 0.9995, kv.F16: 0.9999}
+
 // TestPrefillThenDecode prefills rows after a cached prefix, stores them,
 // decodes the next token, and checks both against float64 causal attention
 // over what the cache holds (prefix and the decode step quantized, prefill's
-// own rows through f16) and, loosely, over the original values.
+// own rows through f16) and, loosely, over the original values. With the
+// 100× K channel, the smoothing is calibrated on the first rows written
+// (by Prefill when past is 0, by Append otherwise).
 func TestPrefillThenDecode(t *testing.T) {
 	withKernels(t, func(t *testing.T) {
 		pool := testPool(t, 2)
 		for _, typ := range kv.Types {
-			for _, c := range []struct{ d, g, past, rows, window int }{
-				{128, 4, 0, 40, 0}, {64, 1, 45, 70, 0}, {128, 2, 300, 33, 0}, {64, 8, 100, 50, 20}, {256, 3, 37, 5, 40},
+			for _, c := range []struct {
+				d, g, past, rows, window int
+				outlier                  bool
+			}{
+				{128, 4, 0, 40, 0, false}, {64, 1, 45, 70, 0, false}, {128, 2, 300, 33, 0, false}, {64, 8, 100, 50, 20, false}, {256, 3, 37, 5, 40, false},
+				{128, 4, 0, 40, 0, true}, {64, 2, 45, 70, 0, true}, {256, 3, 37, 5, 40, true},
 			} {
-				name := fmt.Sprintf("%v d%d g%d past%d rows%d w%d", typ, c.d, c.g, c.past, c.rows, c.window)
+				name := fmt.Sprintf("%v d%d g%d past%d rows%d w%d outlier=%v", typ, c.d, c.g, c.past, c.rows, c.window, c.outlier)
 				p := Params{Heads: 2 * c.g, KVHeads: 2, HeadDim: c.d, Scale: 1 / float32(sqrt(c.d)), Window: c.window}
+				if c.outlier {
+					p.Scale = outlierScale(c.d)
+				}
 				r := rand.New(rand.NewPCG(uint64(c.d), uint64(c.past)))
 				total := c.past + c.rows + 1
-				k, v := randomKV(r, p, total, false)
+				k, v := randomKV(r, p, total, c.outlier)
 				cache := newCache(t, p, typ, 32, total, k, v, c.past)
 				ws := NewWorkspace(p, total, c.rows, 2, nil)
 				qw, kw := p.Heads*c.d, p.KVHeads*c.d
@@ -47,7 +61,7 @@ func TestPrefillThenDecode(t *testing.T) {
 					if _, rel := headStats(got, decodeReference64(q[i*qw:(i+1)*qw], kEff, vEff, pos+1, p), c.d); rel > maxStoredRel {
 						t.Fatalf("%s row %d: relative error %.3g vs causal reference", name, i, rel)
 					}
-					if cos := cosine(got, decodeReference64(q[i*qw:(i+1)*qw], k, v, pos+1, p)); cos < minCosine[typ] {
+					if cos := cosine(got, decodeReference64(q[i*qw:(i+1)*qw], k, v, pos+1, p)); cos < looseCosine[typ] {
 						t.Fatalf("%s row %d: cosine %.6f vs original values", name, i, cos)
 					}
 				}
@@ -64,7 +78,7 @@ func TestPrefillThenDecode(t *testing.T) {
 				if _, rel := headStats(dec, decodeReference64(qd, kSt, vSt, total, p), c.d); rel > maxStoredRel {
 					t.Fatalf("%s decode after prefill: relative error %.3g", name, rel)
 				}
-				if cos := cosine(dec, decodeReference64(qd, k, v, total, p)); cos < minCosine[typ] {
+				if cos := cosine(dec, decodeReference64(qd, k, v, total, p)); cos < looseCosine[typ] {
 					t.Fatalf("%s decode after prefill: cosine %.6f vs original values", name, cos)
 				}
 			}

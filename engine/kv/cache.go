@@ -31,14 +31,17 @@ type LayerView struct {
 	Ctx       int
 	K, V      Plane
 	Rot       *Rotation // K is stored rotated; queries must be rotated too (nil: off)
+	// Lambda holds the channel smoothing factors, KVHeads·HeadDim (nil:
+	// off, or not calibrated): K is stored as k/λ, queries meet it as q∘λ.
+	Lambda []float32
 }
 
 // Cache is a preallocated K/V cache for every layer.
 type Cache struct {
-	cfg     Config
-	layers  []LayerView
-	bytes   int64
-	rotated []float32 // one rotated K head vector (Append)
+	cfg    Config
+	layers []LayerView
+	bytes  int64
+	keyBuf []float32 // one transformed K head vector (Append)
 }
 
 // New allocates the cache through alloc (nil: make), one call per layer for
@@ -63,7 +66,9 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 		if rot, err = NewRotation(cfg.HeadDim); err != nil {
 			return nil, err
 		}
-		c.rotated = make([]float32, cfg.HeadDim)
+	}
+	if cfg.Rotate || cfg.Smooth {
+		c.keyBuf = make([]float32, cfg.HeadDim)
 	}
 	for l := range c.layers {
 		lv := &c.layers[l]
@@ -113,9 +118,21 @@ func (c *Cache) Bytes() int64 { return c.bytes }
 // Layer returns the view the kernels read; l must be in [0, Layers).
 func (c *Cache) Layer(l int) *LayerView { return &c.layers[l] }
 
+// Calibrate sets the layer's channel smoothing from n rows of K (see
+// smooth.go) when the cache smooths; rows written at position 0 start the
+// cache afresh, so Append and the prefill kernel call it there. Too few rows
+// leave the layer unsmoothed.
+func (c *Cache) Calibrate(layer int, k []float32, n int) {
+	if !c.cfg.Smooth || c.cfg.Type == F16 || layer < 0 || layer >= c.cfg.Layers {
+		return
+	}
+	n = min(n, len(k)/(c.cfg.KVHeads*c.cfg.HeadDim))
+	c.layers[layer].Lambda = calibrate(k, n, c.cfg.KVHeads, c.cfg.HeadDim)
+}
+
 // Append stores n rows of K and V at positions pos..pos+n-1 of layer,
 // quantizing on store. A row is one position: KVHeads·HeadDim floats, heads
-// concatenated.
+// concatenated. Rows at position 0 recalibrate the channel smoothing.
 func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 	cfg := c.cfg
 	row := cfg.KVHeads * cfg.HeadDim
@@ -127,17 +144,15 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 	case len(k) < n*row || len(v) < n*row:
 		return fmt.Errorf("kv append: %d rows need %d floats each for K and V, got %d and %d", n, n*row, len(k), len(v))
 	}
+	if pos == 0 {
+		c.Calibrate(layer, k, n)
+	}
 	lv := &c.layers[layer]
 	for t := 0; t < n; t++ {
 		for h := 0; h < cfg.KVHeads; h++ {
 			src := (t*cfg.KVHeads + h) * cfg.HeadDim
 			slot := h*cfg.Ctx + pos + t
-			kh := k[src : src+cfg.HeadDim]
-			if lv.Rot != nil {
-				lv.Rot.Apply(c.rotated, kh)
-				kh = c.rotated
-			}
-			lv.K.store(cfg, slot, kh)
+			lv.K.store(cfg, slot, lv.TransformKey(c.keyBuf, k[src:src+cfg.HeadDim], h))
 			lv.V.store(cfg, slot, v[src:src+cfg.HeadDim])
 		}
 	}
@@ -163,9 +178,65 @@ func (p *Plane) store(cfg Config, slot int, x []float32) {
 	}
 }
 
-// Dequantize writes the stored value of (head, pos) into dst (HeadDim
-// floats): for tests, baselines and tools, not the attention kernels.
+// TransformKey returns K head vector k of kv head kvh as the cache stores
+// it: R·(k/λ), written into dst (HeadDim floats), or k itself when neither
+// smoothing nor rotation is on.
+func (lv *LayerView) TransformKey(dst, k []float32, kvh int) []float32 {
+	if lv.Lambda == nil && lv.Rot == nil {
+		return k
+	}
+	dst = dst[:lv.HeadDim]
+	copy(dst, k)
+	if lv.Lambda != nil {
+		for i, l := range lv.Lambda[kvh*lv.HeadDim : (kvh+1)*lv.HeadDim] {
+			dst[i] /= l
+		}
+	}
+	if lv.Rot != nil {
+		lv.Rot.Apply(dst, dst)
+	}
+	return dst
+}
+
+// TransformQuery is TransformKey's partner for a query head of group kvh:
+// R·(q∘λ), so that it meets stored keys with the original dot product.
+func (lv *LayerView) TransformQuery(dst, q []float32, kvh int) []float32 {
+	if lv.Lambda == nil && lv.Rot == nil {
+		return q
+	}
+	dst = dst[:lv.HeadDim]
+	copy(dst, q)
+	if lv.Lambda != nil {
+		for i, l := range lv.Lambda[kvh*lv.HeadDim : (kvh+1)*lv.HeadDim] {
+			dst[i] *= l
+		}
+	}
+	if lv.Rot != nil {
+		lv.Rot.Apply(dst, dst)
+	}
+	return dst
+}
+
+// Dequantize writes the value of (head, pos) into dst (HeadDim floats), in
+// the original space (K's smoothing and rotation undone): for tests,
+// baselines and tools, not the attention kernels.
 func (lv *LayerView) Dequantize(dst []float32, plane *Plane, head, pos int) {
+	lv.dequantizeStored(dst, plane, head, pos)
+	if plane != &lv.K {
+		return
+	}
+	if lv.Rot != nil {
+		lv.Rot.Invert(dst, dst)
+	}
+	if lv.Lambda != nil {
+		for i, l := range lv.Lambda[head*lv.HeadDim : (head+1)*lv.HeadDim] {
+			dst[i] *= l
+		}
+	}
+}
+
+// dequantizeStored writes the stored codes of (head, pos) as floats.
+func (lv *LayerView) dequantizeStored(dst []float32, plane *Plane, head, pos int) {
 	d := lv.HeadDim
 	slot := head*lv.Ctx + pos
 	switch lv.Type {

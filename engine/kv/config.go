@@ -57,6 +57,7 @@ type Config struct {
 	HeadDim   int
 	Ctx       int  // positions preallocated per layer
 	Rotate    bool // store K rotated (see Rotation); needs a power-of-two head dim
+	Smooth    bool // per-channel λ for K, calibrated on the prompt (smooth.go); q8 and q4 only
 }
 
 // BytesPerTokenHead is the storage for one position of one kv head, for K or

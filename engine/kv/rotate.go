@@ -43,15 +43,32 @@ func (r *Rotation) Apply(dst, src []float32) {
 	for i, s := range r.signs {
 		dst[i] = src[i] * s
 	}
-	for h := 1; h < d; h *= 2 { // fast Walsh–Hadamard transform
+	hadamard(dst, r.norm)
+}
+
+// Invert writes R⁻¹·src = Rᵀ·src = diag(s)·H·src/√D into dst (dst may be src).
+func (r *Rotation) Invert(dst, src []float32) {
+	d := len(r.signs)
+	dst, src = dst[:d], src[:d]
+	copy(dst, src)
+	hadamard(dst, r.norm)
+	for i, s := range r.signs {
+		dst[i] *= s
+	}
+}
+
+// hadamard applies the fast Walsh–Hadamard transform to x in place, scaled by norm.
+func hadamard(x []float32, norm float32) {
+	d := len(x)
+	for h := 1; h < d; h *= 2 {
 		for i := 0; i < d; i += 2 * h {
-			a, b := dst[i:i+h], dst[i+h:i+2*h]
+			a, b := x[i:i+h], x[i+h:i+2*h]
 			for j := range a {
 				a[j], b[j] = a[j]+b[j], a[j]-b[j]
 			}
 		}
 	}
-	for i := range dst {
-		dst[i] *= r.norm
+	for i := range x {
+		x[i] *= norm
 	}
 }
