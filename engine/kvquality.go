@@ -17,6 +17,20 @@ type KVQuality struct {
 	MaxAbsDLogit  float64 `json:"max_abs_dlogit"` // over all positions and vocab
 	GreedyAgree   int     `json:"greedy_agree"`   // greedy tokens equal to f16's, as a prefix
 	GreedyTotal   int     `json:"greedy_total"`
+	// GreedyForced counts the steps whose argmax equals f16's greedy token
+	// when both are fed f16's continuation (teacher forcing): one near-tie
+	// ends GreedyAgree's prefix, but costs GreedyForced a single step.
+	GreedyForced int `json:"greedy_teacher_forced"`
+}
+
+// KVQualityReport is the probe's result.
+type KVQualityReport struct {
+	Types map[kv.Type]*KVQuality
+	// Floor compares f16 with f16 run at FloorBatch instead of Batch: the
+	// same arithmetic in another order. Figures no cache type can beat, as
+	// low as these random-weight models' 8-bit activation rounding makes them.
+	Floor      *KVQuality
+	FloorBatch int
 }
 
 // KVQualityOptions configure the probe.
@@ -32,7 +46,7 @@ type KVQualityOptions struct {
 // quantized type, comparing logits position by position. With Batch 1 every
 // prompt position attends through the decode kernel to the quantized cache
 // (the strict case); larger batches use hybrid prefill as generation does.
-func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type, o KVQualityOptions) (map[kv.Type]*KVQuality, error) {
+func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type, o KVQualityOptions) (*KVQualityReport, error) {
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("kv quality: empty prompt")
 	}
@@ -40,14 +54,16 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	if o.GroupSize == 0 {
 		o.GroupSize = kv.DefaultGroupSize
 	}
-	run := func(t kv.Type) (rows [][]float32, greedy []int32, err error) {
+	// run returns the logits of every prompt position and the argmax of each
+	// continuation step; forced (when set) is fed as the continuation.
+	run := func(t kv.Type, batch int, forced []int32) (rows [][]float32, greedy []int32, err error) {
 		ctx := len(prompt) + o.Greedy + 1
-		st, err := m.NewState(b, kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth}, min(o.Batch, len(prompt)))
+		st, err := m.NewState(b, kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth}, min(batch, len(prompt)))
 		if err != nil {
 			return nil, nil, err
 		}
-		for pos := 0; pos < len(prompt); pos += o.Batch {
-			end := min(len(prompt), pos+o.Batch)
+		for pos := 0; pos < len(prompt); pos += batch {
+			end := min(len(prompt), pos+batch)
 			if err := st.ForwardAll(prompt[pos:end], pos, func(_ int, l []float32) { rows = append(rows, slices.Clone(l)) }); err != nil {
 				return nil, nil, err
 			}
@@ -56,6 +72,9 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 		for i := 0; i < o.Greedy; i++ {
 			tok := sample.Greedy(logits)
 			greedy = append(greedy, tok)
+			if forced != nil {
+				tok = forced[i]
+			}
 			if i+1 < o.Greedy {
 				if err := st.Forward([]int32{tok}, len(prompt)+i, logits); err != nil {
 					return nil, nil, err
@@ -64,19 +83,11 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 		}
 		return rows, greedy, nil
 	}
-	base, baseGreedy, err := run(kv.F16)
+	base, baseGreedy, err := run(kv.F16, o.Batch, nil)
 	if err != nil {
 		return nil, fmt.Errorf("kv quality (f16): %w", err)
 	}
-	out := map[kv.Type]*KVQuality{}
-	for _, t := range types {
-		if t == kv.F16 {
-			continue
-		}
-		rows, greedy, err := run(t)
-		if err != nil {
-			return nil, fmt.Errorf("kv quality (%s): %w", t, err)
-		}
+	compare := func(rows [][]float32, greedy []int32) *KVQuality {
 		q := &KVQuality{GreedyTotal: o.Greedy}
 		hits := 0
 		for i := range rows {
@@ -89,12 +100,36 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 		}
 		q.Top1Agreement = float64(hits) / float64(len(rows))
 		q.Cosine = cosine64(rows[len(rows)-1], base[len(base)-1])
-		for q.GreedyAgree < len(greedy) && greedy[q.GreedyAgree] == baseGreedy[q.GreedyAgree] {
-			q.GreedyAgree++
+		for i := range greedy {
+			if greedy[i] == baseGreedy[i] {
+				q.GreedyForced++
+				if q.GreedyAgree == i {
+					q.GreedyAgree++
+				}
+			}
 		}
-		out[t] = q
+		return q
 	}
-	return out, nil
+	rep := &KVQualityReport{Types: map[kv.Type]*KVQuality{}, FloorBatch: 16}
+	if o.Batch > 1 {
+		rep.FloorBatch = 1
+	}
+	rows, greedy, err := run(kv.F16, rep.FloorBatch, baseGreedy)
+	if err != nil {
+		return nil, fmt.Errorf("kv quality (f16 floor): %w", err)
+	}
+	rep.Floor = compare(rows, greedy)
+	for _, t := range types {
+		if t == kv.F16 {
+			continue
+		}
+		rows, greedy, err := run(t, o.Batch, baseGreedy)
+		if err != nil {
+			return nil, fmt.Errorf("kv quality (%s): %w", t, err)
+		}
+		rep.Types[t] = compare(rows, greedy)
+	}
+	return rep, nil
 }
 
 func cosine64(a, b []float32) float64 {

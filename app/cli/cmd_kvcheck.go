@@ -49,24 +49,30 @@ func kvcheckCmd(env *Env, args []string) error {
 	b := cpu.New(*threads)
 	defer b.Close()
 	ids := m.EncodePrompt(text)
-	res, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
+	rep, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
 		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: *rotate, NoSmooth: !*smooth})
 	if err != nil {
 		return err
 	}
 	types := map[string]*engine.KVQuality{}
-	for t, q := range res {
+	for t, q := range rep.Types {
 		types[t.String()] = q
 	}
 	if *asJSON {
 		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(*path), "tokens": len(ids),
-			"batch": *batch, "kv_group": *group, "rotate": *rotate, "smooth": *smooth, "types": types})
+			"batch": *batch, "kv_group": *group, "rotate": *rotate, "smooth": *smooth, "types": types,
+			"noise_floor": map[string]any{"batch": rep.FloorBatch, "f16": rep.Floor}})
 	}
-	fmt.Fprintf(env.Stdout, "%s, %d prompt tokens, KV vs f16 (group %d):\n", filepath.Base(*path), len(ids), *group)
-	fmt.Fprintf(env.Stdout, "%-4s %10s %8s %10s %8s\n", "kv", "cosine", "top-1", "max|Δ|", "greedy")
+	fmt.Fprintf(env.Stdout, "%s, %d prompt tokens, batch %d, KV vs f16 (group %d):\n", filepath.Base(*path), len(ids), *batch, *group)
+	fmt.Fprintf(env.Stdout, "%-14s %10s %8s %10s %8s %8s\n", "kv", "cosine", "top-1", "max|Δ|", "greedy", "forced")
+	row := func(name string, q *engine.KVQuality) {
+		fmt.Fprintf(env.Stdout, "%-14s %10.6f %7.1f%% %10.4f %5d/%d %5d/%d\n", name, q.Cosine, 100*q.Top1Agreement, q.MaxAbsDLogit,
+			q.GreedyAgree, q.GreedyTotal, q.GreedyForced, q.GreedyTotal)
+	}
 	for _, t := range []kv.Type{kv.Q8, kv.Q4} {
-		q := res[t]
-		fmt.Fprintf(env.Stdout, "%-4s %10.6f %7.1f%% %10.4f %5d/%d\n", t, q.Cosine, 100*q.Top1Agreement, q.MaxAbsDLogit, q.GreedyAgree, q.GreedyTotal)
+		row(t.String(), rep.Types[t])
 	}
+	row(fmt.Sprintf("f16 batch %d", rep.FloorBatch), rep.Floor)
+	fmt.Fprintln(env.Stdout, "(last row: f16 against itself at another batch size, the noise floor)")
 	return nil
 }

@@ -111,16 +111,33 @@ func TestBenchDecodeAndKVCheckJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("kvcheck exit %d: %s", code, stderr)
 	}
-	var kc struct {
-		Tokens int
-		Types  map[string]struct {
-			Cosine        float64 `json:"cosine"`
-			Top1Agreement float64 `json:"top1_agreement"`
-			GreedyTotal   int     `json:"greedy_total"`
-		}
+	type quality struct {
+		Cosine        float64 `json:"cosine"`
+		Top1Agreement float64 `json:"top1_agreement"`
+		GreedyAgree   int     `json:"greedy_agree"`
+		GreedyForced  int     `json:"greedy_teacher_forced"`
+		GreedyTotal   int     `json:"greedy_total"`
 	}
-	if err := json.Unmarshal([]byte(out), &kc); err != nil || kc.Tokens != 577 || kc.Types["q4"].GreedyTotal != 8 || kc.Types["q8"].Cosine < 0.999 {
+	var kc struct {
+		Tokens     int
+		Types      map[string]quality
+		NoiseFloor struct {
+			Batch int
+			F16   quality
+		} `json:"noise_floor"`
+	}
+	if err := json.Unmarshal([]byte(out), &kc); err != nil || kc.Tokens != 577 || kc.Types["q4"].GreedyTotal != 8 || kc.NoiseFloor.Batch != 1 {
 		t.Fatalf("kvcheck --json = %s (err %v)", out, err)
+	}
+	// More precision moves the logits less: f16 reordered, then q8, then q4.
+	floor, q8, q4 := kc.NoiseFloor.F16, kc.Types["q8"], kc.Types["q4"]
+	if !(floor.Cosine > q8.Cosine && q8.Cosine > q4.Cosine && q4.Cosine > 0.98) || q8.Top1Agreement < q4.Top1Agreement {
+		t.Fatalf("kvcheck figures out of order: floor %+v, q8 %+v, q4 %+v", floor, q8, q4)
+	}
+	for _, q := range []quality{floor, q8, q4} {
+		if q.GreedyForced < q.GreedyAgree {
+			t.Fatalf("teacher-forced agreement %d below the free-running prefix %d", q.GreedyForced, q.GreedyAgree)
+		}
 	}
 }
 

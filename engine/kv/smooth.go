@@ -1,6 +1,9 @@
 package kv
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Channel smoothing is the per-channel λ of DESIGN.md §2: K is stored as
 // k/λ and queries meet it as q∘λ, so q·k is unchanged while a channel that
@@ -58,13 +61,8 @@ func calibrate(k []float32, n, kvHeads, d int) []float32 {
 	return lambda
 }
 
-// median of x (reordered in place).
+// median of x (sorted in place).
 func median(x []float64) float64 {
-	// Insertion sort: x is one head's channels, at most a few hundred.
-	for i := 1; i < len(x); i++ {
-		for j := i; j > 0 && x[j] < x[j-1]; j-- {
-			x[j], x[j-1] = x[j-1], x[j]
-		}
-	}
+	slices.Sort(x)
 	return x[len(x)/2]
 }
