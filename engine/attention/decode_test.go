@@ -107,11 +107,14 @@ func TestDecodeMatchesReference(t *testing.T) {
 	}
 }
 
-// TestOutlierChannel shows what channel smoothing buys on K with a 100×
-// channel: without it the outlier owns the scale of its group and the other
-// channels of that group are lost. Smoothing must beat no smoothing for q8
-// and q4 at the logit spread of the test models (asserted); the figures at
-// the raw 1/√D scale, where softmax is a near one-hot pick, are logged.
+// TestOutlierChannel shows what channel smoothing and rotation buy on K
+// with a 100× channel: without them the outlier owns the scale of its group
+// and the other channels of that group are lost. Smoothing must beat no
+// smoothing for q8 and q4 at the logit spread of the test models, and at
+// the raw 1/√D scale (softmax a near one-hot pick) rotation must lift q8's
+// worst head (asserted); the other figures are logged. Smoothing beats
+// rotation on every figure here; rotation spreads the outlier into every
+// group, which costs q4 more than it saves.
 func TestOutlierChannel(t *testing.T) {
 	pool := testPool(t, 2)
 	for _, d := range []int{64, 128, 256} {
@@ -126,18 +129,25 @@ func TestOutlierChannel(t *testing.T) {
 			ws := NewWorkspace(p, n, 0, 2, nil)
 			q, out := randomVec(r, p.Heads*d), make([]float32, p.Heads*d)
 			want := decodeReference64(q, k, v, n, p)
-			line := fmt.Sprintf("d %d, scale %.4f, n %d, vs original values:", d, p.Scale, n)
-			for _, typ := range []kv.Type{kv.F16, kv.Q8, kv.Q4} {
-				var cos [2]float64
-				for i, c := range []*kv.Cache{newPlainCache(t, p, typ, n, k, v), newCache(t, p, typ, 32, n, k, v, n)} {
-					if err := Decode(pool, ws, out, q, c, 0, n, p); err != nil {
+			line := fmt.Sprintf("d %d, scale %.4f, n %d, cosine (worst head):", d, p.Scale, n)
+			for _, typ := range []kv.Type{kv.Q8, kv.Q4} {
+				var cos, worstHead [3]float64
+				line += fmt.Sprintf(" %v", typ)
+				for i, variant := range []struct{ smooth, rotate bool }{{false, false}, {true, false}, {false, true}} {
+					cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: p.KVHeads, HeadDim: d, Ctx: n, Smooth: variant.smooth, Rotate: variant.rotate}
+					if err := Decode(pool, ws, out, q, fillCache(t, cfg, k, v, n), 0, n, p); err != nil {
 						t.Fatal(err)
 					}
 					cos[i] = cosine(out, want)
+					worstHead[i], _ = headStats(out, want, d)
+					line += fmt.Sprintf(" %s %.5f (%.4f)", []string{"plain", "smoothed", "rotated"}[i], cos[i], worstHead[i])
 				}
-				line += fmt.Sprintf(" %v %.5f → smoothed %.5f;", typ, cos[0], cos[1])
-				if typ != kv.F16 && !raw && cos[1] <= cos[0] {
+				line += ";"
+				if !raw && cos[1] <= cos[0] {
 					t.Errorf("d %d %v: smoothing did not help (%.5f → %.5f)", d, typ, cos[0], cos[1])
+				}
+				if raw && typ == kv.Q8 && worstHead[2] <= worstHead[0] {
+					t.Errorf("d %d %v: rotation left the worst head at %.4f (plain %.4f)", d, typ, worstHead[2], worstHead[0])
 				}
 			}
 			t.Log(line)

@@ -182,33 +182,28 @@ func (p *Plane) store(cfg Config, slot int, x []float32) {
 // it: R·(k/λ), written into dst (HeadDim floats), or k itself when neither
 // smoothing nor rotation is on.
 func (lv *LayerView) TransformKey(dst, k []float32, kvh int) []float32 {
-	if lv.Lambda == nil && lv.Rot == nil {
-		return k
-	}
-	dst = dst[:lv.HeadDim]
-	copy(dst, k)
-	if lv.Lambda != nil {
-		for i, l := range lv.Lambda[kvh*lv.HeadDim : (kvh+1)*lv.HeadDim] {
-			dst[i] /= l
-		}
-	}
-	if lv.Rot != nil {
-		lv.Rot.Apply(dst, dst)
-	}
-	return dst
+	return lv.transform(dst, k, kvh, true)
 }
 
 // TransformQuery is TransformKey's partner for a query head of group kvh:
 // R·(q∘λ), so that it meets stored keys with the original dot product.
 func (lv *LayerView) TransformQuery(dst, q []float32, kvh int) []float32 {
+	return lv.transform(dst, q, kvh, false)
+}
+
+func (lv *LayerView) transform(dst, x []float32, kvh int, divide bool) []float32 {
 	if lv.Lambda == nil && lv.Rot == nil {
-		return q
+		return x
 	}
 	dst = dst[:lv.HeadDim]
-	copy(dst, q)
+	copy(dst, x)
 	if lv.Lambda != nil {
 		for i, l := range lv.Lambda[kvh*lv.HeadDim : (kvh+1)*lv.HeadDim] {
-			dst[i] *= l
+			if divide {
+				dst[i] /= l
+			} else {
+				dst[i] *= l
+			}
 		}
 	}
 	if lv.Rot != nil {
