@@ -55,12 +55,6 @@ func newCache(t testing.TB, p Params, typ kv.Type, gs, ctx int, k, v []float32, 
 	return fillCache(t, kv.Config{Type: typ, GroupSize: gs, Layers: 1, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Ctx: ctx, Smooth: true}, k, v, n)
 }
 
-// newPlainCache is newCache without channel smoothing, gs 32, n = ctx.
-func newPlainCache(t testing.TB, p Params, typ kv.Type, n int, k, v []float32) *kv.Cache {
-	t.Helper()
-	return fillCache(t, kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Ctx: n}, k, v, n)
-}
-
 func fillCache(t testing.TB, cfg kv.Config, k, v []float32, n int) *kv.Cache {
 	t.Helper()
 	c, err := kv.New(cfg, nil)
