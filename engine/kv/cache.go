@@ -42,6 +42,10 @@ type Cache struct {
 	layers []LayerView
 	bytes  int64
 	keyBuf []float32 // one transformed K head vector (Append)
+	// primed marks layers whose smoothing Calibrate set from rows that
+	// Append has not stored yet (prefill stages them first), so that
+	// Append at position 0 does not calibrate on the same rows again.
+	primed []bool
 }
 
 // New allocates the cache through alloc (nil: make), one call per layer for
@@ -59,7 +63,7 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 		return nil, fmt.Errorf("kv: cache of %d layers × %d heads × %d positions is too large", cfg.Layers, cfg.KVHeads, cfg.Ctx)
 	}
 	planeBytes := cfg.KVHeads * cfg.Ctx * bpth
-	c := &Cache{cfg: cfg, layers: make([]LayerView, cfg.Layers)}
+	c := &Cache{cfg: cfg, layers: make([]LayerView, cfg.Layers), primed: make([]bool, cfg.Layers)}
 	var rot *Rotation
 	if cfg.Rotate {
 		var err error
@@ -119,11 +123,20 @@ func (c *Cache) Bytes() int64 { return c.bytes }
 func (c *Cache) Layer(l int) *LayerView { return &c.layers[l] }
 
 // Calibrate sets the layer's channel smoothing from n rows of K (see
-// smooth.go) when the cache smooths; rows written at position 0 start the
-// cache afresh, so Append and the prefill kernel call it there. Too few rows
-// leave the layer unsmoothed.
+// smooth.go) when the cache smooths, ahead of Append storing those rows at
+// position 0: rows written there start the cache afresh. The prefill kernel
+// calls it because it stages K before Append; Append calibrates by itself
+// otherwise. Too few rows leave the layer unsmoothed.
 func (c *Cache) Calibrate(layer int, k []float32, n int) {
-	if !c.cfg.Smooth || c.cfg.Type == F16 || layer < 0 || layer >= c.cfg.Layers {
+	if layer < 0 || layer >= c.cfg.Layers {
+		return
+	}
+	c.calibrate(layer, k, n)
+	c.primed[layer] = true
+}
+
+func (c *Cache) calibrate(layer int, k []float32, n int) {
+	if !c.cfg.Smooth || c.cfg.Type == F16 {
 		return
 	}
 	n = min(n, len(k)/(c.cfg.KVHeads*c.cfg.HeadDim))
@@ -132,7 +145,8 @@ func (c *Cache) Calibrate(layer int, k []float32, n int) {
 
 // Append stores n rows of K and V at positions pos..pos+n-1 of layer,
 // quantizing on store. A row is one position: KVHeads·HeadDim floats, heads
-// concatenated. Rows at position 0 recalibrate the channel smoothing.
+// concatenated. Rows at position 0 recalibrate the channel smoothing unless
+// Calibrate already did on them.
 func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 	cfg := c.cfg
 	row := cfg.KVHeads * cfg.HeadDim
@@ -144,9 +158,10 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 	case len(k) < n*row || len(v) < n*row:
 		return fmt.Errorf("kv append: %d rows need %d floats each for K and V, got %d and %d", n, n*row, len(k), len(v))
 	}
-	if pos == 0 {
-		c.Calibrate(layer, k, n)
+	if pos == 0 && !c.primed[layer] {
+		c.calibrate(layer, k, n)
 	}
+	c.primed[layer] = false
 	lv := &c.layers[layer]
 	for t := 0; t < n; t++ {
 		for h := 0; h < cfg.KVHeads; h++ {
