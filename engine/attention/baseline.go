@@ -10,16 +10,18 @@ import (
 )
 
 // DequantBuffers is what the dequantize-then-attend baseline materializes:
-// f32 K and V for the whole context, and one score row per query head.
+// f32 K and V for the whole context, one score row per query head, and
+// the queries as the cache's K transform leaves them.
 type DequantBuffers struct {
 	ctx    int
 	k, v   []float32 // [kv head][position][D]
 	scores []float32 // [query head][position]
+	q      []float32 // [query head][D]
 }
 
 // DequantBuffersBytes is the memory NewDequantBuffers allocates.
 func DequantBuffersBytes(p Params, ctx int) int64 {
-	return 4 * int64(ctx) * (2*int64(p.KVHeads)*int64(p.HeadDim) + int64(p.Heads))
+	return 4 * (int64(ctx)*(2*int64(p.KVHeads)*int64(p.HeadDim)+int64(p.Heads)) + int64(p.Heads)*int64(p.HeadDim))
 }
 
 // NewDequantBuffers allocates the baseline's buffers for up to ctx positions.
@@ -31,7 +33,8 @@ func NewDequantBuffers(p Params, ctx int) (*DequantBuffers, error) {
 		return nil, fmt.Errorf("attention: baseline buffers for %d positions", ctx)
 	}
 	kvLen := ctx * p.KVHeads * p.HeadDim
-	return &DequantBuffers{ctx: ctx, k: make([]float32, kvLen), v: make([]float32, kvLen), scores: make([]float32, ctx*p.Heads)}, nil
+	return &DequantBuffers{ctx: ctx, k: make([]float32, kvLen), v: make([]float32, kvLen), scores: make([]float32, ctx*p.Heads),
+		q: make([]float32, p.Heads*p.HeadDim)}, nil
 }
 
 // DecodeDequantThenAttend is the unfused baseline (what a quantized cache
@@ -68,10 +71,9 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 		}
 	})
 	pool.For(p.Heads, 1, func(h0, h1 int) {
-		qbuf := make([]float32, d)
 		for h := h0; h < h1; h++ {
 			kvh := h / g
-			qh := lv.TransformQuery(qbuf, q[h*d:(h+1)*d], kvh) // K is dequantized as stored
+			qh := lv.TransformQuery(b.q[h*d:(h+1)*d], q[h*d:(h+1)*d], kvh) // K is dequantized as stored
 			s := b.scores[h*b.ctx+lo : h*b.ctx+n]
 			m := negInf
 			for i := range s {
