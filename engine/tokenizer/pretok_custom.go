@@ -39,6 +39,23 @@ func (s *segment) addToken(end int) int {
 	return n
 }
 
+// whitespaceTail ends a split step at pos, where nws whitespace characters
+// start: `\s+(?!\S)` keeps the last one for the next word, `\s+` takes them
+// all at the end of the text, and with none a single character is its own
+// token. It returns the new position.
+func (s *segment) whitespaceTail(pos, nws int) int {
+	switch {
+	case nws > 1 && s.cpt(pos+nws) != outOfRange:
+		pos += nws - 1
+	case nws > 0:
+		pos += nws
+	default:
+		pos++
+	}
+	s.addToken(pos)
+	return pos
+}
+
 const wordFlags = flagWhitespace | flagLetter | flagNumber
 
 // isOther is "[^\s\p{L}\p{N}]" for an in-range codepoint.
@@ -122,18 +139,7 @@ func splitGPT2(cpts []rune, offsets []int, out []int) []int {
 			for s.flags(pos+nws)&flagWhitespace != 0 {
 				nws++
 			}
-			if nws > 1 && s.cpt(pos+nws) != outOfRange {
-				pos += nws - 1
-				s.addToken(pos)
-				continue
-			}
-			if nws > 0 {
-				pos += nws
-				s.addToken(pos)
-				continue
-			}
-			pos++
-			s.addToken(pos)
+			pos = s.whitespaceTail(pos, nws)
 		}
 		out = s.out
 	}
@@ -220,18 +226,7 @@ func splitLlama3Digits(cpts []rune, offsets []int, out []int, maxDigits int) []i
 				s.addToken(pos)
 				continue
 			}
-			if nws > 1 && s.cpt(pos+nws) != outOfRange {
-				pos += nws - 1
-				s.addToken(pos)
-				continue
-			}
-			if nws > 0 {
-				pos += nws
-				s.addToken(pos)
-				continue
-			}
-			pos++
-			s.addToken(pos)
+			pos = s.whitespaceTail(pos, nws)
 		}
 		out = s.out
 	}
