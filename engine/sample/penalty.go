@@ -41,7 +41,9 @@ func (s *Sampler) preparePenalties(logits []float32, recent []int32) bool {
 		}
 		c := s.counts[id]
 		l -= float32(c)*p.FrequencyPenalty + p.PresencePenalty
-		s.penVals = append(s.penVals, l)
+		// Infinite or NaN penalties can make NaN (e.g. -Inf - -Inf); it must rank last like a NaN
+		// logit, not poison the maximum or the sort.
+		s.penVals = append(s.penVals, sanitize(l))
 	}
 	return len(s.penIDs) > 0
 }

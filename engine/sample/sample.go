@@ -17,7 +17,7 @@ type Params struct {
 	Temperature      float32 // ≤ 0: greedy
 	TopK             int     // ≤ 0: off
 	TopP             float32 // ≥ 1: off
-	MinP             float32 // ≤ 0: off
+	MinP             float32 // ≤ 0: off; ≥ 1 keeps only the most likely tokens
 	RepeatPenalty    float32 // 1: off; ≤ 0 is treated as off
 	RepeatLastN      int     // how many of the recent tokens are penalized; 0: none, -1: all
 	FrequencyPenalty float32 // subtracted count times

@@ -1,6 +1,7 @@
 package sample
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -429,4 +430,98 @@ func BenchmarkSample(b *testing.B) {
 	greedy := Defaults()
 	greedy.Temperature = 0
 	bench("greedy", greedy)
+}
+
+// A min-p above 1 (or any setting that filters every token) must still leave the most likely
+// token, with or without top-k and top-p.
+func TestMinPFiltersEverythingKeepsBest(t *testing.T) {
+	logits := logitsOf(0.1, 0.6, 0.3)
+	for _, p := range []Params{
+		only(func(p *Params) { p.MinP = 2 }),
+		only(func(p *Params) { p.MinP = 2; p.TopP = 0.5 }),
+		only(func(p *Params) { p.MinP = 2; p.TopK = 2 }),
+		only(func(p *Params) { p.MinP = float32(math.Inf(1)) }),
+		only(func(p *Params) { p.MinP = float32(math.NaN()) }),
+	} {
+		s := New(p)
+		for range 20 {
+			if id := s.Sample(logits, nil); id != 1 {
+				t.Fatalf("%+v: Sample = %d, want the most likely token 1", p, id)
+			}
+		}
+	}
+}
+
+// Out-of-range settings must neither panic nor return an id outside the vocabulary.
+func TestOutOfRangeParams(t *testing.T) {
+	nan := float32(math.NaN())
+	inf := float32(math.Inf(1))
+	logits := [][]float32{logitsOf(0.1, 0.6, 0.3), {nan, 1, negInf, 2}, {negInf, negInf}, {nan}, {inf, nan, 3}}
+	for _, p := range []Params{
+		{Temperature: -1, TopK: -5, TopP: 0, MinP: 3},
+		{Temperature: nan, TopK: 1 << 40, TopP: 2, MinP: -1},
+		{Temperature: inf, TopP: nan, MinP: inf, RepeatPenalty: -2, RepeatLastN: -7},
+		{Temperature: 1, TopP: -1, MinP: 1, RepeatPenalty: nan, FrequencyPenalty: inf, PresencePenalty: -inf, RepeatLastN: -1},
+		{Temperature: 0.5, TopK: 1, RepeatPenalty: inf, FrequencyPenalty: nan, RepeatLastN: 3},
+		{Temperature: 0, RepeatPenalty: 1.1, FrequencyPenalty: inf, PresencePenalty: -inf, RepeatLastN: -1},
+	} {
+		s := New(p)
+		for _, l := range logits {
+			for range 10 {
+				if id := s.Sample(l, []int32{0, 1, 2, -3, 99}); id < 0 || int(id) >= len(l) {
+					t.Fatalf("%+v: Sample(%v) = %d", p, l, id)
+				}
+			}
+		}
+	}
+}
+
+// argmax is the reference for greedy sampling: the largest logit, the lowest id on ties, NaN
+// counting as -Inf, id 0 when none is above -Inf.
+func argmax(logits []float32) int32 {
+	best, bestV := 0, math.Inf(-1)
+	for i, v := range logits {
+		if float64(v) > bestV {
+			best, bestV = i, float64(v)
+		}
+	}
+	return int32(best)
+}
+
+// FuzzSample checks that Sample never panics and always returns an id in range, whatever the
+// logits and settings, and that temperature 0 without penalties returns the argmax. The logits
+// are the little-endian float32s of data; recent tokens are the bytes of hist.
+func FuzzSample(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data, hist []byte, temp float32, topK int, topP, minP, repeat, freq, presence float32, lastN int, seed uint64) {
+		n := len(data) / 4
+		if n > 4096 {
+			n = 4096
+		}
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		recent := make([]int32, len(hist))
+		for i, b := range hist {
+			recent[i] = int32(int8(b)) // negative ids too: they must be ignored
+		}
+		p := Params{Temperature: temp, TopK: topK, TopP: topP, MinP: minP, RepeatPenalty: repeat,
+			FrequencyPenalty: freq, PresencePenalty: presence, RepeatLastN: lastN, Seed: seed}
+		s := New(p)
+		id := s.Sample(logits, recent)
+		if n == 0 {
+			if id != -1 {
+				t.Fatalf("empty logits: %d, want -1", id)
+			}
+			return
+		}
+		if id < 0 || int(id) >= n {
+			t.Fatalf("%+v: Sample(%v) = %d, out of range", p, logits, id)
+		}
+		if temp == 0 {
+			if id := s.Sample(logits, nil); id != argmax(logits) {
+				t.Fatalf("%+v: temperature 0: Sample(%v) = %d, want argmax %d", p, logits, id, argmax(logits))
+			}
+		}
+	})
 }

@@ -108,9 +108,11 @@ func (s *Sampler) allSorted(logits []float32) []candidate {
 			c = append(c, candidate{int32(i), value(i)})
 		}
 	} else {
-		maxL := float32(math.Inf(-1))
+		best, maxL := 0, float32(math.Inf(-1))
 		for i := range logits {
-			maxL = max(maxL, value(i))
+			if v := value(i); v > maxL {
+				best, maxL = i, v
+			}
 		}
 		threshold := maxL + float32(math.Log(float64(s.p.MinP)))
 		var norm float64
@@ -120,7 +122,9 @@ func (s *Sampler) allSorted(logits []float32) []candidate {
 			if finite && s.p.TopP < 1 {
 				norm += math.Exp(float64(v - maxL))
 			}
-			if v >= threshold { // never empty: the maximum passes
+			// The best token always passes: a min-p above 1 (threshold above the maximum) or a
+			// NaN threshold would otherwise leave nothing to sample from.
+			if v >= threshold || i == best {
 				c = append(c, candidate{int32(i), v})
 			}
 		}
