@@ -64,9 +64,6 @@ func New(p Params) *Sampler {
 	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15))}
 }
 
-// Params returns the sampler's settings.
-func (s *Sampler) Params() Params { return s.p }
-
 // Greedy returns the id of the largest logit, the lowest id on ties; NaN counts as -Inf. It
 // returns -1 for empty logits.
 func Greedy(logits []float32) int32 {
