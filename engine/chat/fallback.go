@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -69,22 +70,27 @@ func init() {
 	}
 }
 
-// Special-token texts that identify a chat format; ForModel probes the vocabulary for them and
-// passes the ones present to Fallback as hints.
+// Special-token texts that identify a chat format; ForModel and ForModelOrFallback probe the
+// vocabulary for them and pass the ones present to Fallback as hints.
 const (
-	HintLlama3 = "<|start_header_id|>"
-	HintChatML = "<|im_start|>"
-	HintGemma  = "<start_of_turn>"
-	HintPhi3   = "<|assistant|>"
-	HintInst   = "[INST]"
+	HintLlama3    = "<|start_header_id|>"
+	HintLlama3EOT = "<|eot_id|>"
+	HintChatML    = "<|im_start|>"
+	HintGemma     = "<start_of_turn>"
+	HintPhi3      = "<|assistant|>"
+	HintPhi3User  = "<|user|>"
+	HintPhi3End   = "<|end|>"
+	HintInst      = "[INST]"
 )
 
-var allHints = []string{HintLlama3, HintChatML, HintGemma, HintPhi3, HintInst}
+var allHints = []string{HintLlama3, HintLlama3EOT, HintChatML, HintGemma, HintPhi3, HintPhi3User, HintPhi3End, HintInst}
 
-// Fallback picks a built-in template for a model without one. The rule, first match wins:
+// Fallback picks a built-in template for a model without a usable one. The rule, first match wins:
 //
-//  1. a hint (a special token present in the vocabulary) decides: "<|start_header_id|>" →
-//     llama3, "<|im_start|>" → chatml, "<start_of_turn>" → gemma, "<|assistant|>" → phi3;
+//  1. a hint (a special token present in the vocabulary) decides: "<|start_header_id|>" or
+//     "<|eot_id|>" → llama3, "<|im_start|>" → chatml, "<start_of_turn>" → gemma,
+//     "<|assistant|>" or both "<|user|>" and "<|end|>" → phi3 ("<|user|>" alone also appears
+//     in other vocabularies);
 //  2. the architecture (general.architecture): gemma* → gemma, phi3 → phi3, qwen* → chatml,
 //     mistral* → mistral, llama → mistral when "[INST]" is a single token (Mistral's
 //     vocabularies have it, Llama 2's does not) else llama2;
@@ -103,13 +109,13 @@ func fallbackName(arch string, hints []string) string {
 		return false
 	}
 	switch {
-	case has(HintLlama3):
+	case has(HintLlama3) || has(HintLlama3EOT):
 		return "llama3"
 	case has(HintChatML):
 		return "chatml"
 	case has(HintGemma):
 		return "gemma"
-	case has(HintPhi3):
+	case has(HintPhi3) || has(HintPhi3User) && has(HintPhi3End):
 		return "phi3"
 	}
 	arch = strings.ToLower(arch)
@@ -133,18 +139,54 @@ func fallbackName(arch string, hints []string) string {
 
 // ForModel returns the model's own template when source is non-empty, else the Fallback for arch
 // with hints from tokenTexts (reports whether a token with that exact text is in the vocabulary;
-// may be nil).
+// may be nil). A source that does not parse is an error; ForModelOrFallback falls back instead.
 func ForModel(source, arch string, tokenTexts func(string) bool) (*Template, error) {
 	if source != "" {
 		return Parse(source)
 	}
-	var hints []string
-	if tokenTexts != nil {
-		for _, h := range allHints {
-			if tokenTexts(h) {
-				hints = append(hints, h)
+	return Fallback(arch, vocabHints(tokenTexts)...), nil
+}
+
+// ForModelOrFallback always returns a usable template t: the GGUF's own (src, the key
+// tokenizer.chat_template) when it parses, else the built-in one Fallback picks for arch
+// (general.architecture) and the special tokens hasToken finds in the vocabulary (hasToken
+// reports whether a token with that exact text exists; nil means none). The vocabulary matters
+// most here: a Llama-3 GGUF has arch "llama" like Llama 2, and only its tokens tell the formats
+// apart. problem is non-nil only when src was given but rejected: it wraps the parse error and
+// names the fallback used, for the app to show. A missing src is not a problem (older
+// conversions have none); t.Name() says which fallback was chosen.
+func ForModelOrFallback(src, arch string, hasToken func(string) bool) (t *Template, problem error) {
+	if src == "" {
+		return Fallback(arch, vocabHints(hasToken)...), nil
+	}
+	t, err := Parse(src)
+	if err == nil {
+		return t, nil
+	}
+	t = Fallback(arch, vocabHints(hasToken)...)
+	// gonja's error quotes the whole template (kilobytes) before its cause, which has the
+	// message, line and column: keep the cause.
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if strings.HasPrefix(e.Error(), "failed to parse template '") {
+			if cause := errors.Unwrap(e); cause != nil {
+				err = cause
 			}
+			break
 		}
 	}
-	return Fallback(arch, hints...), nil
+	return t, fmt.Errorf("the model's chat template does not parse, using the built-in %s format instead: %w", t.Name(), err)
+}
+
+// vocabHints lists the hint tokens present in a vocabulary (hasToken may be nil).
+func vocabHints(hasToken func(string) bool) []string {
+	if hasToken == nil {
+		return nil
+	}
+	var hints []string
+	for _, h := range allHints {
+		if hasToken(h) {
+			hints = append(hints, h)
+		}
+	}
+	return hints
 }
