@@ -120,3 +120,20 @@ func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = args[1:]
 	}
 }
+
+// intFlagAtLeast checks an integer flag's lower bound: nil when v >= lo, else a usage error
+// (wrapping ErrUsage, exit status 2) that names the flag and the value given. flag is spelled
+// as the command's usage line shows it, dashes included ("--threads", "-n"), so the message
+// matches what the user typed.
+func intFlagAtLeast(flag string, v, lo int) error {
+	if v >= lo {
+		return nil
+	}
+	switch lo {
+	case 0:
+		return fmt.Errorf("%w: %s must not be negative, got %d", ErrUsage, flag, v)
+	case 1:
+		return fmt.Errorf("%w: %s must be positive, got %d", ErrUsage, flag, v)
+	}
+	return fmt.Errorf("%w: %s must be at least %d, got %d", ErrUsage, flag, lo, v)
+}

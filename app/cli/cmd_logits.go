@@ -12,7 +12,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "logits",
-		Usage: "-m MODEL (--prompt TEXT | --prompt-file F) [--json] [--out F.f32] [--kv f16|q8|q4]",
+		Usage: "-m MODEL (--prompt TEXT | --prompt-file F) [--top 20] [--json] [--out F.f32] [--kv f16|q8|q4]",
 		Run:   logitsCmd,
 	})
 }
@@ -41,6 +41,9 @@ func logitsCmd(env *Env, args []string) error {
 	out := fs.String("out", "", "write all last-position logits as raw little-endian float32 to `FILE`")
 	top := fs.Int("top", 20, "how many top logits to print")
 	if _, err := ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := intFlagAtLeast("--top", *top, 0); err != nil {
 		return err
 	}
 	text, err := promptText(*prompt, *promptFile)
