@@ -137,3 +137,20 @@ func intFlagAtLeast(flag string, v, lo int) error {
 	}
 	return fmt.Errorf("%w: %s must be at least %d, got %d", ErrUsage, flag, lo, v)
 }
+
+// intBound is one integer flag for checkIntFlags: its name as the usage line spells it, its
+// value and the least value allowed.
+type intBound struct {
+	flag   string
+	v, min int
+}
+
+// checkIntFlags applies intFlagAtLeast to each bound in turn and returns the first error.
+func checkIntFlags(bounds ...intBound) error {
+	for _, b := range bounds {
+		if err := intFlagAtLeast(b.flag, b.v, b.min); err != nil {
+			return err
+		}
+	}
+	return nil
+}

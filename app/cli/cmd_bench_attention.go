@@ -57,8 +57,17 @@ func benchAttentionCmd(env *Env, args []string) error {
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
 	}
-	ns, err := parseInts(*nList)
+	ns, err := parseInts("--n", *nList)
 	if err != nil {
+		return err
+	}
+	if err := checkIntFlags(
+		intBound{"--d", *d, 1},
+		intBound{"--hq", *hq, 1},
+		intBound{"--hkv", *hkv, 1},
+		intBound{"--threads", *threads, 0},
+		intBound{"--reps", *reps, 1},
+	); err != nil {
 		return err
 	}
 	p := attention.Params{Heads: *hq, KVHeads: *hkv, HeadDim: *d, Scale: float32(1 / math.Sqrt(float64(*d)))}
@@ -68,12 +77,9 @@ func benchAttentionCmd(env *Env, args []string) error {
 	if err := (kv.Config{Type: kv.Q4, GroupSize: *group, Layers: 1, KVHeads: *hkv, HeadDim: *d, Ctx: 1}).Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if *reps < 1 || *threads < 0 {
-		return fmt.Errorf("%w: --reps must be positive and --threads not negative", ErrUsage)
-	}
 	for _, n := range ns {
 		if n < 1 || n > 1<<22 {
-			return fmt.Errorf("%w: context length %d outside [1, %d]", ErrUsage, n, 1<<22)
+			return fmt.Errorf("%w: --n lengths must be in [1, %d], got %d", ErrUsage, 1<<22, n)
 		}
 	}
 	pool := parallel.NewPool(*threads)

@@ -32,12 +32,13 @@ type benchDecodeResult struct {
 	DecodeTokS  float64 `json:"decode_tok_s"`
 }
 
-func parseInts(s string) ([]int, error) {
+// parseInts parses the comma-separated list s given to flag (spelled as in the usage line).
+func parseInts(flag, s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || v < 0 {
-			return nil, fmt.Errorf("%w: %q is not a list of non-negative integers", ErrUsage, s)
+			return nil, fmt.Errorf("%w: %s must be a comma-separated list of non-negative integers, got %q", ErrUsage, flag, s)
 		}
 		out = append(out, v)
 	}
@@ -62,12 +63,16 @@ func benchDecodeCmd(env *Env, args []string) error {
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
 	}
-	depths, err := parseInts(*depthList)
+	depths, err := parseInts("--depth", *depthList)
 	if err != nil {
 		return err
 	}
-	if mf.path == "" || *pp < 1 || *tg < 2 || *reps < 1 {
-		return fmt.Errorf("%w: need -m MODEL, --pp >= 1, --tg >= 2 and --reps >= 1", ErrUsage)
+	if mf.path == "" {
+		return fmt.Errorf("%w: need -m MODEL", ErrUsage)
+	}
+	// --tg 2 is the least that times anything: the first decode step is an untimed warm-up.
+	if err := checkIntFlags(intBound{"--pp", *pp, 1}, intBound{"--tg", *tg, 2}, intBound{"--reps", *reps, 1}); err != nil {
+		return err
 	}
 	var kvTypes []kv.Type
 	for _, name := range strings.Split(mf.kvType, ",") {

@@ -63,8 +63,8 @@ func estimateCmd(env *Env, args []string) error {
 	if *kvGroup != 32 && *kvGroup != 64 {
 		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
 	}
-	if *ctx < 0 || *batch <= 0 || *threads < 0 {
-		return fmt.Errorf("%w: --ctx, --batch and --threads must not be negative", ErrUsage)
+	if err := checkIntFlags(intBound{"--ctx", *ctx, 0}, intBound{"--batch", *batch, 1}, intBound{"--threads", *threads, 0}); err != nil {
+		return err
 	}
 	o := estimate.Options{Ctx: *ctx, KV: kt, KVGroup: *kvGroup, Batch: *batch, Backend: *backendName, Threads: *threads}
 	if *overhead != "" {

@@ -24,7 +24,7 @@ func kvcheckCmd(env *Env, args []string) error {
 	batch := fs.Int("batch", 1, "prompt rows per forward call (1: every position reads the quantized cache)")
 	greedy := fs.Int("greedy", 24, "greedy continuation length compared")
 	group := fs.Int("kv-group", kv.DefaultGroupSize, "quantization group: 32 or 64")
-	threads := fs.Int("threads", 0, "CPU threads")
+	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
 	rotate := fs.Bool("rotate", false, "store K rotated in the quantized caches (DESIGN.md §2 option)")
 	smooth := fs.Bool("smooth", true, "scale quantized K per channel, calibrated on the prompt (DESIGN.md §2)")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -33,6 +33,9 @@ func kvcheckCmd(env *Env, args []string) error {
 	}
 	if *path == "" || *promptFile == "" {
 		return fmt.Errorf("%w: need -m MODEL and --prompt-file F", ErrUsage)
+	}
+	if err := checkIntFlags(intBound{"--batch", *batch, 1}, intBound{"--greedy", *greedy, 0}, intBound{"--threads", *threads, 0}); err != nil {
+		return err
 	}
 	if *group != 32 && *group != 64 {
 		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)

@@ -4,12 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"nibble/models/vocab"
+	"math"
 	"os"
 	"time"
 
 	"nibble/engine/ggml"
 	"nibble/engine/synth"
+	"nibble/models/vocab"
 )
 
 func init() {
@@ -44,6 +45,21 @@ func synthCmd(env *Env, args []string) error {
 	}
 	if *out == "" || *layers == 0 || *embd == 0 || *heads == 0 || *ff == 0 {
 		return fmt.Errorf("%w: need --layers, --embd, --heads, --ff and -o", ErrUsage)
+	}
+	// Lower bounds only: the upper ones and the shape rules (heads dividing embd, ...) are
+	// synth's own checks.
+	if err := checkIntFlags(
+		intBound{"--layers", *layers, 1},
+		intBound{"--embd", *embd, 1},
+		intBound{"--heads", *heads, 1},
+		intBound{"--kv-heads", *kvHeads, 0},
+		intBound{"--ff", *ff, 1},
+		intBound{"--ctx", *ctx, 1},
+	); err != nil {
+		return err
+	}
+	if !(*ropeBase >= 0) || math.IsInf(*ropeBase, 0) {
+		return fmt.Errorf("%w: --rope-base must be positive and finite (0: the default), got %g", ErrUsage, *ropeBase)
 	}
 	o := synth.DefaultOptions(*arch)
 	if flagWasSet(fs, "tied") {
