@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"nibble/engine/kv"
+	"nibble/engine/model"
 	"nibble/engine/sysmem"
 )
 
@@ -33,12 +34,12 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 
 	// A smaller context with the same KV type.
 	if e.Verdict == WillNotFit && e.MaxCtx >= minUsefulCtx {
-		add("use a smaller context: --ctx %d is the largest that fits with %s KV (total %s of %s)", e.MaxCtx, o.KV, Human(totalAt(d, o, e.MaxCtx)), Human(b.Bytes))
+		add("use a smaller context: %s is the largest that fits with %s KV (total %s of %s)", ctxFlag(e.MaxCtx, d.HParams), o.KV, Human(totalAt(d, o, e.MaxCtx)), Human(b.Bytes))
 	}
 	if e.Verdict == Tight {
 		lim := int64(TightFraction * float64(b.Bytes))
 		if c := MaxContext(d, o, lim); c >= minUsefulCtx {
-			add("it fits but uses %.0f%% of the budget; --ctx %d stays under %.0f%% with %s KV", 100*float64(e.Total)/float64(b.Bytes), c, 100*TightFraction, o.KV)
+			add("it fits but uses %.0f%% of the budget; %s stays under %.0f%% with %s KV", 100*float64(e.Total)/float64(b.Bytes), ctxFlag(c, d.HParams), 100*TightFraction, o.KV)
 		}
 	}
 
@@ -55,10 +56,10 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 		}
 		switch {
 		case e2.Verdict == Fits || (e2.Verdict == Tight && e.Verdict == WillNotFit):
-			add("store the KV cache as %s: --kv %s needs %s of KV at --ctx %d (total %s: %s); its largest context is --ctx %d",
-				t, t, Human(e2.KV), o.Ctx, Human(e2.Total), e2.Verdict, e2.MaxCtx)
+			add("store the KV cache as %s: --kv %s needs %s of KV at --ctx %d (total %s: %s); its largest context is %s",
+				t, t, Human(e2.KV), o.Ctx, Human(e2.Total), e2.Verdict, ctxFlag(e2.MaxCtx, d.HParams))
 		case e2.MaxCtx >= minUsefulCtx && e2.MaxCtx > e.MaxCtx:
-			add("with --kv %s the largest context that fits is --ctx %d", t, e2.MaxCtx)
+			add("with --kv %s the largest context that fits is %s", t, ctxFlag(e2.MaxCtx, d.HParams))
 		}
 	}
 
@@ -84,6 +85,16 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 	}
 	adv = append(adv, wiredAdvice(e, b)...)
 	return adv, nil
+}
+
+// ctxFlag formats a context the advice proposes. Memory alone may allow more than the model
+// was trained on, but positions past the trained context (when known) degrade the output
+// unless RoPE is scaled, so such a proposal says so.
+func ctxFlag(n int, hp model.HParams) string {
+	if hp.CtxTrain > 0 && n > hp.CtxTrain {
+		return fmt.Sprintf("--ctx %d (above the trained context of %d; needs RoPE scaling)", n, hp.CtxTrain)
+	}
+	return fmt.Sprintf("--ctx %d", n)
 }
 
 // totalAt is the total for o at another context.

@@ -10,7 +10,8 @@ const maxCtxSearch = 1 << 28
 // fits in budget bytes; 0 when not even one token fits. Total memory never
 // decreases with the context (the KV cache is linear in it, the activations
 // follow min(batch, ctx) and the attention workspace its split count), so
-// a bisection finds the exact boundary.
+// a bisection finds the exact boundary. It is a memory bound only and may exceed the trained
+// context; advice that proposes it says so (ctxFlag).
 func MaxContext(d Desc, o Options, budget int64) int {
 	fits := func(ctx int) bool {
 		o.Ctx = ctx

@@ -42,7 +42,7 @@ func NewReport(d Desc, o Options, b Budget) (*Report, error) {
 			continue
 		}
 		if e.MaxCtx >= minUsefulCtx {
-			r.Advice = append(r.Advice, fmt.Sprintf("with --kv %s it will not fit at --ctx %d (%s); --ctx %d is the largest that does", e.KVType, e.Ctx, Human(e.Total), e.MaxCtx))
+			r.Advice = append(r.Advice, fmt.Sprintf("with --kv %s it will not fit at --ctx %d (%s); %s is the largest that does", e.KVType, e.Ctx, Human(e.Total), ctxFlag(e.MaxCtx, d.HParams)))
 		} else {
 			r.Advice = append(r.Advice, fmt.Sprintf("with --kv %s it will not fit at any context (%s at --ctx %d)", e.KVType, Human(e.Total), e.Ctx))
 		}
