@@ -42,6 +42,8 @@ type Attention struct {
 type KVCache interface {
 	Config() kv.Config
 	Bytes() int64
+	// Close gives the cache's memory (and its attention workspace) back.
+	Close() error
 }
 
 // Backend executes the forward-pass ops. Row-major layouts throughout: a
@@ -52,6 +54,8 @@ type Backend interface {
 	// allocates (tensors, caches, workspaces) is counted in AllocatedBytes.
 	Alloc(n int) Tensor
 	AllocatedBytes() int64
+	// Free gives a tensor back; AllocatedBytes drops by its size.
+	Free(t Tensor)
 	// NewKVCache allocates the cache and the attention workspace for it.
 	NewKVCache(cfg kv.Config, a *Attention, maxBatch int) (KVCache, error)
 

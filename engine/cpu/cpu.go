@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"nibble/engine/attention"
 	"nibble/engine/backend"
@@ -21,9 +22,9 @@ import (
 type Backend struct {
 	pool      *parallel.Pool
 	allocated atomic.Int64
-	err       error // first kernel error, reported at Sync
-	mu        sync.Mutex
-	mappings  [][]byte // off-heap allocations, released by Close
+	mu        sync.Mutex       // guards err and mappings
+	err       error            // first kernel error, reported at Sync
+	mappings  map[*byte][]byte // off-heap allocations by address, unmapped by release or Close
 }
 
 // New returns a CPU backend running on threads goroutines (<= 0: all cores).
@@ -51,10 +52,30 @@ func (b *Backend) AllocBytes(n int) []byte { return b.allocRaw(n) }
 
 func (b *Backend) AllocatedBytes() int64 { return b.allocated.Load() }
 
+// Free gives a tensor made by Alloc back; it must not be used afterwards.
+func (b *Backend) Free(t backend.Tensor) {
+	if t, ok := t.(*Tensor); ok && t.D != nil {
+		b.release(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.D))), 4*len(t.D)))
+		t.D = nil
+	}
+}
+
 type kvCache struct {
-	c  *kv.Cache
-	ws *attention.Workspace
-	p  attention.Params
+	c     *kv.Cache
+	ws    *attention.Workspace
+	p     attention.Params
+	b     *Backend
+	owned [][]byte // every allocation of the cache and its workspace
+}
+
+// Close gives the cache's memory back to the backend; the cache must not be
+// used afterwards. Closing twice is harmless.
+func (k *kvCache) Close() error {
+	for _, p := range k.owned {
+		k.b.release(p)
+	}
+	k.owned, k.c, k.ws = nil, nil, nil
+	return nil
 }
 
 func (k *kvCache) Config() kv.Config { return k.c.Config() }
@@ -65,23 +86,37 @@ func attnParams(a *backend.Attention) attention.Params {
 }
 
 func (b *Backend) NewKVCache(cfg kv.Config, a *backend.Attention, maxBatch int) (backend.KVCache, error) {
-	c, err := kv.New(cfg, b.AllocBytes)
+	k := &kvCache{p: attnParams(a), b: b}
+	alloc := func(n int) []byte {
+		p := b.allocRaw(n)
+		k.owned = append(k.owned, p)
+		return p
+	}
+	c, err := kv.New(cfg, alloc)
 	if err != nil {
+		k.Close()
 		return nil, err
 	}
-	p := attnParams(a)
-	ws := attention.NewWorkspace(p, cfg.Ctx, maxBatch, b.pool.Threads(), b.AllocBytes)
-	return &kvCache{c: c, ws: ws, p: p}, nil
+	k.c, k.ws = c, attention.NewWorkspace(k.p, cfg.Ctx, maxBatch, b.pool.Threads(), alloc)
+	return k, nil
 }
 
 func matrix(w *backend.Weight) quant.Matrix {
 	return quant.Matrix{Type: w.Type, Rows: w.Rows, Cols: w.Cols, Data: w.Data}
 }
 
+// fail records the first kernel error until Sync. The lock makes a stray
+// concurrent user a wrong answer rather than a data race; the engine service
+// never lets two goroutines use one backend at a time.
 func (b *Backend) fail(err error) {
-	if err != nil && b.err == nil {
+	if err == nil {
+		return
+	}
+	b.mu.Lock()
+	if b.err == nil {
 		b.err = err
 	}
+	b.mu.Unlock()
 }
 
 func (b *Backend) Embed(dst backend.Tensor, table *backend.Weight, tokens []int32) {
@@ -228,8 +263,10 @@ func (b *Backend) Copy(dst backend.Tensor, dstOff int, src backend.Tensor, srcOf
 func (b *Backend) Read(dst []float32, src backend.Tensor, off int) { copy(dst, f(src)[off:]) }
 
 func (b *Backend) Sync() error {
+	b.mu.Lock()
 	err := b.err
 	b.err = nil
+	b.mu.Unlock()
 	return err
 }
 

@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
+	"sync"
 	"testing"
 
 	"nibble/engine/backend"
@@ -81,5 +83,37 @@ func TestRoPEModes(t *testing.T) {
 				t.Fatalf("neox=%v: %v, want %v", neox, x.D, want)
 			}
 		}
+	}
+}
+
+// Kernel errors from two goroutines and Sync do not race (go test -race).
+func TestErrorFieldIsSafeForConcurrentUse(t *testing.T) {
+	b := New(1)
+	defer b.Close()
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				b.fail(fmt.Errorf("goroutine %d error %d", g, i))
+				_ = b.Sync()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Free and a closed cache give their bytes back to the count.
+func TestFreeReturnsToBaseline(t *testing.T) {
+	b := New(1)
+	defer b.Close()
+	x := b.Alloc(1 << 20) // off the heap
+	y := b.Alloc(16)
+	b.Free(x)
+	b.Free(y)
+	b.Free(x) // twice is harmless
+	if n := b.AllocatedBytes(); n != 0 || len(b.mappings) != 0 {
+		t.Fatalf("after Free: %d bytes counted, %d mappings", n, len(b.mappings))
 	}
 }

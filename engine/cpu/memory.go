@@ -10,13 +10,16 @@ import (
 const offHeapMin = 1 << 20
 
 // allocRaw returns n zeroed bytes: small ones from the Go heap, large ones
-// mapped from the OS and released by Close.
+// mapped from the OS. release gives them back; Close releases what is left.
 func (b *Backend) allocRaw(n int) []byte {
 	b.allocated.Add(int64(n))
 	if n >= offHeapMin {
 		if m, err := mapAnon(n); err == nil {
 			b.mu.Lock()
-			b.mappings = append(b.mappings, m)
+			if b.mappings == nil {
+				b.mappings = map[*byte][]byte{}
+			}
+			b.mappings[unsafe.SliceData(m)] = m
 			b.mu.Unlock()
 			return m
 		}
@@ -24,7 +27,26 @@ func (b *Backend) allocRaw(n int) []byte {
 	return make([]byte, n)
 }
 
-// releaseAll unmaps every off-heap allocation.
+// release returns one allocation made by allocRaw: the count goes down by its
+// size and a mapping goes back to the OS at once (heap memory goes with the
+// garbage collector).
+func (b *Backend) release(p []byte) {
+	if p == nil {
+		return
+	}
+	b.allocated.Add(-int64(len(p)))
+	b.mu.Lock()
+	m, mapped := b.mappings[unsafe.SliceData(p)]
+	if mapped {
+		delete(b.mappings, unsafe.SliceData(p))
+	}
+	b.mu.Unlock()
+	if mapped {
+		unmapAnon(m)
+	}
+}
+
+// releaseAll unmaps every off-heap allocation still held.
 func (b *Backend) releaseAll() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -51,6 +51,24 @@ func (m *Model) NewState(b backend.Backend, kvc kv.Config, maxBatch int) (*State
 	return s, nil
 }
 
+// Close gives the cache and the activation tensors back to the backend, so
+// its allocation count returns to what it was before NewState. The state
+// must not be used afterwards; closing twice is harmless.
+func (s *State) Close() error {
+	if s.Cache == nil {
+		return nil
+	}
+	err := s.Cache.Close()
+	for _, t := range []backend.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits} {
+		if t != nil {
+			s.b.Free(t)
+		}
+	}
+	s.Cache = nil
+	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+	return err
+}
+
 // Model is the model this state runs.
 func (s *State) Model() *Model { return s.m }
 
@@ -76,6 +94,8 @@ func (s *State) ForwardAll(tokens []int32, pos int, each func(row int, logits []
 func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int, []float32)) error {
 	n := len(tokens)
 	switch {
+	case s.Cache == nil:
+		return fmt.Errorf("forward: the state is closed")
 	case n == 0 || n > s.maxBatch:
 		return fmt.Errorf("forward: %d tokens (batch holds 1..%d)", n, s.maxBatch)
 	case pos < 0 || pos+n > s.Ctx():
