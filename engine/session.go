@@ -24,6 +24,17 @@ type Model struct {
 	*model.Model
 	Tok      *tokenizer.Tokenizer
 	Template *chat.Template
+	// TemplateProblem says why the file's own chat template is not used
+	// (nil when it is): the app shows it beside the model.
+	TemplateProblem error
+}
+
+// Name is the model's general.name, or its file name.
+func (m *Model) Name() string {
+	if n, ok := m.File.String("general.name"); ok && strings.TrimSpace(n) != "" {
+		return n
+	}
+	return filepath.Base(m.Path)
 }
 
 // LoadModel maps a GGUF and builds its tokenizer and chat template. It does
@@ -41,11 +52,12 @@ func LoadModel(path string) (*Model, error) {
 	}
 	src, _ := m.File.String("tokenizer.chat_template")
 	tmpl, err := chat.ForModel(src, m.HP.Arch, func(s string) bool { _, ok := tok.TokenID(s); return ok })
+	var problem error
 	if err != nil {
 		// A broken template must not stop plain completion: fall back.
-		tmpl = chat.Fallback(m.HP.Arch)
+		tmpl, problem = chat.Fallback(m.HP.Arch), err
 	}
-	return &Model{Model: m, Tok: tok, Template: tmpl}, nil
+	return &Model{Model: m, Tok: tok, Template: tmpl, TemplateProblem: problem}, nil
 }
 
 // Options size a session.
@@ -105,6 +117,13 @@ func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	return &Session{M: m, B: b, State: st, Opts: o, logits: make([]float32, m.HP.Vocab)}, nil
 }
 
+// Close gives the session's cache and activations back to the backend.
+// The model stays loaded; the session must not be used afterwards.
+func (s *Session) Close() error {
+	s.tokens = nil
+	return s.State.Close()
+}
+
 // Tokens is the sequence currently held in the cache.
 func (s *Session) Tokens() []int32 { return s.tokens }
 
@@ -148,9 +167,12 @@ type Stats struct {
 	GenTokens     int
 	Tokens        []int32 // generated ids
 	Text          string
-	StopReason    string // eog, stop, length, context, cancelled
+	StopReason    string // eog, stop, length, context, cancelled, error
 	Prefill       time.Duration
 	Decode        time.Duration
+	// FirstToken is the time from the start of the generation (Begin) to
+	// the first sampled token.
+	FirstToken time.Duration
 }
 
 // PrefillTokPerSec and DecodeTokPerSec are throughputs (0 when unmeasured).
@@ -214,93 +236,6 @@ func (s *Session) Step(tok int32) error {
 	return nil
 }
 
-// fitPrompt applies the overflow policy to a prompt that will be followed
-// by up to maxNew generated tokens.
-func (s *Session) fitPrompt(prompt []int32, p *GenParams) ([]int32, error) {
-	budget := s.Opts.Ctx
-	need := len(prompt) + max(p.MaxTokens, 1)
-	if need <= budget {
-		return prompt, nil
-	}
-	if p.KeepOnOverflow <= 0 || p.KeepOnOverflow >= budget/2 {
-		return nil, fmt.Errorf("%w: the prompt has %d tokens and %d more were asked for, but the context budget is %d; raise the budget (--ctx) or shorten the input",
-			ErrContextFull, len(prompt), max(p.MaxTokens, 1), budget)
-	}
-	// Keep the first tokens (system prompt) and the most recent ones.
-	room := budget - max(p.MaxTokens, 1) - p.KeepOnOverflow
-	if room <= 0 {
-		return nil, fmt.Errorf("%w: %d new tokens leave no room in a context of %d", ErrContextFull, p.MaxTokens, budget)
-	}
-	out := append([]int32{}, prompt[:p.KeepOnOverflow]...)
-	return append(out, prompt[len(prompt)-room:]...), nil
-}
-
-// Generate prefills prompt and samples until EOG, a stop string, MaxTokens,
-// the context budget or ctx's cancellation. onEvent sees text as it streams.
-func (s *Session) Generate(ctx context.Context, prompt []int32, p GenParams, onEvent func(Event) error) (*Stats, error) {
-	st := &Stats{PromptTokens: len(prompt)}
-	prompt, err := s.fitPrompt(prompt, &p)
-	if err != nil {
-		return st, err
-	}
-	t0 := time.Now()
-	reused, err := s.Prefill(ctx, prompt)
-	st.ReusedTokens, st.PrefillTokens = reused, len(prompt)-reused
-	st.Prefill = time.Since(t0)
-	if err != nil {
-		if ctx.Err() != nil {
-			st.StopReason = "cancelled"
-		}
-		return st, err
-	}
-	sampler := sample.New(p.Sample)
-	dec := s.M.Tok.NewStreamDecoder()
-	stops := newStopMatcher(p.Stop)
-	var text strings.Builder
-	emit := func(tok int32, piece string) error {
-		out := stops.push(piece)
-		text.WriteString(out)
-		if onEvent != nil && (out != "" || tok >= 0) {
-			return onEvent(Event{Token: tok, Text: out})
-		}
-		return nil
-	}
-	t1 := time.Now()
-	defer func() { st.Decode = time.Since(t1); st.Text = text.String() }()
-	for {
-		if err := ctx.Err(); err != nil {
-			st.StopReason = "cancelled"
-			return st, err
-		}
-		recent := s.tokens[max(0, len(s.tokens)-max(p.Sample.RepeatLastN, 0)):]
-		tok := sampler.Sample(s.logits, recent)
-		if !p.IgnoreEOS && s.M.Tok.IsEOG(tok) {
-			st.StopReason = "eog"
-			return st, emit(-1, dec.Flush()+stops.flush())
-		}
-		st.Tokens = append(st.Tokens, tok)
-		st.GenTokens++
-		if err := emit(tok, dec.Push(tok)); err != nil {
-			return st, err
-		}
-		if stops.hit {
-			st.StopReason = "stop"
-			return st, nil
-		}
-		if p.MaxTokens > 0 && st.GenTokens >= p.MaxTokens {
-			st.StopReason = "length"
-			return st, emit(-1, dec.Flush()+stops.flush())
-		}
-		if len(s.tokens) >= s.Opts.Ctx {
-			st.StopReason = "context"
-			return st, emit(-1, dec.Flush()+stops.flush())
-		}
-		if err := s.Step(tok); err != nil {
-			return st, err
-		}
-	}
-}
-
 // stopMatcher holds back text that might be the start of a stop string.
 type stopMatcher struct {
 	stops   []string
@@ -356,25 +291,35 @@ func (m *stopMatcher) flush() string {
 	return out
 }
 
-// checkFits runs the memory estimator on the model's header and the session
-// options.
-func checkFits(m *Model, b backend.Backend, o Options) error {
-	budget := o.Budget
-	if budget == nil {
+// Estimate runs the memory estimator on the model's header for options o on
+// backend b, against o.Budget or, when nil, the machine's budget probed now.
+// A configuration that will not fit returns *estimate.NotFitError.
+func Estimate(m *Model, b backend.Backend, o Options) (*estimate.Estimate, estimate.Budget, error) {
+	o = o.withDefaults(m.HP)
+	var budget estimate.Budget
+	if o.Budget != nil {
+		budget = *o.Budget
+	} else {
 		sys, err := estimate.SystemBudget()
 		if err != nil {
-			return fmt.Errorf("memory budget: %w", err)
+			return nil, budget, fmt.Errorf("memory budget: %w", err)
 		}
-		budget = &sys
+		budget = sys
 	}
 	d, err := estimate.FromGGUF(m.File, filepath.Base(m.Path))
 	if err != nil {
-		return err
+		return nil, budget, err
 	}
 	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, Batch: o.Batch, Backend: b.Name()}
 	if t, ok := b.(interface{ Threads() int }); ok {
 		eo.Threads = t.Threads()
 	}
-	_, err = estimate.Check(d, eo, *budget)
+	e, err := estimate.Check(d, eo, budget)
+	return e, budget, err
+}
+
+// checkFits refuses, before any allocation, options that will not fit.
+func checkFits(m *Model, b backend.Backend, o Options) error {
+	_, _, err := Estimate(m, b, o)
 	return err
 }

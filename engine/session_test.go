@@ -136,3 +136,31 @@ func TestGenerateCancels(t *testing.T) {
 		t.Fatalf("got err %v, reason %q after %d tokens", err, st.StopReason, st.GenTokens)
 	}
 }
+
+// RepeatLastN = -1 penalizes the whole context, not nothing.
+func TestRepeatWindowMinusOneIsWholeContext(t *testing.T) {
+	m := openTiny(t, "tiny-llama-spm-q4_0.gguf")
+	b := cpu.New(2)
+	defer b.Close()
+	s, err := NewSession(m, b, Options{Ctx: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prompt := m.EncodePrompt("the the the the the")
+	sp := sample.Params{Temperature: 0, RepeatPenalty: 1e6, RepeatLastN: -1}
+	st, err := s.Generate(context.Background(), prompt, GenParams{MaxTokens: 48, Sample: sp, IgnoreEOS: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int32]bool{}
+	for _, tok := range prompt {
+		seen[tok] = true
+	}
+	for i, tok := range st.Tokens {
+		if seen[tok] {
+			t.Fatalf("token %d (%d) repeats an earlier token despite a whole-context penalty: %v", i, tok, st.Tokens)
+		}
+		seen[tok] = true
+	}
+}

@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"nibble/engine/sample"
+	"nibble/engine/tokenizer"
+)
+
+// Generation is one prompt's run on a session, advanced one unit at a time:
+// a prefill batch or one token. A scheduler interleaves the generations of
+// several sessions this way and checks for cancellation between units.
+type Generation struct {
+	s       *Session
+	p       GenParams
+	prompt  []int32
+	next    int   // next prompt position to prefill
+	pending int32 // sampled token not yet fed to the model (-1: none)
+	sampler *sample.Sampler
+	dec     *tokenizer.StreamDecoder
+	stops   *stopMatcher
+	text    strings.Builder
+	begun   time.Time
+	decode  time.Time // when the first token was sampled
+	done    bool
+	stats   Stats
+}
+
+// StepEvent is what one Step produced.
+type StepEvent struct {
+	// Prefilled is, after a prefill batch, how many prompt tokens the cache
+	// holds now (reused ones included); 0 after a decode step.
+	Prefilled int
+	// Token is the sampled token, or -1.
+	Token int32
+	// Text became safe to show (valid UTF-8, stop strings held back).
+	Text string
+}
+
+// Begin prepares a generation of prompt: it applies the overflow policy and
+// finds how much of the prompt the cache already holds. Nothing runs until
+// Step.
+func (s *Session) Begin(prompt []int32, p GenParams) (*Generation, error) {
+	g := &Generation{s: s, p: p, pending: -1, begun: time.Now()}
+	g.stats.PromptTokens = len(prompt)
+	prompt, err := s.fitPrompt(prompt, &g.p)
+	if err != nil {
+		return nil, err
+	}
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("empty prompt")
+	}
+	common := s.CommonPrefix(prompt)
+	if common == len(prompt) {
+		common-- // recompute the last token to get its logits
+	}
+	s.tokens = s.tokens[:common]
+	g.prompt, g.next = prompt, common
+	g.stats.ReusedTokens, g.stats.PrefillTokens = common, len(prompt)-common
+	g.sampler = sample.New(p.Sample)
+	g.dec = s.M.Tok.NewStreamDecoder()
+	g.stops = newStopMatcher(p.Stop)
+	return g, nil
+}
+
+// CommonPrefix is how many leading tokens of prompt the cache holds.
+func (s *Session) CommonPrefix(prompt []int32) int {
+	n := 0
+	for n < len(s.tokens) && n < len(prompt) && s.tokens[n] == prompt[n] {
+		n++
+	}
+	return n
+}
+
+// Done reports whether the generation has ended; Stats says why.
+func (g *Generation) Done() bool { return g.done }
+
+// Stats are the counters so far (final once Done).
+func (g *Generation) Stats() *Stats {
+	st := g.stats
+	st.Text = g.text.String()
+	return &st
+}
+
+// Step runs one unit of work. After an error or cancellation the generation
+// is done and the cache holds exactly the tokens processed so far, so a
+// later prompt with the same prefix reuses them.
+func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
+	ev := StepEvent{Token: -1}
+	if g.done {
+		return ev, fmt.Errorf("generation already ended (%s)", g.stats.StopReason)
+	}
+	if err := ctx.Err(); err != nil {
+		g.finish("cancelled")
+		return ev, err
+	}
+	s := g.s
+	if g.next < len(g.prompt) {
+		t := time.Now()
+		end := min(len(g.prompt), g.next+s.Opts.Batch)
+		err := s.State.Forward(g.prompt[g.next:end], g.next, s.logits)
+		g.stats.Prefill += time.Since(t)
+		if err != nil {
+			g.finish("error")
+			return ev, err
+		}
+		s.tokens = append(s.tokens, g.prompt[g.next:end]...)
+		g.next = end
+		ev.Prefilled = end
+		return ev, nil
+	}
+	if g.pending >= 0 {
+		tok := g.pending
+		g.pending = -1
+		if err := s.Step(tok); err != nil {
+			g.finish("error")
+			return ev, err
+		}
+	}
+	if g.decode.IsZero() {
+		g.decode = time.Now()
+		g.stats.FirstToken = g.decode.Sub(g.begun)
+	}
+	defer func() { g.stats.Decode = time.Since(g.decode) }()
+	recent := s.tokens[max(0, len(s.tokens)-repeatWindow(g.p.Sample.RepeatLastN, len(s.tokens))):]
+	tok := g.sampler.Sample(s.logits, recent)
+	if !g.p.IgnoreEOS && s.M.Tok.IsEOG(tok) {
+		ev.Text = g.emit(g.dec.Flush() + g.stops.flush())
+		g.finish("eog")
+		return ev, nil
+	}
+	ev.Token = tok
+	g.stats.Tokens = append(g.stats.Tokens, tok)
+	g.stats.GenTokens++
+	ev.Text = g.emit(g.stops.push(g.dec.Push(tok)))
+	switch {
+	case g.stops.hit:
+		g.finish("stop")
+	case g.p.MaxTokens > 0 && g.stats.GenTokens >= g.p.MaxTokens:
+		ev.Text += g.emit(g.dec.Flush() + g.stops.flush())
+		g.finish("length")
+	case len(s.tokens) >= s.Opts.Ctx:
+		ev.Text += g.emit(g.dec.Flush() + g.stops.flush())
+		g.finish("context")
+	default:
+		g.pending = tok
+	}
+	return ev, nil
+}
+
+func (g *Generation) emit(text string) string {
+	g.text.WriteString(text)
+	return text
+}
+
+func (g *Generation) finish(reason string) {
+	g.done = true
+	g.stats.StopReason = reason
+}
+
+// repeatWindow is how many recent tokens the repetition penalty sees:
+// n > 0 the last n, -1 the whole context, 0 none.
+func repeatWindow(n, have int) int {
+	if n < 0 {
+		return have
+	}
+	return min(n, have)
+}
+
+// fitPrompt applies the overflow policy to a prompt that will be followed
+// by up to p.MaxTokens generated tokens.
+func (s *Session) fitPrompt(prompt []int32, p *GenParams) ([]int32, error) {
+	budget := s.Opts.Ctx
+	need := len(prompt) + max(p.MaxTokens, 1)
+	if need <= budget {
+		return prompt, nil
+	}
+	if p.KeepOnOverflow <= 0 || p.KeepOnOverflow >= budget/2 {
+		return nil, fmt.Errorf("%w: the prompt has %d tokens and %d more were asked for, but the context budget is %d; raise the budget (--ctx) or shorten the input",
+			ErrContextFull, len(prompt), max(p.MaxTokens, 1), budget)
+	}
+	// Keep the first tokens (system prompt) and the most recent ones.
+	room := budget - max(p.MaxTokens, 1) - p.KeepOnOverflow
+	if room <= 0 {
+		return nil, fmt.Errorf("%w: %d new tokens leave no room in a context of %d", ErrContextFull, p.MaxTokens, budget)
+	}
+	out := append([]int32{}, prompt[:p.KeepOnOverflow]...)
+	return append(out, prompt[len(prompt)-room:]...), nil
+}
+
+// Generate prefills prompt and samples until EOG, a stop string, MaxTokens,
+// the context budget or ctx's cancellation. onEvent sees text as it streams.
+func (s *Session) Generate(ctx context.Context, prompt []int32, p GenParams, onEvent func(Event) error) (*Stats, error) {
+	g, err := s.Begin(prompt, p)
+	if err != nil {
+		return &Stats{PromptTokens: len(prompt)}, err
+	}
+	for !g.Done() {
+		ev, err := g.Step(ctx)
+		if err != nil {
+			return g.Stats(), err
+		}
+		if ev.Prefilled > 0 && s.PrefillProgress != nil {
+			s.PrefillProgress(ev.Prefilled, len(g.prompt))
+		}
+		if onEvent != nil && (ev.Token >= 0 || ev.Text != "") {
+			if err := onEvent(Event{Token: ev.Token, Text: ev.Text}); err != nil {
+				g.finish("error")
+				return g.Stats(), err
+			}
+		}
+	}
+	return g.Stats(), nil
+}
