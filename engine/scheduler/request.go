@@ -1,0 +1,385 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"nibble/engine"
+	"nibble/engine/chat"
+)
+
+// Request is one chat or completion.
+type Request struct {
+	// Messages make a chat request, rendered with the model's template;
+	// their content is always plain text, never control tokens.
+	Messages []chat.Message
+	// Prompt is a plain completion, used when Messages is empty.
+	Prompt string
+	// Params: sampling (seed included), stop strings, max tokens.
+	Params engine.GenParams
+}
+
+// EventKind says what an Event carries.
+type EventKind uint8
+
+const (
+	// Delta is streamed text (valid UTF-8), with the token that ended it.
+	Delta EventKind = iota
+	// Progress reports prefill: Prefilled of PromptTokens are in the cache.
+	Progress
+	// Final is the last event of every request.
+	Final
+)
+
+// Event is one item of a request's stream.
+type Event struct {
+	Kind         EventKind
+	Text         string
+	Token        int32 // Delta: the sampled token, or -1
+	Prefilled    int   // Progress
+	PromptTokens int   // Progress
+	Result       *Result
+}
+
+// Result ends a request.
+type Result struct {
+	// FinishReason is "stop" (end of turn or a stop string), "length"
+	// (max tokens or the context budget), "cancelled" or "error".
+	FinishReason string
+	Err          error // why, for "cancelled" and "error"
+	// StopReason is the engine's finer reason (eog, stop, length, context,
+	// cancelled, error).
+	StopReason    string
+	Text          string
+	Tokens        []int32 // generated ids
+	PromptTokens  int
+	ReusedTokens  int // prompt tokens found in the slot's cache
+	PrefillTokens int // prompt tokens to compute
+	GenTokens     int
+	// CachedTokens is what the slot's cache holds at the end: after a
+	// cancellation, the prompt tokens processed so far, which a later
+	// request with the same prefix reuses.
+	CachedTokens     int
+	Slot             int
+	QueueWait        time.Duration
+	TimeToFirstToken time.Duration // from Submit, queue wait included
+	PrefillTokPerSec float64
+	DecodeTokPerSec  float64
+}
+
+// request is a submitted Request on its way through the scheduler.
+type request struct {
+	ctx       context.Context
+	stopWatch func() bool
+	ids       []int32
+	params    engine.GenParams
+	model     *loaded
+	submitted time.Time
+	started   time.Time
+	box       *mailbox
+}
+
+// Submit tokenizes the request and queues it. Its stream of events ends
+// with one Final event, then the channel closes. Read until it closes, or
+// cancel ctx: after a cancellation the remaining events may be dropped.
+func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error) {
+	s.mu.Lock()
+	l, closing := s.loaded, s.closing
+	s.mu.Unlock()
+	switch {
+	case closing:
+		return nil, ErrClosed
+	case l == nil:
+		return nil, ErrNoModel
+	}
+	var ids []int32
+	var err error
+	if len(r.Messages) > 0 {
+		ids, err = l.m.EncodeChat(r.Messages)
+		if err != nil {
+			return nil, fmt.Errorf("chat template: %w", err)
+		}
+	} else {
+		if r.Prompt == "" {
+			return nil, errors.New("empty prompt")
+		}
+		ids = l.m.EncodePrompt(r.Prompt)
+	}
+	p := r.Params
+	if len(ids)+max(p.MaxTokens, 1) > l.opts.Ctx && p.KeepOnOverflow <= 0 {
+		return nil, fmt.Errorf("%w: the prompt has %d tokens and %d more were asked for, but the context budget is %d; raise the context budget or shorten the input",
+			engine.ErrContextFull, len(ids), max(p.MaxTokens, 1), l.opts.Ctx)
+	}
+	req := &request{ctx: ctx, ids: ids, params: p, model: l, submitted: time.Now(), box: newMailbox(ctx)}
+	s.mu.Lock()
+	switch {
+	case s.closing:
+		s.mu.Unlock()
+		return nil, ErrClosed
+	case len(s.queue) >= s.cfg.QueueLimit:
+		s.mu.Unlock()
+		return nil, ErrBusy
+	}
+	s.queue = append(s.queue, req)
+	s.mu.Unlock()
+	req.stopWatch = context.AfterFunc(ctx, s.nudge)
+	s.nudge()
+	return req.box.out, nil
+}
+
+// admit drops cancelled waiting requests and places waiting requests on
+// free slots, in arrival order.
+func (s *Scheduler) admit() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.queue[:0]
+	for _, r := range s.queue {
+		if err := r.ctx.Err(); err != nil {
+			r.finish(Result{FinishReason: "cancelled", Err: err, QueueWait: time.Since(r.submitted)})
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+	for len(s.queue) > 0 {
+		r := s.queue[0]
+		if r.model != s.loaded { // tokenized for a model that is gone
+			r.finish(Result{FinishReason: "cancelled", Err: ErrUnloaded, QueueWait: time.Since(r.submitted)})
+		} else {
+			sl := s.pick(r.ids)
+			if sl == nil {
+				return // the head waits, and so does everyone behind it
+			}
+			s.start(sl, r)
+		}
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+	}
+}
+
+// pick chooses the slot for a prompt: the free slot with the longest reusable
+// cached prefix; else the least recently used free slot; else a new session
+// when one more fits the memory budget; else nil (wait).
+func (s *Scheduler) pick(ids []int32) *slot {
+	var best, lru, unborn *slot
+	bestLen := 0
+	for _, sl := range s.slots {
+		switch {
+		case sl.req != nil:
+		case sl.sess == nil:
+			if unborn == nil {
+				unborn = sl
+			}
+		default:
+			if n := sl.sess.CommonPrefix(ids); n >= s.cfg.MinReuse && n > bestLen {
+				best, bestLen = sl, n
+			}
+			if lru == nil || sl.lastUsed < lru.lastUsed {
+				lru = sl
+			}
+		}
+	}
+	if best != nil {
+		return best
+	}
+	if lru != nil {
+		lru.sess.Reset()
+		return lru
+	}
+	if unborn != nil && s.growSession(unborn) {
+		return unborn
+	}
+	return nil
+}
+
+// growSession allocates a session for sl if the budget holds one more
+// session beside the ones allocated (the estimate counts the weights and
+// runtime once, the KV cache and scratch per session).
+func (s *Scheduler) growSession(sl *slot) bool {
+	l := s.loaded
+	perSession := l.est.KV + l.est.Scratch
+	need := l.est.Total + int64(l.sessions)*perSession
+	if l.budget.Bytes > 0 && need > l.budget.Bytes {
+		return false
+	}
+	sess, err := engine.NewSession(l.m, s.b, l.opts)
+	if err != nil {
+		return false
+	}
+	sl.sess = sess
+	l.sessions++
+	return true
+}
+
+func (s *Scheduler) start(sl *slot, r *request) {
+	r.started = time.Now()
+	s.clock++
+	sl.lastUsed = s.clock
+	g, err := sl.sess.Begin(r.ids, r.params)
+	if err != nil {
+		r.finish(Result{FinishReason: "error", Err: err, Slot: sl.id, QueueWait: r.started.Sub(r.submitted), CachedTokens: len(sl.sess.Tokens())})
+		return
+	}
+	sl.req, sl.gen = r, g
+}
+
+// step advances sl's request by one prefill batch or one token.
+func (s *Scheduler) step(sl *slot) {
+	r, g := sl.req, sl.gen
+	ev, err := g.Step(r.ctx)
+	switch {
+	case err != nil && r.ctx.Err() != nil:
+		s.finish(sl, "cancelled", r.ctx.Err())
+		return
+	case err != nil:
+		s.finish(sl, "error", err)
+		return
+	case ev.Prefilled > 0:
+		r.box.put(Event{Kind: Progress, Prefilled: ev.Prefilled, PromptTokens: g.Stats().PromptTokens})
+	case ev.Token >= 0 || ev.Text != "":
+		r.box.put(Event{Kind: Delta, Text: ev.Text, Token: ev.Token})
+	}
+	if g.Done() {
+		s.finish(sl, "", nil)
+	}
+}
+
+// finish ends sl's request; reason "" takes it from the generation.
+func (s *Scheduler) finish(sl *slot, reason string, err error) {
+	r, g := sl.req, sl.gen
+	sl.req, sl.gen = nil, nil
+	st := g.Stats()
+	if reason == "" {
+		switch st.StopReason {
+		case "eog", "stop":
+			reason = "stop"
+		case "length", "context":
+			reason = "length"
+		default:
+			reason = st.StopReason
+		}
+	}
+	res := Result{FinishReason: reason, Err: err, StopReason: st.StopReason, Text: st.Text, Tokens: st.Tokens,
+		PromptTokens: st.PromptTokens, ReusedTokens: st.ReusedTokens, PrefillTokens: st.PrefillTokens, GenTokens: st.GenTokens,
+		CachedTokens: len(sl.sess.Tokens()), Slot: sl.id, QueueWait: r.started.Sub(r.submitted),
+		PrefillTokPerSec: st.PrefillTokPerSec(), DecodeTokPerSec: st.DecodeTokPerSec()}
+	if st.GenTokens > 0 {
+		res.TimeToFirstToken = r.started.Sub(r.submitted) + st.FirstToken
+	}
+	r.finish(res)
+}
+
+func (r *request) finish(res Result) {
+	if r.stopWatch != nil {
+		r.stopWatch()
+	}
+	r.box.put(Event{Kind: Final, Token: -1, Result: &res})
+	r.box.close()
+}
+
+// mailbox decouples the owner goroutine from a slow reader: events queue
+// without bound (a reply's worth of text) and a pump goroutine hands them
+// to the reader, so one stalled client never stalls the other slots.
+type mailbox struct {
+	mu     sync.Mutex
+	items  []Event
+	closed bool
+	ready  chan struct{}
+	out    chan Event
+	ctx    context.Context
+}
+
+func newMailbox(ctx context.Context) *mailbox {
+	m := &mailbox{ready: make(chan struct{}, 1), out: make(chan Event), ctx: ctx}
+	go m.pump()
+	return m
+}
+
+func (m *mailbox) put(e Event) {
+	m.mu.Lock()
+	m.items = append(m.items, e)
+	m.mu.Unlock()
+	m.signal()
+}
+
+func (m *mailbox) close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.signal()
+}
+
+func (m *mailbox) signal() {
+	select {
+	case m.ready <- struct{}{}:
+	default:
+	}
+}
+
+// finalGrace is how long the Final event of a cancelled request waits for
+// a reader that may have gone away.
+const finalGrace = 2 * time.Second
+
+func (m *mailbox) pump() {
+	defer close(m.out)
+	for {
+		m.mu.Lock()
+		items, closed := m.items, m.closed
+		m.items = nil
+		m.mu.Unlock()
+		for _, e := range items {
+			if !m.deliver(e) {
+				if !closed {
+					m.drainUntilClosed()
+				}
+				return
+			}
+		}
+		if closed {
+			return
+		}
+		<-m.ready
+	}
+}
+
+// deliver hands e to the reader; false when the reader is gone.
+func (m *mailbox) deliver(e Event) bool {
+	select {
+	case m.out <- e:
+		return true
+	default:
+	}
+	select {
+	case m.out <- e:
+		return true
+	case <-m.ctx.Done():
+		if e.Kind != Final {
+			return true // dropped: the reader cancelled
+		}
+		t := time.NewTimer(finalGrace)
+		defer t.Stop()
+		select {
+		case m.out <- e:
+		case <-t.C:
+		}
+		return false
+	}
+}
+
+// drainUntilClosed waits for the owner to close the mailbox, discarding.
+func (m *mailbox) drainUntilClosed() {
+	for {
+		m.mu.Lock()
+		closed := m.closed
+		m.items = nil
+		m.mu.Unlock()
+		if closed {
+			return
+		}
+		<-m.ready
+	}
+}
