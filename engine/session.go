@@ -51,12 +51,9 @@ func LoadModel(path string) (*Model, error) {
 		return nil, fmt.Errorf("load %s: tokenizer: %w", path, err)
 	}
 	src, _ := m.File.String("tokenizer.chat_template")
-	tmpl, err := chat.ForModel(src, m.HP.Arch, func(s string) bool { _, ok := tok.TokenID(s); return ok })
-	var problem error
-	if err != nil {
-		// A broken template must not stop plain completion: fall back.
-		tmpl, problem = chat.Fallback(m.HP.Arch), err
-	}
+	// A broken template must not stop the model: ForModelOrFallback picks a
+	// built-in one from the vocabulary's special tokens and says why.
+	tmpl, problem := chat.ForModelOrFallback(src, m.HP.Arch, func(s string) bool { _, ok := tok.TokenID(s); return ok })
 	return &Model{Model: m, Tok: tok, Template: tmpl, TemplateProblem: problem}, nil
 }
 

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/engine/chat"
 	"nibble/engine/cpu"
+	"nibble/engine/gguf"
 	"nibble/engine/kv"
 	"nibble/engine/sample"
 	"nibble/internal/testdata"
@@ -162,5 +164,51 @@ func TestRepeatWindowMinusOneIsWholeContext(t *testing.T) {
 			t.Fatalf("token %d (%d) repeats an earlier token despite a whole-context penalty: %v", i, tok, st.Tokens)
 		}
 		seen[tok] = true
+	}
+}
+
+// A Llama-3 GGUF whose chat template does not parse gets the Llama-3
+// format chosen from its vocabulary (not Llama 2's [INST]), and the model
+// says what was wrong.
+func TestBrokenTemplateFallsBackByVocabulary(t *testing.T) {
+	f, err := gguf.Open(filepath.Join(testdata.Dir(t), "models", "tiny-llama3-q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := gguf.NewWriter()
+	for _, k := range f.Keys {
+		if k != "tokenizer.chat_template" {
+			w.SetValue(k, f.KV[k])
+		}
+	}
+	if err := w.Set("tokenizer.chat_template", "{% for m in messages %}{{ m.content }"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		src := f.TensorData(ti)
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, func(dst []byte) error { copy(dst, src); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "broken-template.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadModel(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Template.Name() != "llama3" || m.TemplateProblem == nil {
+		t.Fatalf("template %q, problem %v; want llama3 and a reported problem", m.Template.Name(), m.TemplateProblem)
+	}
+	ids, err := m.EncodeChat([]chat.Message{{Role: "user", Content: "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eot, _ := m.Tok.TokenID("<|start_header_id|>"); !slices.Contains(ids, eot) {
+		t.Fatalf("rendered prompt has no <|start_header_id|>: %v", ids)
 	}
 }
