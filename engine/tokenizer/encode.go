@@ -1,6 +1,9 @@
 package tokenizer
 
-import "strings"
+import (
+	"sort"
+	"strings"
+)
 
 // fragment is either a run of raw text or an already-decided token.
 type fragment struct {
@@ -17,12 +20,30 @@ const MaxEncodeBytes = 1 << 30
 // vocabulary asks (AddBOS/AddEOS); parseSpecial lets the text of control tokens
 // become those tokens. User-defined tokens are always matched.
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
+	return t.encode(text, addSpecial, parseSpecial, nil)
+}
+
+// Span is the byte range [Start, End) of a text.
+type Span struct{ Start, End int }
+
+// EncodeSpans tokenizes text as Encode(text, addSpecial, true) does, except
+// that a control or unknown token whose text overlaps one of the plain spans is
+// not taken: that text stays plain text, as with parseSpecial off. It lets a
+// rendered chat keep its template's markup as control tokens while the
+// messages inside it cannot forge them. The text is tokenized whole, not span
+// by span, so that ids across span boundaries are those Encode gives. Spans may
+// come in any order, overlap, or reach past the text.
+func (t *Tokenizer) EncodeSpans(text string, addSpecial bool, plain []Span) []int32 {
+	return t.encode(text, addSpecial, true, normalizeSpans(plain, len(text)))
+}
+
+func (t *Tokenizer) encode(text string, addSpecial, parseSpecial bool, plain []Span) []int32 {
 	if len(text) > MaxEncodeBytes {
 		return nil
 	}
 	var frags []fragment
 	if text != "" {
-		frags = t.partition(text, parseSpecial)
+		frags = t.partition(text, parseSpecial, plain)
 	}
 	out := make([]int32, 0, len(text)/3+2)
 	if addSpecial && t.addBOS {
@@ -65,8 +86,9 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
 
 // partition splits text around the special tokens it contains, longest token
 // first, as llama.cpp's tokenizer_st_partition does. Control and unknown tokens
-// are only matched when parseSpecial is set.
-func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
+// are only matched when parseSpecial is set, and then not where they overlap a
+// span of plain (sorted, disjoint).
+func (t *Tokenizer) partition(text string, parseSpecial bool, plain []Span) []fragment {
 	frags := []fragment{{token: -1, offset: 0, length: len(text)}}
 	var present [256]bool
 	for i := 0; i < len(text); i++ {
@@ -75,9 +97,11 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 	var next []fragment
 	for _, id := range t.special {
 		attr := t.attrs[id]
-		if !parseSpecial && attr&(attrControl|attrUnknown) != 0 {
+		gated := attr&(attrControl|attrUnknown) != 0
+		if !parseSpecial && gated {
 			continue
 		}
+		masked := gated && len(plain) > 0
 		tok := t.texts[id]
 		if !present[tok[0]] {
 			continue
@@ -90,11 +114,17 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 				continue
 			}
 			base, length := f.offset, f.length
+			from := base // a masked match moves the search on but not the fragment start
 			for length > 0 {
-				k := strings.Index(text[base:base+length], tok)
+				k := strings.Index(text[from:base+length], tok)
 				if k < 0 {
 					next = append(next, fragment{token: -1, offset: base, length: length})
 					break
+				}
+				k += from - base
+				if masked && overlaps(plain, base+k, base+k+len(tok)) {
+					from = base + k + 1
+					continue
 				}
 				changed = true
 				leftLen := k
@@ -116,6 +146,7 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 					}
 				}
 				base, length = rightOff, rightLen
+				from = base
 			}
 		}
 		if changed {
@@ -128,4 +159,32 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 // isCSpace is C's isspace in the "C" locale.
 func isCSpace(b byte) bool {
 	return b == ' ' || (b >= '\t' && b <= '\r')
+}
+
+// normalizeSpans clips spans to [0, n) and returns them sorted and merged,
+// dropping empty ones.
+func normalizeSpans(spans []Span, n int) []Span {
+	out := make([]Span, 0, len(spans))
+	for _, s := range spans {
+		s.Start, s.End = max(s.Start, 0), min(s.End, n)
+		if s.Start < s.End {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	merged := out[:0]
+	for _, s := range out {
+		if k := len(merged) - 1; k >= 0 && s.Start <= merged[k].End {
+			merged[k].End = max(merged[k].End, s.End)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// overlaps reports whether [start, end) meets any of the sorted, disjoint spans.
+func overlaps(spans []Span, start, end int) bool {
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].End > start })
+	return i < len(spans) && spans[i].Start < end
 }
