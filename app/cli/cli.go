@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
 )
@@ -24,6 +25,20 @@ type Env struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// Interrupts delivers Ctrl-C; nil: the process's SIGINT (tests inject
+	// their own).
+	Interrupts <-chan os.Signal
+}
+
+// interrupts returns env's interrupt channel, or subscribes to SIGINT for
+// the command's lifetime (stop unsubscribes).
+func (env *Env) interrupts() (ch <-chan os.Signal, stop func()) {
+	if env.Interrupts != nil {
+		return env.Interrupts, func() {}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	return sig, func() { signal.Stop(sig) }
 }
 
 var commands = map[string]*Command{}

@@ -53,7 +53,7 @@ func logitsCmd(env *Env, args []string) error {
 	if text == "" {
 		return fmt.Errorf("%w: give --prompt or --prompt-file", ErrUsage)
 	}
-	s, closeAll, err := mf.open()
+	s, closeAll, err := mf.open(env)
 	if err != nil {
 		return err
 	}

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
 	"nibble/engine"
 	"nibble/engine/chat"
 	"nibble/engine/sample"
+	"nibble/engine/scheduler"
 )
 
 func init() {
@@ -46,6 +46,7 @@ func runCmd(env *Env, args []string) error {
 	system := fs.String("system", "", "system message for --chat")
 	n := fs.Int("n", -1, "tokens to generate (-1: 256 for -p, unlimited in chat)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
+	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past the end-of-turn token")
 	keep := fs.Int("keep", 0, "when the prompt outgrows --ctx, keep its first `N` tokens and the most recent ones (0: stop with an error)")
 	var stops multiFlag
 	fs.Var(&stops, "stop", "stop `STRING` (repeatable)")
@@ -63,6 +64,9 @@ func runCmd(env *Env, args []string) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", ErrUsage, pos[0])
 	}
+	if err := checkIntFlags(intBound{"-n", *n, -1}, intBound{"--keep", *keep, 0}, intBound{"--top-k", sp.TopK, 0}); err != nil {
+		return err
+	}
 	if *prompt, err = promptText(*prompt, *promptFile); err != nil {
 		return err
 	}
@@ -72,69 +76,89 @@ func runCmd(env *Env, args []string) error {
 	if sp.Seed == 0 {
 		sp.Seed = uint64(time.Now().UnixNano())
 	}
-	s, closeAll, err := mf.open()
+	sched, info, err := mf.openScheduler(env)
 	if err != nil {
 		return err
 	}
-	defer closeAll()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if isTerminalWriter(env.Stderr) {
-		s.PrefillProgress = func(done, total int) {
-			if total > 2*s.Opts.Batch { // only prompts that take a while
-				fmt.Fprintf(env.Stderr, "\rreading the prompt: %d/%d tokens", done, total)
-				if done == total {
-					fmt.Fprint(env.Stderr, "\r\033[K")
-				}
-			}
-		}
-	}
-	gp := engine.GenParams{MaxTokens: *n, Sample: sp, Stop: stops, KeepOnOverflow: *keep}
+	defer sched.Close()
+	interrupts, stopSignals := env.interrupts()
+	defer stopSignals()
+	gp := engine.GenParams{MaxTokens: *n, Sample: sp, Stop: stops, KeepOnOverflow: *keep, IgnoreEOS: *ignoreEOS}
 
 	if *chatMode && *prompt == "" {
 		if gp.MaxTokens < 0 {
 			gp.MaxTokens = 0
 		}
-		return chatLoop(ctx, env, s, *system, gp)
+		return chatLoop(env, sched, info, interrupts, *system, gp)
 	}
 	if gp.MaxTokens < 0 {
 		gp.MaxTokens = 256
 	}
-	var ids []int32
+	req := scheduler.Request{Prompt: *prompt, Params: gp}
 	if *chatMode {
-		ids, err = s.M.EncodeChat(chatMessages(*system, []chat.Message{{Role: "user", Content: *prompt}}))
-		if err != nil {
-			return err
+		req = scheduler.Request{Messages: chatMessages(*system, []chat.Message{{Role: "user", Content: *prompt}}), Params: gp}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := sched.Submit(ctx, req)
+	if err != nil {
+		if errors.Is(err, engine.ErrContextFull) && *keep == 0 {
+			return fmt.Errorf("%w, or pass --keep N to keep the first N tokens and the most recent ones", err)
 		}
-	} else {
-		ids = s.M.EncodePrompt(*prompt)
+		return err
 	}
-	var onEvent func(engine.Event) error
-	if !*asJSON {
-		onEvent = func(e engine.Event) error { _, err := io.WriteString(env.Stdout, e.Text); return err }
+	progress := prefillProgress(env, info.Options.Batch)
+	var res *scheduler.Result
+	for res == nil {
+		select {
+		case e := <-events:
+			switch e.Kind {
+			case scheduler.Progress:
+				progress(e.Prefilled, e.PromptTokens)
+			case scheduler.Delta:
+				if !*asJSON {
+					io.WriteString(env.Stdout, e.Text)
+				}
+			case scheduler.Final:
+				res = e.Result
+			}
+		case <-interrupts:
+			cancel()
+		}
 	}
-	st, genErr := s.Generate(ctx, ids, gp, onEvent)
 	if *asJSON {
-		res := runResult{Tokens: st.Tokens, Text: st.Text, PromptTokens: st.PromptTokens, ReusedTokens: st.ReusedTokens,
-			GenTokens: st.GenTokens, PrefillTokS: st.PrefillTokPerSec(), DecodeTokS: st.DecodeTokPerSec(), StopReason: st.StopReason}
-		if res.Tokens == nil {
-			res.Tokens = []int32{}
+		out := runResult{Tokens: res.Tokens, Text: res.Text, PromptTokens: res.PromptTokens, ReusedTokens: res.ReusedTokens,
+			GenTokens: res.GenTokens, PrefillTokS: res.PrefillTokPerSec, DecodeTokS: res.DecodeTokPerSec, StopReason: res.StopReason}
+		if out.Tokens == nil {
+			out.Tokens = []int32{}
 		}
-		if err := writeJSON(env.Stdout, res); err != nil {
+		if err := writeJSON(env.Stdout, out); err != nil {
 			return err
 		}
-	} else if st.GenTokens > 0 {
+	} else if res.GenTokens > 0 {
 		fmt.Fprintln(env.Stdout)
-		fmt.Fprintf(env.Stderr, "[%d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, stop: %s]\n",
-			st.PrefillTokens, st.PrefillTokPerSec(), st.GenTokens, st.DecodeTokPerSec(), st.StopReason)
+		fmt.Fprintf(env.Stderr, "[%d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, first token after %s, stop: %s]\n",
+			res.PrefillTokens, res.PrefillTokPerSec, res.GenTokens, res.DecodeTokPerSec, res.TimeToFirstToken.Round(time.Millisecond), res.StopReason)
 	}
-	if genErr != nil && ctx.Err() == nil {
-		if errors.Is(genErr, engine.ErrContextFull) && *keep == 0 {
-			return fmt.Errorf("%w, or pass --keep N to keep the first N tokens and the most recent ones", genErr)
+	if res.FinishReason == "error" {
+		return res.Err
+	}
+	return nil // a Ctrl-C stop is not an error
+}
+
+// prefillProgress shows how far a long prompt has been read, on a terminal.
+func prefillProgress(env *Env, batch int) func(done, total int) {
+	if !isTerminalWriter(env.Stderr) {
+		return func(int, int) {}
+	}
+	return func(done, total int) {
+		if total > 2*batch { // only prompts that take a while
+			fmt.Fprintf(env.Stderr, "\rreading the prompt: %d/%d tokens", done, total)
+			if done == total {
+				fmt.Fprint(env.Stderr, "\r\033[K")
+			}
 		}
-		return genErr
 	}
-	return nil
 }
 
 func chatMessages(system string, msgs []chat.Message) []chat.Message {
@@ -144,62 +168,109 @@ func chatMessages(system string, msgs []chat.Message) []chat.Message {
 	return append([]chat.Message{{Role: "system", Content: system}}, msgs...)
 }
 
-// chatLoop reads user turns from stdin; the session's cache carries the
-// conversation so each turn prefills only its new tokens. When the
+// chatLoop reads user turns from stdin; the engine's slot keeps the
+// conversation's cache, so each turn prefills only its new tokens. When the
 // conversation outgrows the context, the oldest turns are dropped (the
-// system message stays), as Ollama and LM Studio do.
-func chatLoop(ctx context.Context, env *Env, s *engine.Session, system string, gp engine.GenParams) error {
+// system message stays), as Ollama and LM Studio do. Ctrl-C stops the reply
+// being written and returns to the prompt; Ctrl-C at the prompt exits.
+func chatLoop(env *Env, sched *scheduler.Scheduler, info scheduler.ModelInfo, interrupts <-chan os.Signal, system string, gp engine.GenParams) error {
 	if env.Stdin == nil {
 		return fmt.Errorf("%w: --chat without -p needs standard input", ErrUsage)
 	}
-	in := bufio.NewScanner(env.Stdin)
-	in.Buffer(make([]byte, 1<<20), 1<<20)
+	lines := readLines(env.Stdin)
+	ctxBudget := info.Options.Ctx
 	// Room kept for the reply when the turn's length is not capped.
 	reserve := gp.MaxTokens
 	if reserve <= 0 {
-		reserve = min(512, s.Opts.Ctx/4)
+		reserve = min(512, ctxBudget/4)
 	}
 	var history []chat.Message
 	for {
 		fmt.Fprint(env.Stderr, "> ")
-		if !in.Scan() {
+		var line string
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				fmt.Fprintln(env.Stderr)
+				return nil
+			}
+			line = strings.TrimSpace(l)
+		case <-interrupts:
 			fmt.Fprintln(env.Stderr)
-			return in.Err()
+			return nil
 		}
-		line := strings.TrimSpace(in.Text())
 		if line == "" {
 			continue
 		}
 		history = append(history, chat.Message{Role: "user", Content: line})
-		var ids []int32
 		for {
-			var err error
-			if ids, err = s.M.EncodeChat(chatMessages(system, history)); err != nil {
+			ids, err := sched.Tokenize(scheduler.Request{Messages: chatMessages(system, history)})
+			if err != nil {
 				return err
 			}
-			if len(ids)+reserve <= s.Opts.Ctx || len(history) <= 1 {
+			if len(ids)+reserve <= ctxBudget || len(history) <= 1 {
 				break
 			}
 			history = history[2:] // the oldest user turn and its reply
 			fmt.Fprintln(env.Stderr, "[dropped the oldest turn to stay within the context]")
 		}
-		turnCtx, cancel := context.WithCancel(ctx)
-		st, err := s.Generate(turnCtx, ids, gp, func(e engine.Event) error {
-			_, err := io.WriteString(env.Stdout, e.Text)
-			return err
-		})
-		cancel()
-		fmt.Fprintln(env.Stdout)
+		res, err := chatTurn(env, sched, interrupts, chatMessages(system, history), gp)
 		if err != nil {
 			if errors.Is(err, engine.ErrContextFull) {
 				return fmt.Errorf("%w: this message alone does not fit; raise --ctx", err)
 			}
 			return err
 		}
+		fmt.Fprintln(env.Stdout)
+		if res.FinishReason == "cancelled" {
+			fmt.Fprintln(env.Stderr, "[stopped]")
+		}
 		fmt.Fprintf(env.Stderr, "[reused %d, prefilled %d, generated %d at %.1f tok/s]\n",
-			st.ReusedTokens, st.PrefillTokens, st.GenTokens, st.DecodeTokPerSec())
-		history = append(history, chat.Message{Role: "assistant", Content: st.Text})
+			res.ReusedTokens, res.PrefillTokens, res.GenTokens, res.DecodeTokPerSec)
+		// A stopped reply stays in the conversation as far as it got.
+		history = append(history, chat.Message{Role: "assistant", Content: res.Text})
 	}
+}
+
+// chatTurn streams one reply; an interrupt cancels it.
+func chatTurn(env *Env, sched *scheduler.Scheduler, interrupts <-chan os.Signal, msgs []chat.Message, gp engine.GenParams) (*scheduler.Result, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := sched.Submit(ctx, scheduler.Request{Messages: msgs, Params: gp})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case e := <-events:
+			switch e.Kind {
+			case scheduler.Delta:
+				io.WriteString(env.Stdout, e.Text)
+			case scheduler.Final:
+				if e.Result.FinishReason == "error" {
+					return e.Result, e.Result.Err
+				}
+				return e.Result, nil
+			}
+		case <-interrupts:
+			cancel()
+		}
+	}
+}
+
+// readLines delivers stdin's lines on a channel, closed at end of input, so
+// the prompt can wait for a line and for Ctrl-C at once.
+func readLines(r io.Reader) <-chan string {
+	ch := make(chan string)
+	go func() {
+		defer close(ch)
+		in := bufio.NewScanner(r)
+		in.Buffer(make([]byte, 1<<20), 1<<20)
+		for in.Scan() {
+			ch <- in.Text()
+		}
+	}()
+	return ch
 }
 
 type multiFlag []string

@@ -8,6 +8,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
+	"nibble/engine/scheduler"
 )
 
 // modelFlags are the options every model-running command shares.
@@ -39,6 +40,9 @@ func (mf *modelFlags) register(fs *flag.FlagSet) {
 }
 
 func (mf *modelFlags) options() (engine.Options, error) {
+	if err := checkIntFlags(intBound{"--ctx", mf.ctx, 0}, intBound{"--threads", mf.threads, 0}, intBound{"--batch", mf.batch, 1}); err != nil {
+		return engine.Options{}, err
+	}
 	t, err := kv.ParseType(mf.kvType)
 	if err != nil {
 		return engine.Options{}, fmt.Errorf("%w: %v", ErrUsage, err)
@@ -58,8 +62,9 @@ func (mf *modelFlags) options() (engine.Options, error) {
 	return o, nil
 }
 
-// open loads the model and starts a session on the CPU backend.
-func (mf *modelFlags) open() (*engine.Session, func(), error) {
+// open loads the model and starts a session on the CPU backend (for the
+// measuring commands, which drive one session directly).
+func (mf *modelFlags) open(env *Env) (*engine.Session, func(), error) {
 	if mf.path == "" {
 		return nil, nil, fmt.Errorf("%w: -m MODEL is required", ErrUsage)
 	}
@@ -78,5 +83,37 @@ func (mf *modelFlags) open() (*engine.Session, func(), error) {
 		m.Close()
 		return nil, nil, err
 	}
-	return s, func() { b.Close(); m.Close() }, nil
+	warnAboveTrained(env, s.Opts.Ctx, m.HP.CtxTrain)
+	return s, func() { s.Close(); b.Close(); m.Close() }, nil
+}
+
+// openScheduler loads the model into an engine scheduler with one slot:
+// the path the app and the local server take too.
+func (mf *modelFlags) openScheduler(env *Env) (*scheduler.Scheduler, scheduler.ModelInfo, error) {
+	if mf.path == "" {
+		return nil, scheduler.ModelInfo{}, fmt.Errorf("%w: -m MODEL is required", ErrUsage)
+	}
+	o, err := mf.options()
+	if err != nil {
+		return nil, scheduler.ModelInfo{}, err
+	}
+	s := scheduler.New(scheduler.Config{Slots: 1, Threads: mf.threads})
+	info, err := s.Load(mf.path, o)
+	if err != nil {
+		s.Close()
+		return nil, info, err
+	}
+	warnAboveTrained(env, info.Options.Ctx, info.CtxTrain)
+	if info.TemplateProblem != "" {
+		fmt.Fprintf(env.Stderr, "warning: %s\n", info.TemplateProblem)
+	}
+	return s, info, nil
+}
+
+// warnAboveTrained allows a context beyond the trained one (RoPE scaling
+// may be intended) but says so.
+func warnAboveTrained(env *Env, ctx, trained int) {
+	if trained > 0 && ctx > trained {
+		fmt.Fprintf(env.Stderr, "warning: --ctx %d is above the model's trained context of %d; expect worse output past %d tokens unless the model is meant for RoPE scaling\n", ctx, trained, trained)
+	}
 }

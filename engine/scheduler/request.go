@@ -95,18 +95,9 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error)
 	case l == nil:
 		return nil, ErrNoModel
 	}
-	var ids []int32
-	var err error
-	if len(r.Messages) > 0 {
-		ids, err = l.m.EncodeChat(r.Messages)
-		if err != nil {
-			return nil, fmt.Errorf("chat template: %w", err)
-		}
-	} else {
-		if r.Prompt == "" {
-			return nil, errors.New("empty prompt")
-		}
-		ids = l.m.EncodePrompt(r.Prompt)
+	ids, err := l.encode(r)
+	if err != nil {
+		return nil, err
 	}
 	p := r.Params
 	if len(ids)+max(p.MaxTokens, 1) > l.opts.Ctx && p.KeepOnOverflow <= 0 {
@@ -128,6 +119,30 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error)
 	req.stopWatch = context.AfterFunc(ctx, s.nudge)
 	s.nudge()
 	return req.box.out, nil
+}
+
+// Tokenize returns the prompt tokens r would run with on the loaded model
+// (to count them, e.g. to fit a conversation or a document).
+func (s *Scheduler) Tokenize(r Request) ([]int32, error) {
+	l := s.current()
+	if l == nil {
+		return nil, ErrNoModel
+	}
+	return l.encode(r)
+}
+
+func (l *loaded) encode(r Request) ([]int32, error) {
+	if len(r.Messages) > 0 {
+		ids, err := l.m.EncodeChat(r.Messages)
+		if err != nil {
+			return nil, fmt.Errorf("chat template: %w", err)
+		}
+		return ids, nil
+	}
+	if r.Prompt == "" {
+		return nil, errors.New("empty prompt")
+	}
+	return l.m.EncodePrompt(r.Prompt), nil
 }
 
 // admit drops cancelled waiting requests and places waiting requests on
