@@ -23,6 +23,9 @@ deps:
 	  echo "installing Go (Debian golang-go, which then fetches go$(GO_VERSION))"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go git ca-certificates >/dev/null; }
 	@go version
+	@command -v gcc >/dev/null || { \
+	  echo "installing gcc (the race detector needs cgo)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null; }
 
 build: deps
 	go build -trimpath -o $(BIN) .
@@ -55,6 +58,8 @@ lint:
 go-test:
 	@[ -d $(TESTDATA) ] || echo "note: $(TESTDATA) is absent; tests that need it will skip"
 	go test -count=1 -timeout 12m ./...
+	# The engine scheduler and the backend it drives, under the race detector.
+	CGO_ENABLED=1 go test -race -count=1 -timeout 5m ./engine/scheduler ./engine/cpu
 
 # Longer fuzzing runs (not part of make test): make fuzz FUZZTIME=5m
 FUZZTIME ?= 60s
