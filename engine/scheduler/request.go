@@ -9,6 +9,7 @@ import (
 
 	"nibble/engine"
 	"nibble/engine/chat"
+	"nibble/engine/estimate"
 )
 
 // Request is one chat or completion.
@@ -176,11 +177,13 @@ func (s *Scheduler) admit() {
 	}
 }
 
-// pick chooses the slot for a prompt: the free slot with the longest reusable
-// cached prefix; else the least recently used free slot; else a new session
-// when one more fits the memory budget; else nil (wait).
+// pick chooses the slot for a prompt, keeping other conversations' caches
+// warm where memory allows: the free slot with the longest reusable cached
+// prefix; else a free slot whose cache is empty; else a new session when
+// one more fits comfortably in the memory budget; else the least recently
+// used free slot, its cache dropped; else nil (wait).
 func (s *Scheduler) pick(ids []int32) *slot {
-	var best, lru, unborn *slot
+	var best, empty, lru, unborn *slot
 	bestLen := 0
 	for _, sl := range s.slots {
 		switch {
@@ -193,32 +196,37 @@ func (s *Scheduler) pick(ids []int32) *slot {
 			if n := sl.sess.CommonPrefix(ids); n >= s.cfg.MinReuse && n > bestLen {
 				best, bestLen = sl, n
 			}
+			if len(sl.sess.Tokens()) == 0 && empty == nil {
+				empty = sl
+			}
 			if lru == nil || sl.lastUsed < lru.lastUsed {
 				lru = sl
 			}
 		}
 	}
-	if best != nil {
+	switch {
+	case best != nil:
 		return best
-	}
-	if lru != nil {
+	case empty != nil:
+		return empty
+	case unborn != nil && s.growSession(unborn):
+		return unborn
+	case lru != nil:
 		lru.sess.Reset()
 		return lru
-	}
-	if unborn != nil && s.growSession(unborn) {
-		return unborn
 	}
 	return nil
 }
 
-// growSession allocates a session for sl if the budget holds one more
-// session beside the ones allocated (the estimate counts the weights and
-// runtime once, the KV cache and scratch per session).
+// growSession allocates a session for sl if one more session beside those
+// allocated keeps the estimate within the "fits" part of the budget (the
+// weights and runtime count once, the KV cache and scratch per session): a
+// second slot is a convenience, never a reason to make the Mac swap.
 func (s *Scheduler) growSession(sl *slot) bool {
 	l := s.loaded
 	perSession := l.est.KV + l.est.Scratch
 	need := l.est.Total + int64(l.sessions)*perSession
-	if l.budget.Bytes > 0 && need > l.budget.Bytes {
+	if l.budget.Bytes > 0 && float64(need) > estimate.TightFraction*float64(l.budget.Bytes) {
 		return false
 	}
 	sess, err := engine.NewSession(l.m, s.b, l.opts)

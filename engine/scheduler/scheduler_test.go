@@ -323,7 +323,11 @@ func TestSecondSlotOnlyWhenItFits(t *testing.T) {
 	for _, c := range []struct {
 		budget int64
 		want   int // distinct slots used
-	}{{one + (info.Estimate.KV+info.Estimate.Scratch)/2, 1}, {one + info.Estimate.KV + info.Estimate.Scratch, 2}} {
+	}{
+		{one + (info.Estimate.KV+info.Estimate.Scratch)/2, 1},
+		{one + info.Estimate.KV + info.Estimate.Scratch, 1}, // fits, but tight: no second slot
+		{int64(float64(one+info.Estimate.KV+info.Estimate.Scratch)/estimate.TightFraction) + 1, 2},
+	} {
 		budget := estimate.Simulated(c.budget)
 		s := newLoaded(t, Config{Slots: 2}, name, engine.Options{Ctx: 2048, KV: kv.F16, Budget: &budget})
 		var chans []<-chan Event
@@ -343,6 +347,35 @@ func TestSecondSlotOnlyWhenItFits(t *testing.T) {
 			t.Errorf("budget %d: %d slots used, want %d", c.budget, len(used), c.want)
 		}
 		s.Close()
+	}
+}
+
+// A follow-up about a document goes to the slot that holds it, while a
+// second slot serves another document, so neither cache is thrown away.
+func TestFollowUpGoesToTheSlotHoldingItsPrefix(t *testing.T) {
+	s := newLoaded(t, Config{Slots: 2}, "tiny-llama-spm-q4_0.gguf", engine.Options{Ctx: 1024, KV: kv.Q4})
+	docA := longPrompt(t, s, 300)
+	docB := strings.Repeat("An entirely different document about gardening. ", 30)
+	ask := func(doc, q string) *Result {
+		ch, err := s.Submit(context.Background(), Request{Prompt: doc + "\nQuestion: " + q + "\nAnswer:", Params: greedy(4)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := collect(t, ch)
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		return res
+	}
+	a1 := ask(docA, "what is it about?")
+	b1 := ask(docB, "what grows?")
+	a2 := ask(docA, "who wrote it?")
+	b2 := ask(docB, "when?")
+	if a1.Slot == b1.Slot || a2.Slot != a1.Slot || b2.Slot != b1.Slot {
+		t.Fatalf("slots: A %d then %d, B %d then %d", a1.Slot, a2.Slot, b1.Slot, b2.Slot)
+	}
+	if a2.ReusedTokens < 300 || b2.ReusedTokens < 200 || a2.PrefillTokens > 20 {
+		t.Fatalf("follow-ups reused %d (prefilled %d) and %d tokens", a2.ReusedTokens, a2.PrefillTokens, b2.ReusedTokens)
 	}
 }
 
