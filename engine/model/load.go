@@ -56,52 +56,39 @@ func WeightsBytes(f *gguf.File) int64 {
 	return n
 }
 
-// FromFile binds the weights of an opened GGUF.
+// FromFile binds the weights of an opened GGUF, every tensor TensorLayout
+// lists.
 func FromFile(f *gguf.File) (*Model, error) {
 	hp, err := HParamsFromGGUF(f)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{HP: hp, File: f}
+	m := &Model{HP: hp, File: f, Layers: make([]Layer, hp.Layers)}
 	w := &binder{f: f}
-	E, Q, KV := hp.Embd, hp.QDim(), hp.KVDim()
-	m.TokEmbd = w.matrix("token_embd.weight", E, hp.Vocab)
-	m.OutputNorm = w.vector("output_norm.weight", E)
-	if hp.TiedOutput {
-		m.Output = m.TokEmbd
-	} else {
-		m.Output = w.matrix("output.weight", E, hp.Vocab)
-	}
-	if t, ok := f.Tensor("rope_freqs.weight"); ok {
-		rf := w.vector("rope_freqs.weight", hp.RopeDims/2)
-		if w.err == nil && t.Type == ggml.F32 {
-			m.RopeFreqs = make([]float32, rf.Cols)
-			if err := quant.Dequantize(ggml.F32, m.RopeFreqs, rf.Data); err != nil {
-				return nil, err
-			}
+	var ropeFreqs *backend.Weight
+	for _, s := range TensorLayout(hp) {
+		if _, ok := f.Tensor(s.Name); s.Optional && !ok {
+			continue
 		}
-	}
-	m.Layers = make([]Layer, hp.Layers)
-	for i := range m.Layers {
-		p := fmt.Sprintf("blk.%d.", i)
-		l := &m.Layers[i]
-		l.AttnNorm = w.vector(p+"attn_norm.weight", E)
-		l.Wq = w.matrix(p+"attn_q.weight", E, Q)
-		l.Wk = w.matrix(p+"attn_k.weight", E, KV)
-		l.Wv = w.matrix(p+"attn_v.weight", E, KV)
-		l.Wo = w.matrix(p+"attn_output.weight", Q, E)
-		if hp.QKVBias {
-			l.Bq = w.vector(p+"attn_q.bias", Q)
-			l.Bk = w.vector(p+"attn_k.bias", KV)
-			l.Bv = w.vector(p+"attn_v.bias", KV)
+		dst := m.weight(&s)
+		if dst == nil {
+			dst = &ropeFreqs
 		}
-		l.FFNNorm = w.vector(p+"ffn_norm.weight", E)
-		l.Gate = w.matrix(p+"ffn_gate.weight", E, hp.FF)
-		l.Up = w.matrix(p+"ffn_up.weight", E, hp.FF)
-		l.Down = w.matrix(p+"ffn_down.weight", hp.FF, E)
+		*dst = w.get(s.Name, s.Dims)
 	}
 	if w.err != nil {
 		return nil, w.err
+	}
+	if hp.TiedOutput {
+		m.Output = m.TokEmbd
+	}
+	// Converters write rope_freqs as F32; divisors of another type are not
+	// applied.
+	if ropeFreqs != nil && ropeFreqs.Type == ggml.F32 {
+		m.RopeFreqs = make([]float32, ropeFreqs.Cols)
+		if err := quant.Dequantize(ggml.F32, m.RopeFreqs, ropeFreqs.Data); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -112,7 +99,7 @@ type binder struct {
 	err error
 }
 
-func (b *binder) get(name string, dims ...int) *backend.Weight {
+func (b *binder) get(name string, dims []uint64) *backend.Weight {
 	if b.err != nil {
 		return nil
 	}
@@ -126,7 +113,7 @@ func (b *binder) get(name string, dims ...int) *backend.Weight {
 		return nil
 	}
 	for i, d := range dims {
-		if t.Dims[i] != uint64(d) {
+		if t.Dims[i] != d {
 			b.err = fmt.Errorf("tensor %q has wrong shape %v, want %v", name, t.Dims, dims)
 			return nil
 		}
@@ -137,10 +124,7 @@ func (b *binder) get(name string, dims ...int) *backend.Weight {
 	}
 	rows := 1
 	if len(dims) == 2 {
-		rows = dims[1]
+		rows = int(dims[1])
 	}
-	return &backend.Weight{Name: name, Type: t.Type, Rows: rows, Cols: dims[0], Data: b.f.TensorData(t)}
+	return &backend.Weight{Name: name, Type: t.Type, Rows: rows, Cols: int(dims[0]), Data: b.f.TensorData(t)}
 }
-
-func (b *binder) matrix(name string, in, out int) *backend.Weight { return b.get(name, in, out) }
-func (b *binder) vector(name string, n int) *backend.Weight       { return b.get(name, n) }

@@ -3,15 +3,17 @@ package testmodel
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
-	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"nibble/engine/ggml"
 	"nibble/engine/gguf"
+	"nibble/engine/model"
 	"nibble/models/vocab"
 )
 
@@ -34,6 +36,26 @@ func (h *headerOnly) Write(p []byte) (int, error) {
 	n, err := h.w.Write(p)
 	h.n += int64(n)
 	return n, err
+}
+
+// headerFirst orders the layout for WriteSparse: the small tensors (norms
+// and attn_k) ahead of the big ones, each group by block, norms before
+// attn_k. Optional tensors are left out.
+func headerFirst(specs []model.TensorSpec) []model.TensorSpec {
+	specs = slices.DeleteFunc(specs, func(s model.TensorSpec) bool { return s.Optional })
+	rank := func(s model.TensorSpec) int {
+		switch {
+		case len(s.Dims) == 1:
+			return 0
+		case s.Kind == model.AttnK:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(specs, func(a, b model.TensorSpec) int {
+		return cmp.Or(cmp.Compare(rank(a)/2, rank(b)/2), cmp.Compare(a.Layer, b.Layer), cmp.Compare(rank(a), rank(b)))
+	})
+	return specs
 }
 
 // WriteSparse writes a llama-shaped GGUF whose tensor data is a hole:
@@ -74,26 +96,17 @@ func WriteSparse(t testing.TB, path string, layers, embd, heads, kvHeads, ff, vo
 			}
 		}
 	}
-	add := func(name string, typ ggml.Type, dims ...uint64) {
-		if err := w.AddTensor(name, typ, dims, nil); err != nil {
+	hp := model.FamilyHParams("llama")
+	hp.Layers, hp.Embd, hp.Heads, hp.KVHeads, hp.HeadDim, hp.RopeDims = layers, embd, heads, kvHeads, hd, hd
+	hp.FF, hp.Vocab, hp.TiedOutput = ff, vocabSize, true
+	for _, s := range headerFirst(model.TensorLayout(hp)) {
+		ty := typ
+		if len(s.Dims) == 1 {
+			ty = ggml.F32
+		}
+		if err := w.AddTensor(s.Name, ty, s.Dims, nil); err != nil {
 			t.Fatal(err)
 		}
-	}
-	add("output_norm.weight", ggml.F32, uint64(embd))
-	for l := range layers {
-		add(fmt.Sprintf("blk.%d.attn_norm.weight", l), ggml.F32, uint64(embd))
-		add(fmt.Sprintf("blk.%d.ffn_norm.weight", l), ggml.F32, uint64(embd))
-		add(fmt.Sprintf("blk.%d.attn_k.weight", l), typ, uint64(embd), uint64(kvHeads*hd))
-	}
-	add("token_embd.weight", typ, uint64(embd), uint64(vocabSize))
-	for l := range layers {
-		p := fmt.Sprintf("blk.%d.", l)
-		add(p+"attn_q.weight", typ, uint64(embd), uint64(embd))
-		add(p+"attn_v.weight", typ, uint64(embd), uint64(kvHeads*hd))
-		add(p+"attn_output.weight", typ, uint64(embd), uint64(embd))
-		add(p+"ffn_gate.weight", typ, uint64(embd), uint64(ff))
-		add(p+"ffn_up.weight", typ, uint64(embd), uint64(ff))
-		add(p+"ffn_down.weight", typ, uint64(ff), uint64(embd))
 	}
 	fh, err := os.Create(path)
 	if err != nil {
