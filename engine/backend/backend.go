@@ -8,10 +8,9 @@ import (
 	"nibble/engine/kv"
 )
 
-// Tensor is a backend-owned buffer of float32 activations.
-type Tensor interface {
-	Len() int
-}
+// Tensor is a backend-owned buffer of float32 activations. It is opaque:
+// only the backend that made it looks inside.
+type Tensor any
 
 // Weight is one tensor of the model file: a read-only view into the mapped
 // GGUF. Cols is ne[0] (the contiguous dimension), Rows the product of the rest.
@@ -41,7 +40,6 @@ type Attention struct {
 // KVCache is a backend-owned cache created by NewKVCache.
 type KVCache interface {
 	Config() kv.Config
-	Bytes() int64
 	// Close gives the cache's memory (and its attention workspace) back.
 	Close() error
 }

@@ -33,9 +33,6 @@ func New(threads int) *Backend { return &Backend{pool: parallel.NewPool(threads)
 // Tensor is a CPU activation buffer.
 type Tensor struct{ D []float32 }
 
-// Len is the number of floats.
-func (t *Tensor) Len() int { return len(t.D) }
-
 func f(t backend.Tensor) []float32 { return t.(*Tensor).D }
 
 func (b *Backend) Name() string { return "cpu" }
@@ -79,7 +76,6 @@ func (k *kvCache) Close() error {
 }
 
 func (k *kvCache) Config() kv.Config { return k.c.Config() }
-func (k *kvCache) Bytes() int64      { return k.c.Bytes() }
 
 func attnParams(a *backend.Attention) attention.Params {
 	return attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window}

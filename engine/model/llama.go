@@ -69,12 +69,6 @@ func (s *State) Close() error {
 	return err
 }
 
-// Model is the model this state runs.
-func (s *State) Model() *Model { return s.m }
-
-// MaxBatch is the largest number of tokens one Forward call takes.
-func (s *State) MaxBatch() int { return s.maxBatch }
-
 // Ctx is the cache's capacity in positions.
 func (s *State) Ctx() int { return s.Cache.Config().Ctx }
 

@@ -47,15 +47,6 @@ func Open(path string) (*Model, error) {
 // Close unmaps the file.
 func (m *Model) Close() error { return m.File.Close() }
 
-// WeightsBytes is the size of every tensor in the file.
-func WeightsBytes(f *gguf.File) int64 {
-	var n int64
-	for i := range f.Tensors {
-		n += int64(f.Tensors[i].Size)
-	}
-	return n
-}
-
 // FromFile binds the weights of an opened GGUF, every tensor TensorLayout
 // lists.
 func FromFile(f *gguf.File) (*Model, error) {
