@@ -114,17 +114,16 @@ func (t *Tokenizer) partition(text string, parseSpecial bool, plain []Span) []fr
 				continue
 			}
 			base, length := f.offset, f.length
-			from := base // a masked match moves the search on but not the fragment start
 			for length > 0 {
-				k := strings.Index(text[from:base+length], tok)
+				var k int
+				if masked {
+					k = indexOutside(text, tok, base, base+length, plain)
+				} else {
+					k = strings.Index(text[base:base+length], tok)
+				}
 				if k < 0 {
 					next = append(next, fragment{token: -1, offset: base, length: length})
 					break
-				}
-				k += from - base
-				if masked && overlaps(plain, base+k, base+k+len(tok)) {
-					from = base + k + 1
-					continue
 				}
 				changed = true
 				leftLen := k
@@ -146,7 +145,6 @@ func (t *Tokenizer) partition(text string, parseSpecial bool, plain []Span) []fr
 					}
 				}
 				base, length = rightOff, rightLen
-				from = base
 			}
 		}
 		if changed {
@@ -183,8 +181,27 @@ func normalizeSpans(spans []Span, n int) []Span {
 	return merged
 }
 
-// overlaps reports whether [start, end) meets any of the sorted, disjoint spans.
-func overlaps(spans []Span, start, end int) bool {
-	i := sort.Search(len(spans), func(i int) bool { return spans[i].End > start })
-	return i < len(spans) && spans[i].Start < end
+// indexOutside returns the offset from start of the first occurrence of tok in
+// text[start:end] that does not overlap any of the sorted, disjoint spans, or
+// -1. It searches only the gaps between spans, so text inside them costs
+// nothing.
+func indexOutside(text, tok string, start, end int, spans []Span) int {
+	pos := start
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].End > pos })
+	for pos < end {
+		if i < len(spans) && spans[i].Start <= pos {
+			pos = spans[i].End
+			i++
+			continue
+		}
+		gapEnd := end
+		if i < len(spans) {
+			gapEnd = min(end, spans[i].Start)
+		}
+		if k := strings.Index(text[pos:gapEnd], tok); k >= 0 {
+			return pos + k - start
+		}
+		pos = gapEnd
+	}
+	return -1
 }
