@@ -14,6 +14,7 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -49,6 +50,10 @@ type TemplateError struct {
 
 func (e *TemplateError) Error() string { return "chat template raised: " + e.Msg }
 
+// errInternal marks a panic inside gonja or our patches, recovered so that a hostile template
+// cannot crash the app; the fuzz test treats it as a bug.
+var errInternal = errors.New("internal error")
+
 // maxOutputBytes bounds what one render may write; templates come from untrusted files and a
 // prompt anywhere near this size could not be evaluated anyway.
 const maxOutputBytes = 64 << 20
@@ -62,7 +67,7 @@ func parseNamed(name, source string) (t *Template, err error) {
 	// gonja panics on some malformed input; a bad template must be an error, not a crash.
 	defer func() {
 		if r := recover(); r != nil {
-			t, err = nil, fmt.Errorf("parse chat template %s: internal error: %v", name, r)
+			t, err = nil, fmt.Errorf("parse chat template %s: %w: %v", name, errInternal, r)
 		}
 	}()
 	tpl, err := compile(source)
@@ -85,7 +90,7 @@ func (t *Template) Render(msgs []Message, v Vars) (out string, err error) {
 	st := &renderState{now: now}
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = "", fmt.Errorf("render chat template %s: internal error: %v", t.name, r)
+			out, err = "", renderPanic(t.name, r)
 		}
 	}()
 
@@ -114,6 +119,27 @@ func (t *Template) Render(msgs []Message, v Vars) (out string, err error) {
 		return "", fmt.Errorf("render chat template %s: %w", t.name, execErr)
 	}
 	return w.String(), nil
+}
+
+// gonjaOperatorPanics are the panics of gonja's operators on bad operands, where jinja2 raises
+// (ZeroDivisionError for x % 0) or returns an empty string ('a' * -1): Go's % and
+// strings.Repeat panic. They are the template's errors, not ours.
+var gonjaOperatorPanics = []string{
+	"integer divide by zero",        // 1 % 0
+	"negative Repeat count",         // 'a' * -1
+	"Repeat output length overflow", // 'ab' * 2^62
+	"makeslice: len out of range",   // 'a' * 2^62
+}
+
+// renderPanic turns a panic recovered from Render into its error.
+func renderPanic(name string, r any) error {
+	msg := fmt.Sprint(r)
+	for _, p := range gonjaOperatorPanics {
+		if strings.Contains(msg, p) {
+			return fmt.Errorf("render chat template %s: invalid operands: %s", name, msg)
+		}
+	}
+	return fmt.Errorf("render chat template %s: %w: %v", name, errInternal, r)
 }
 
 var errOutputTooLarge = fmt.Errorf("output exceeds %d bytes", maxOutputBytes)

@@ -31,6 +31,11 @@ func newEnvironment() *exec.Environment {
 			_ = filters.Register(name, fn)
 		}
 	}
+	for _, name := range []string{"center", "indent"} {
+		if fn, ok := filters.Get(name); ok {
+			_ = filters.Replace(name, boundWidthFilter(name, fn))
+		}
+	}
 
 	tests := exec.NewTestSet(map[string]exec.TestFunction{})
 	tests.Update(builtins.Tests)
@@ -46,6 +51,8 @@ func newEnvironment() *exec.Environment {
 	}
 	// transformers' AssistantTracker extension: {% generation %} only marks assistant text.
 	structures["generation"] = generationParser
+	structures["set"] = guardSet(structures["set"])
+	structures["macro"] = guardMacro(structures["macro"])
 
 	globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	globals.Set("range", rangeFunction)
@@ -99,9 +106,12 @@ func (l *sourceLoader) Inherit(string) (loaders.Loader, error) { return l, nil }
 type renderState struct {
 	now    func() time.Time
 	raised *TemplateError
+	// macroDepth is the number of macro calls in progress (guardMacro).
+	macroDepth int
 }
 
 func (st *renderState) addGlobals(data map[string]any) {
+	data[stateKey] = st
 	data["raise_exception"] = func(_ *exec.Evaluator, args *exec.VarArgs) *exec.Value {
 		msg := ""
 		if len(args.Args) > 0 {

@@ -238,6 +238,34 @@ func padMethod(name string) exec.Method[string] {
 	}
 }
 
+// zfillMethod is str.zfill(width): zeros on the left, after a leading sign. gonja's panics on
+// the empty string and allocates any width it is given.
+func zfillMethod(self string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+	args, err := pyArgs("zfill", a, "width")
+	if err != nil {
+		return nil, err
+	}
+	if args[0] == nil {
+		return nil, fmt.Errorf("zfill() missing required argument 'width'")
+	}
+	width, err := optInt("zfill", args[0], 0)
+	if err != nil {
+		return nil, err
+	}
+	n := utf8.RuneCountInString(self)
+	if width <= n {
+		return self, nil
+	}
+	if width > maxOutputBytes {
+		return nil, fmt.Errorf("zfill() width %d too large", width)
+	}
+	sign := ""
+	if self != "" && (self[0] == '+' || self[0] == '-') {
+		sign, self = self[:1], self[1:]
+	}
+	return sign + strings.Repeat("0", width-n) + self, nil
+}
+
 func extraStrMethods() map[string]exec.Method[string] {
 	return map[string]exec.Method[string]{
 		"strip":   stripMethod("strip", true, true),
@@ -249,5 +277,6 @@ func extraStrMethods() map[string]exec.Method[string] {
 		"center":  padMethod("center"),
 		"ljust":   padMethod("ljust"),
 		"rjust":   padMethod("rjust"),
+		"zfill":   zfillMethod,
 	}
 }
