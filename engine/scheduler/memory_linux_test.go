@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"bufio"
-	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -54,13 +53,7 @@ func TestLoadUnloadCyclesDoNotGrowRSS(t *testing.T) {
 		if _, err := s.Load(path, engine.Options{Ctx: 2048, KV: kv.Q4}); err != nil {
 			t.Fatal(err)
 		}
-		ch, err := s.Submit(context.Background(), Request{Prompt: "Hello there", Params: greedy(4)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res, _ := collect(t, ch); res.Err != nil {
-			t.Fatal(res.Err)
-		}
+		ask(t, s, Request{Prompt: "Hello there", Params: greedy(4)})
 		if err := s.Unload(); err != nil {
 			t.Fatal(err)
 		}

@@ -61,6 +61,20 @@ func collect(t *testing.T, ch <-chan Event) (*Result, string) {
 	return res, text.String()
 }
 
+// ask submits r, reads its stream to the end and fails on a request error.
+func ask(t *testing.T, s *Scheduler, r Request) *Result {
+	t.Helper()
+	ch, err := s.Submit(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, text := collect(t, ch)
+	if res.Err != nil || text != res.Text {
+		t.Fatalf("%+v, streamed %q", res, text)
+	}
+	return res
+}
+
 func greedy(n int) engine.GenParams {
 	return engine.GenParams{MaxTokens: n, Sample: sample.Params{Temperature: 0}}
 }
@@ -78,13 +92,9 @@ func TestConcurrentRequestsMatchRunsAlone(t *testing.T) {
 	alone := make([][]int32, len(questions))
 	for i, q := range questions {
 		s := newLoaded(t, Config{Slots: 1}, model, o)
-		ch, err := s.Submit(context.Background(), Request{Messages: []chat.Message{{Role: "user", Content: q}}, Params: greedy(12)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, text := collect(t, ch)
-		if res.Err != nil || res.GenTokens == 0 || text != res.Text {
-			t.Fatalf("alone %d: %+v, streamed %q", i, res, text)
+		res := ask(t, s, Request{Messages: []chat.Message{{Role: "user", Content: q}}, Params: greedy(12)})
+		if res.GenTokens == 0 {
+			t.Fatalf("alone %d: %+v", i, res)
 		}
 		alone[i] = res.Tokens
 		s.Close()
@@ -170,12 +180,8 @@ func TestCancelDuringPrefillStopsWithinOneBatch(t *testing.T) {
 	if res.CachedTokens < batch || res.CachedTokens > 2*batch || res.GenTokens != 0 {
 		t.Fatalf("cancelled after batch 1 with %d tokens cached and %d generated, want %d..%d and 0", res.CachedTokens, res.GenTokens, batch, 2*batch)
 	}
-	ch, err = s.Submit(context.Background(), Request{Prompt: prompt, Params: greedy(1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res2, _ := collect(t, ch)
-	if res2.Err != nil || res2.ReusedTokens != res.CachedTokens || res2.PrefillTokens != res2.PromptTokens-res.CachedTokens {
+	res2 := ask(t, s, Request{Prompt: prompt, Params: greedy(1)})
+	if res2.ReusedTokens != res.CachedTokens || res2.PrefillTokens != res2.PromptTokens-res.CachedTokens {
 		t.Fatalf("next request reused %d and prefilled %d of %d, want %d reused: %v", res2.ReusedTokens, res2.PrefillTokens, res2.PromptTokens, res.CachedTokens, res2.Err)
 	}
 	t.Logf("cancelled with %d of %d tokens cached; the next request reused them", res.CachedTokens, res2.PromptTokens)
@@ -246,13 +252,7 @@ func TestLoadUnloadReturnsEveryByte(t *testing.T) {
 			if want := info.Estimate.KV + info.Estimate.Scratch; got != want {
 				t.Errorf("%s: allocated %d bytes, the estimate's KV + scratch is %d", name, got, want)
 			}
-			ch, err := s.Submit(context.Background(), Request{Prompt: "Hello", Params: greedy(3)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res, _ := collect(t, ch); res.Err != nil {
-				t.Fatal(res.Err)
-			}
+			ask(t, s, Request{Prompt: "Hello", Params: greedy(3)})
 			if err := s.Unload(); err != nil {
 				t.Fatal(err)
 			}
@@ -303,11 +303,7 @@ func TestSwitchAndReconfigure(t *testing.T) {
 	if info, ok := s.Info(); !ok || info.Options.Ctx != 2048 {
 		t.Fatalf("after a refused reconfigure: %+v %v", info.Options, ok)
 	}
-	ch, err = s.Submit(context.Background(), Request{Prompt: "Still here", Params: greedy(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res, _ := collect(t, ch); res.GenTokens != 2 {
+	if res := ask(t, s, Request{Prompt: "Still here", Params: greedy(2)}); res.GenTokens != 2 {
 		t.Fatalf("after a refused reconfigure: %+v", res)
 	}
 }
@@ -357,15 +353,7 @@ func TestFollowUpGoesToTheSlotHoldingItsPrefix(t *testing.T) {
 	docA := longPrompt(t, s, 300)
 	docB := strings.Repeat("An entirely different document about gardening. ", 30)
 	ask := func(doc, q string) *Result {
-		ch, err := s.Submit(context.Background(), Request{Prompt: doc + "\nQuestion: " + q + "\nAnswer:", Params: greedy(4)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, _ := collect(t, ch)
-		if res.Err != nil {
-			t.Fatal(res.Err)
-		}
-		return res
+		return ask(t, s, Request{Prompt: doc + "\nQuestion: " + q + "\nAnswer:", Params: greedy(4)})
 	}
 	a1 := ask(docA, "what is it about?")
 	b1 := ask(docB, "what grows?")
