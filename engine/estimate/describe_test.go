@@ -22,40 +22,117 @@ import (
 	"nibble/internal/testmodel"
 )
 
+// llamaCppTypes are llama.cpp's ggml type traits (elements per block, bytes per block) for the
+// types the shared test models use, written out here rather than read from package ggml, so
+// that a wrong entry there, or a wrong size computation in the GGUF reader, fails the test.
+var llamaCppTypes = map[string][2]int64{
+	"F32": {1, 4}, "F16": {1, 2}, "Q4_0": {32, 18}, "Q8_0": {32, 34}, "Q4_K": {256, 144}, "Q6_K": {256, 210},
+}
+
+// tinyModel is one shared test model as the test data README (§2) describes it: its shape and
+// the type llama-quantize gave each matrix (norms, biases and rope_freqs are F32).
+type tinyModel struct {
+	name, ft                             string
+	vocab, embd, heads, kvHeads, headDim int
+	ff, ctx                              int
+	tied, qkvBias, ropeFreqs             bool
+	matrices                             string            // type of every matrix not in override
+	override                             map[string]string // tensor name → type
+	fileBytes                            int64             // the README's file size
+}
+
+var tinyModels = []tinyModel{
+	{name: "tiny-llama-spm-f16", ft: "F16", vocab: 32000, embd: 256, heads: 4, kvHeads: 2, headDim: 64, ff: 768, ctx: 4096,
+		tied: true, matrices: "F16", fileBytes: 20260160},
+	{name: "tiny-llama-spm-q4_0", ft: "Q4_0", vocab: 32000, embd: 256, heads: 4, kvHeads: 2, headDim: 64, ff: 768, ctx: 4096,
+		tied: true, matrices: "Q4_0", override: map[string]string{"token_embd.weight": "Q6_K"}, fileBytes: 8335200},
+	{name: "tiny-llama-spm-q4_k_m", ft: "Q4_K_M", vocab: 32000, embd: 256, heads: 4, kvHeads: 2, headDim: 64, ff: 768, ctx: 4096,
+		tied: true, matrices: "Q4_K", override: map[string]string{
+			"token_embd.weight": "Q6_K", "blk.1.attn_v.weight": "Q6_K", "blk.1.ffn_down.weight": "Q6_K"},
+		fileBytes: 8394336},
+	{name: "tiny-llama3-q8_0", ft: "Q8_0", vocab: 128256, embd: 256, heads: 2, kvHeads: 1, headDim: 128, ff: 512, ctx: 8192,
+		tied: true, ropeFreqs: true, matrices: "Q8_0", fileBytes: 43964032},
+	{name: "tiny-qwen2-q4_0", ft: "Q4_0", vocab: 50257, embd: 256, heads: 4, kvHeads: 2, headDim: 64, ff: 512, ctx: 4096,
+		qkvBias: true, matrices: "Q4_0", override: map[string]string{"output.weight": "Q6_K"}, fileBytes: 20232576},
+}
+
+// weights adds up the model's tensors from its shape, by hand.
+func (m tinyModel) weights() int64 {
+	bytes := func(typ string, elems int) int64 {
+		tr := llamaCppTypes[typ]
+		return int64(elems) / tr[0] * tr[1]
+	}
+	matrix := func(name string, rows, cols int) int64 {
+		typ := m.matrices
+		if o, ok := m.override[name]; ok {
+			typ = o
+		}
+		return bytes(typ, rows*cols)
+	}
+	e, q, kv := m.embd, m.heads*m.headDim, m.kvHeads*m.headDim
+	n := matrix("token_embd.weight", m.vocab, e) + bytes("F32", e) // + output_norm
+	if !m.tied {
+		n += matrix("output.weight", m.vocab, e)
+	}
+	if m.ropeFreqs {
+		n += bytes("F32", m.headDim/2)
+	}
+	for i := range 2 {
+		blk := fmt.Sprintf("blk.%d.", i)
+		n += 2 * bytes("F32", e) // attn_norm, ffn_norm
+		n += matrix(blk+"attn_q.weight", q, e) + matrix(blk+"attn_k.weight", kv, e) +
+			matrix(blk+"attn_v.weight", kv, e) + matrix(blk+"attn_output.weight", e, q)
+		n += matrix(blk+"ffn_gate.weight", m.ff, e) + matrix(blk+"ffn_up.weight", m.ff, e) +
+			matrix(blk+"ffn_down.weight", e, m.ff)
+		if m.qkvBias {
+			n += bytes("F32", q+2*kv)
+		}
+	}
+	return n
+}
+
+// FromFile reads the shared test models' header only; its weights and shape must match what
+// the models were built with, and the hyper-parameters what the loader reads from the whole file.
 func TestFromFileTestModels(t *testing.T) {
 	dir := filepath.Join(testdataDir(t), "models")
-	for _, c := range []struct {
-		name, ft string
-		vocab    int
-	}{
-		{"tiny-llama-spm-f16", "F16", 32000}, {"tiny-llama-spm-q4_0", "Q4_0", 32000},
-		{"tiny-llama-spm-q4_k_m", "Q4_K_M", 32000}, {"tiny-llama3-q8_0", "Q8_0", 128256},
-		{"tiny-qwen2-q4_0", "Q4_0", 50257},
-	} {
-		path := filepath.Join(dir, c.name+".gguf")
+	for _, m := range tinyModels {
+		path := filepath.Join(dir, m.name+".gguf")
 		d, err := FromFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The same numbers the loader gets from the fully opened file.
 		f, err := gguf.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		hp, err := model.HParamsFromGGUF(f)
+		dataOffset, alignment, tensors := int64(f.DataOffset), int64(f.Alignment), int64(len(f.Tensors))
+		f.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var weights int64
-		for _, ti := range f.Tensors {
-			weights += int64(ti.Size)
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		f.Close()
-		if d.HParams != hp || d.WeightsBytes != weights || !d.Exact || !d.Runnable || d.FileType != c.ft || hp.Vocab != c.vocab {
-			t.Errorf("%s: got %+v weights %d type %s, want %+v weights %d type %s", c.name, d.HParams, d.WeightsBytes, d.FileType, hp, weights, c.ft)
+		if st.Size() != m.fileBytes {
+			t.Fatalf("%s is %d bytes, not the README's %d: the fixture changed", m.name, st.Size(), m.fileBytes)
 		}
-		if st, _ := os.Stat(path); d.WeightsBytes >= st.Size() || d.WeightsBytes < st.Size()*8/10 {
-			t.Errorf("%s: weights %d implausible for a %d-byte file", c.name, d.WeightsBytes, st.Size())
+		want := m.weights()
+		// The hand count must also fill the file's data section, up to each tensor's padding.
+		if pad := st.Size() - dataOffset - want; pad < 0 || pad >= alignment*tensors {
+			t.Errorf("%s: hand-counted weights %d leave %d bytes of the %d-byte data section", m.name, want, pad, st.Size()-dataOffset)
+		}
+		if d.WeightsBytes != want {
+			t.Errorf("%s: weights %d, want %d (llama.cpp's type sizes)", m.name, d.WeightsBytes, want)
+		}
+		h := d.HParams
+		if h != hp || h.Vocab != m.vocab || h.Embd != m.embd || h.Layers != 2 || h.Heads != m.heads || h.KVHeads != m.kvHeads ||
+			h.HeadDim != m.headDim || h.FF != m.ff || h.CtxTrain != m.ctx || h.TiedOutput != m.tied || h.QKVBias != m.qkvBias {
+			t.Errorf("%s: header %+v, loader %+v", m.name, h, hp)
+		}
+		if !d.Exact || !d.Runnable || d.FileType != m.ft {
+			t.Errorf("%s: exact %v runnable %v type %s, want exact, runnable, %s", m.name, d.Exact, d.Runnable, d.FileType, m.ft)
 		}
 	}
 }
