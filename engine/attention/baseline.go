@@ -37,11 +37,13 @@ func NewDequantBuffers(p Params, ctx int) (*DequantBuffers, error) {
 		q: make([]float32, p.Heads*p.HeadDim)}, nil
 }
 
-// DecodeDequantThenAttend is the unfused baseline (what a quantized cache
-// without a fused kernel does, e.g. mlx-lm's): dequantize K and V of the
-// visible range to f32, then standard attention per query head (each head
-// reads its kv head's f32 K and V, as after repeat_kv), softmax with a
-// separate max pass. Same inputs and output as Decode; for measurement.
+// DecodeDequantThenAttend is our unfused reference, a dequantize-then-attend
+// baseline: dequantize K and V of the visible range to f32 buffers, then
+// standard attention per query head (each head reads its kv head's f32 K and
+// V, as after repeat_kv), softmax with a separate max pass. It stands for no
+// particular library (mlx-lm, for one, runs quantized matmuls on the packed
+// codes instead of materializing f32 K/V). Same inputs and output as Decode;
+// for measurement.
 func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []float32, c *kv.Cache, layer, n int, p Params) error {
 	if err := p.validate(); err != nil {
 		return err

@@ -1,5 +1,6 @@
 // Package cpu is the reference backend: every op runs at once on Go worker
-// goroutines. Its kernels are the twins the Metal kernels are tested against.
+// goroutines. The Metal backend does not exist yet; its kernels will be
+// tested against these.
 package cpu
 
 import (
