@@ -42,7 +42,7 @@ func TestBuiltinCatalog(t *testing.T) {
 	}
 }
 
-// The seed 000 reference entry: Llama-3.1-70B at 4 bits, 39.1 GiB.
+// Open-TQ-Metal's reference entry: Llama-3.1-70B at 4 bits, 39.1 GiB.
 func TestSeedReferenceEntry(t *testing.T) {
 	m, err := ByID("llama-3.1-70b-instruct-4bit")
 	if err != nil {

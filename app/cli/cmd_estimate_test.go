@@ -15,7 +15,8 @@ func runEstimate(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-// Seed 000: Llama-3.1-70B 4-bit on a simulated 64 GiB machine, 2 GiB overhead.
+// Open-TQ-Metal's example: Llama-3.1-70B 4-bit on a simulated 64 GiB machine,
+// 2 GiB overhead.
 func TestEstimateSeed000JSON(t *testing.T) {
 	out, errs, code := runEstimate(t, "--catalog", "llama-3.1-70b-instruct-4bit", "--ctx", "131072", "--ram", "64GiB", "--overhead", "2GiB", "--json")
 	if code != 0 {

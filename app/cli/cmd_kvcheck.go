@@ -25,8 +25,8 @@ func kvcheckCmd(env *Env, args []string) error {
 	greedy := fs.Int("greedy", 24, "greedy continuation length compared")
 	group := fs.Int("kv-group", kv.DefaultGroupSize, "quantization group: 32 or 64")
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
-	rotate := fs.Bool("rotate", false, "store K rotated in the quantized caches (DESIGN.md §2 option)")
-	smooth := fs.Bool("smooth", true, "scale quantized K per channel, calibrated on the prompt (DESIGN.md §2)")
+	rotate := fs.Bool("rotate", false, "store K Hadamard-rotated in the quantized caches, QuaRot-style (docs/ARCHITECTURE.md, Rotation)")
+	smooth := fs.Bool("smooth", true, "scale quantized K per channel, calibrated on the prompt (docs/ARCHITECTURE.md, Channel smoothing)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err

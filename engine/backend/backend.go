@@ -1,6 +1,7 @@
 // Package backend is the small set of ops a model family's forward pass is
-// written against (DESIGN.md §1). The CPU backend executes each op at once;
-// the Metal backend encodes them into a command buffer and runs at Sync.
+// written against (docs/ARCHITECTURE.md, "Backend contract"). The CPU backend
+// executes each op at once; a GPU backend (Metal, planned) encodes them into
+// a command buffer and runs it at Sync.
 package backend
 
 import (

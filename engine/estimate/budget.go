@@ -19,8 +19,8 @@ type Budget struct {
 	WiredLimitMB int64 // macOS: iogpu.wired_limit_mb as set (0 = default)
 }
 
-// Simulated is a budget of exactly n bytes (another machine; seed 000
-// assumes the whole 64 GiB of a Mac usable).
+// Simulated is a budget of exactly n bytes (another machine; Open-TQ-Metal's
+// 64 GiB Mac example assumes all of it usable).
 func Simulated(n int64) Budget { return Budget{Bytes: n, Simulated: true, OS: runtime.GOOS} }
 
 // FromSystem is this machine's budget (sysmem.Info.Budget).

@@ -1,5 +1,6 @@
 // Package estimate predicts, before anything is loaded, how much memory a
-// model needs at a given context and KV cache type (DESIGN.md §4), whether
+// model needs at a given context and KV cache type (docs/ARCHITECTURE.md,
+// "Memory estimator"), whether
 // that fits the machine, the largest context that does, and what to change
 // when it does not. Every term comes from the same size functions the
 // backends allocate with, so the prediction is exact up to the measured

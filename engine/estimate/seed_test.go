@@ -26,7 +26,7 @@ func catalogDesc(t *testing.T, id string) Desc {
 
 func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*math.Abs(want) }
 
-// Seed 000's table: Llama-3.1-70B 4-bit (39.1 GiB) on a 64 GiB Mac with
+// Open-TQ-Metal's table: Llama-3.1-70B 4-bit (39.1 GiB) on a 64 GiB Mac with
 // 2 GiB of overhead, 128K context.
 func TestSeed000(t *testing.T) {
 	d := catalogDesc(t, "llama-3.1-70b-instruct-4bit")
@@ -38,7 +38,7 @@ func TestSeed000(t *testing.T) {
 	for _, c := range []struct {
 		kv            kv.Type
 		kvGiB         float64
-		weightsPlusKV float64 // seed 000's "total" column for f16 omits the overhead
+		weightsPlusKV float64 // the paper's "total" column for f16 omits the overhead
 		total         float64
 		verdict       Verdict
 		maxCtx        float64
@@ -58,7 +58,7 @@ func TestSeed000(t *testing.T) {
 			t.Errorf("%s: weights+KV %.3f GiB, want %.1f", c.kv, wkv, c.weightsPlusKV)
 		}
 		// The scratch (activations at batch 512 + attention workspace) must
-		// stay small for seed 000's arithmetic to hold.
+		// stay small for Open-TQ-Metal's arithmetic to hold.
 		if e.Scratch > gib/4 {
 			t.Errorf("%s: scratch %s is not small", c.kv, GiB(e.Scratch))
 		}

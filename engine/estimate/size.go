@@ -9,8 +9,8 @@ import (
 
 // ParseSize reads a byte size: a number with an optional unit B, K, M, G or
 // T, written K/KB/KiB etc. All units are binary (1G = 1GB = 1GiB = 2^30):
-// RAM is sold in binary gigabytes ("64GB" Macs have 64 GiB), and seed 000
-// counts that way.
+// RAM is sold in binary gigabytes ("64GB" Macs have 64 GiB), and
+// Open-TQ-Metal's figures count that way.
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	i := 0

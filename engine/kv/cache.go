@@ -13,7 +13,8 @@ const maxCacheBytes = 1 << 46
 
 // Plane is K or V of one layer: one allocation holding the codes followed by
 // the metadata. Exactly one of Q4, Q8, F16 is set, by the cache type; all
-// are indexed [kv_head][position][...] (DESIGN.md §2).
+// are indexed [kv_head][position][...] (docs/ARCHITECTURE.md, "KV cache
+// format").
 type Plane struct {
 	Raw  []byte   // the whole allocation (what a GPU backend uploads)
 	Q4   []uint32 // D/8 words per (head, pos); element i at bits 4*(i%8) of word i/8

@@ -1,4 +1,5 @@
-// Package kv is Nibble's preallocated key/value cache (DESIGN.md §2): per
+// Package kv is Nibble's preallocated key/value cache (docs/ARCHITECTURE.md,
+// "KV cache format"): per
 // layer, K and V stored separately in [kv_head][position] order as f16, q8
 // or q4 (per-group asymmetric, MLX nibble order).
 package kv

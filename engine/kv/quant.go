@@ -15,7 +15,8 @@ const tinyScale = 1.0 / 16384
 const maxHalf = 65504
 
 // groupParams returns the fp16-rounded {scale, bias} of x for levels steps
-// (15 for q4, 255 for q8), as DESIGN.md §2 fixes them.
+// (15 for q4, 255 for q8), as docs/ARCHITECTURE.md ("KV cache format")
+// fixes them.
 func groupParams(x []float32, levels float32) (scale, bias float32, hs, hb uint16) {
 	mn, mx := x[0], x[0]
 	for _, v := range x[1:] {

@@ -6,7 +6,8 @@ import (
 	"math/rand/v2"
 )
 
-// Rotation is the optional orthogonal transform of DESIGN.md §2 (seed 003):
+// Rotation is the optional QuaRot-style orthogonal transform
+// (docs/ARCHITECTURE.md, "Rotation"):
 // K is stored rotated, R·k with R = H·diag(s)/√D (H the Walsh–Hadamard
 // matrix, s random signs), and queries are rotated the same way before they
 // meet the cache, so q·k is unchanged. It spreads an outlier channel, which

@@ -5,7 +5,8 @@ import (
 	"slices"
 )
 
-// Channel smoothing is the per-channel λ of DESIGN.md §2: K is stored as
+// Channel smoothing is the per-channel λ of docs/ARCHITECTURE.md ("Channel
+// smoothing"): K is stored as
 // k/λ and queries meet it as q∘λ, so q·k is unchanged while a channel that
 // is far larger than the others (an outlier key channel) no longer owns the
 // scale of its quantization group. λ is calibrated once per layer and kv

@@ -18,11 +18,12 @@ type tensorSpec struct {
 	d    dist
 }
 
-// layout lists the tensors of model.TensorLayout, with the distributions of
-// the shared test fixtures (testdata README §2): F32 norms and biases, the
-// rest of type o.Type. Projections get std 0.08 at embd 256 and shrink as
-// sqrt(256/embd) so the residual stream keeps the same scale in larger
-// models.
+// layout lists the tensors of model.TensorLayout, with the distributions the
+// tiny reference test models were generated with (norms 1 + 0.1·N(0,1),
+// projections 0.08·N(0,1), embeddings 0.4·N(0,1), biases 0.1·N(0,1)): F32
+// norms and biases, the rest of type o.Type. Projections get std 0.08 at
+// embd 256 and shrink as sqrt(256/embd) so the residual stream keeps the same
+// scale in larger models.
 func layout(o *Options, vocab int) []tensorSpec {
 	hd := o.Embd / o.Heads
 	hp := model.FamilyHParams(o.Arch)
