@@ -63,11 +63,11 @@ type Options struct {
 	Batch   int     // prefill batch (0: 512)
 	KV      kv.Type // cache type
 	KVGroup int     // q4/q8 group size (0: 32)
-	// KVRotate stores K rotated (DESIGN.md §2 rotation option): an outlier
+	// KVRotate stores K rotated (docs/ARCHITECTURE.md, "Rotation"): an outlier
 	// channel no longer sets the scale of its whole group.
 	KVRotate bool
-	// KVNoSmooth turns off channel smoothing of quantized K (DESIGN.md §2
-	// per-channel λ, calibrated on the prompt), which is on by default.
+	// KVNoSmooth turns off channel smoothing of quantized K (docs/ARCHITECTURE.md,
+	// "Channel smoothing": per-channel λ, calibrated on the prompt), which is on by default.
 	KVNoSmooth bool
 	// Budget is the memory the session may use; nil probes the system.
 	// The session refuses, before allocating, a configuration that will not fit.
