@@ -13,32 +13,28 @@ import (
 	"testing"
 
 	"nibble/engine/estimate"
+	"nibble/engine/ggml"
 	"nibble/engine/kv"
+	"nibble/engine/synth"
 	"nibble/internal/testdata"
+	"nibble/models/vocab"
 )
 
-// Bounds on estimate total / peak RSS - 1 for the tiny test models. Below,
-// 5%: the estimate must cover what the process really used. Above, 5% does
-// not hold on these models (measured +11% to +36%), so the bound is that
-// gap with room for GC timing. The gap is the runtime overhead model
-// (overhead.go), a padded line through the worst spm and llama-bpe
-// figures, where the measured overhead (peak RSS - file - KV - scratch:
-// binary text ~10.6 MiB plus the Go heap at its peak) is lower: 22-24 MiB
-// against 32.1 modeled for spm vocabularies, ~54 against 75.7 for
-// llama-bpe, ~23 against 40.0 for gpt-2. On these models that term is
-// 55-65% of the total, so its padding dominates. On a 130 MiB synthetic
-// Q8_0 model (8 layers, embd 1024) the same run gives +5%, on a 255 MiB one
-// +2-3%.
-const (
-	rssUnder = -0.05
-	rssOver  = 0.45
-)
-
-// The estimate total against the peak RSS of a real `nibble run` whose
+// The estimate's total against the peak RSS of a real `nibble run` whose
 // prompt fills the context: full prefill batches of 512, every weight
-// touched, every KV position written (the cache and large scratch
-// tensors are anonymous mappings, resident only once written, so a short
-// prompt would leave them out of RSS), then 8 decoded tokens.
+// touched, every KV position written (the cache and large scratch tensors
+// are anonymous mappings, resident only once written, so a short prompt
+// would leave them out of RSS), then 8 decoded tokens.
+//
+// Held to ±5%: three synthetic models, one per tokenizer family (SentencePiece
+// 32k, llama-bpe 128k with 280k merges, gpt-2 50k), 105-126 MiB files in
+// which the weights outweigh the runtime as they do in real models.
+//
+// The tiny fixtures (7-42 MiB files) are only held to the safe side
+// (never more than 5% under): there the runtime overhead is 55-65% of the
+// total, and its model, a line through measured peaks with ~10% added
+// (overhead.go), comes out 11-34% high. Runs vary by a few MiB with GC
+// timing, which on a 35 MiB process alone is ±5%.
 func TestEstimateMatchesPeakRSS(t *testing.T) {
 	td := testdata.Dir(t)
 	if _, err := exec.LookPath("go"); err != nil {
@@ -61,12 +57,40 @@ func TestEstimateMatchesPeakRSS(t *testing.T) {
 	if err := os.WriteFile(prompt, []byte(strings.Repeat(string(long), 3)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	type model struct {
+		path  string
+		exact bool // held to ±5%
+	}
+	var models []model
+	for _, c := range []struct {
+		arch, vocab string
+		typ         ggml.Type
+	}{{"llama", "", ggml.Q8_0}, {"llama", "ggml-vocab-llama-bpe.gguf", ggml.Q4_0}, {"qwen2", "ggml-vocab-gpt-2.gguf", ggml.Q4_0}} {
+		o := synth.DefaultOptions(c.arch)
+		o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF, o.Type, o.Seed = 8, 1024, 8, 2, 2816, c.typ, 3
+		if c.vocab != "" {
+			o.VocabFrom = filepath.Join(td, "tokenizer", c.vocab)
+		} else {
+			o.VocabData = vocab.LlamaSPM
+		}
+		label := strings.TrimSuffix(strings.TrimPrefix(c.vocab, "ggml-vocab-"), ".gguf")
+		if label == "" {
+			label = "llama-spm"
+		}
+		path := filepath.Join(dir, fmt.Sprintf("synth-%s-%s.gguf", c.arch, label))
+		if err := synth.Generate(path, o); err != nil {
+			t.Fatal(err)
+		}
+		models = append(models, model{path, true})
+	}
+	for _, name := range []string{"tiny-llama-spm-f16", "tiny-llama3-q8_0", "tiny-qwen2-q4_0"} {
+		models = append(models, model{filepath.Join(td, "models", name+".gguf"), false})
+	}
 	const ctx, batch, threads = 1024, 512, 2
 	var table strings.Builder
-	fmt.Fprintf(&table, "%-24s %9s %9s %9s %9s %9s %9s %7s\n", "model (MiB)", "weights", "KV", "scratch", "overhead", "total", "peak RSS", "diff")
-	for _, name := range []string{"tiny-llama-spm-f16", "tiny-llama3-q8_0", "tiny-qwen2-q4_0"} {
-		path := filepath.Join(td, "models", name+".gguf")
-		d, err := estimate.FromFile(path)
+	fmt.Fprintf(&table, "%-28s %9s %9s %9s %9s %9s %9s %7s\n", "model (MiB)", "weights", "KV", "scratch", "overhead", "total", "peak RSS", "diff")
+	for _, m := range models {
+		d, err := estimate.FromFile(m.path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,15 +100,18 @@ func TestEstimateMatchesPeakRSS(t *testing.T) {
 		}
 		var rss int64
 		for range 2 { // the peak varies with GC timing; keep the higher
-			rss = max(rss, peakRSS(t, bin, "run", "-m", path, "--prompt-file", prompt, "--keep", "16", "-n", "8", "--temp", "0",
+			rss = max(rss, peakRSS(t, bin, "run", "-m", m.path, "--prompt-file", prompt, "--keep", "16", "-n", "8", "--temp", "0",
 				"--ctx", fmt.Sprint(ctx), "--kv", "q4", "--batch", fmt.Sprint(batch), "--threads", fmt.Sprint(threads)))
 		}
 		diff := float64(e.Total)/float64(rss) - 1
-		fmt.Fprintf(&table, "%-24s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %+6.1f%%\n", name,
+		name := filepath.Base(m.path)
+		fmt.Fprintf(&table, "%-28s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %+6.1f%%\n", name,
 			mib(e.Weights), mib(e.KV), mib(e.Scratch), mib(e.Overhead), mib(e.Total), mib(rss), 100*diff)
-		if diff < rssUnder || diff > rssOver {
-			t.Errorf("%s: estimate %.1f MiB vs peak RSS %.1f MiB (%+.1f%%, want %+.0f%%..%+.0f%%)",
-				name, mib(e.Total), mib(rss), 100*diff, 100*rssUnder, 100*rssOver)
+		switch {
+		case diff < -0.05:
+			t.Errorf("%s: estimate %.1f MiB is below the peak RSS %.1f MiB (%+.1f%%)", name, mib(e.Total), mib(rss), 100*diff)
+		case m.exact && diff > 0.05:
+			t.Errorf("%s: estimate %.1f MiB vs peak RSS %.1f MiB (%+.1f%%, want within ±5%%)", name, mib(e.Total), mib(rss), 100*diff)
 		}
 	}
 	t.Logf("estimate vs peak RSS of nibble run (ctx %d filled, q4 KV, batch %d, %d threads):\n%s", ctx, batch, threads, table.String())
