@@ -105,19 +105,19 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error)
 		return nil, fmt.Errorf("%w: the prompt has %d tokens and %d more were asked for, but the context budget is %d; raise the context budget or shorten the input",
 			engine.ErrContextFull, len(ids), max(p.MaxTokens, 1), l.opts.Ctx)
 	}
-	req := &request{ctx: ctx, ids: ids, params: p, model: l, submitted: time.Now(), box: newMailbox(ctx)}
+	req := &request{ctx: ctx, ids: ids, params: p, model: l, submitted: time.Now()}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch {
 	case s.closing:
-		s.mu.Unlock()
 		return nil, ErrClosed
 	case len(s.queue) >= s.cfg.QueueLimit:
-		s.mu.Unlock()
 		return nil, ErrBusy
 	}
-	s.queue = append(s.queue, req)
-	s.mu.Unlock()
+	// Both are set before the owner can see the request.
+	req.box = newMailbox(ctx)
 	req.stopWatch = context.AfterFunc(ctx, s.nudge)
+	s.queue = append(s.queue, req)
 	s.nudge()
 	return req.box.out, nil
 }
@@ -147,10 +147,10 @@ func (l *loaded) encode(r Request) ([]int32, error) {
 }
 
 // admit drops cancelled waiting requests and places waiting requests on
-// free slots, in arrival order.
+// free slots, in arrival order. Only the owner removes from the queue, so
+// the head stays the head while the lock is released to allocate a session.
 func (s *Scheduler) admit() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	kept := s.queue[:0]
 	for _, r := range s.queue {
 		if err := r.ctx.Err(); err != nil {
@@ -161,8 +161,15 @@ func (s *Scheduler) admit() {
 	}
 	clear(s.queue[len(kept):])
 	s.queue = kept
-	for len(s.queue) > 0 {
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 {
+			s.mu.Unlock()
+			return
+		}
 		r := s.queue[0]
+		s.mu.Unlock()
 		if r.model != s.loaded { // tokenized for a model that is gone
 			r.finish(Result{FinishReason: "cancelled", Err: ErrUnloaded, QueueWait: time.Since(r.submitted)})
 		} else {
@@ -172,8 +179,10 @@ func (s *Scheduler) admit() {
 			}
 			s.start(sl, r)
 		}
+		s.mu.Lock()
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
+		s.mu.Unlock()
 	}
 }
 
