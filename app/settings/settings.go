@@ -1,0 +1,241 @@
+// Package settings is where Nibble keeps its files (Dirs) and the user's
+// settings: a versioned settings.json that is replaced atomically, and whose
+// damaged or unreadable versions are moved aside or left alone, never
+// overwritten.
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"unicode"
+
+	"nibble/engine/sample"
+)
+
+// SchemaVersion is the version Save writes. Raise it, and add a step to
+// migrations, whenever a field changes meaning or name; added fields need
+// neither (absent ones take their defaults).
+const SchemaVersion = 1
+
+// Placeholder is where a quick action's prompt template receives the text.
+const Placeholder = "{{text}}"
+
+// Limits Validate enforces.
+const (
+	MinContext = 512
+	MaxContext = 1 << 20 // above the longest supported model (Qwen2.5-1M); more is a typo
+	MaxSlots   = 16      // each slot may hold a context's worth of KV cache
+	MaxThreads = 1024
+)
+
+// DefaultServerAddress is where the OpenAI-compatible server listens when
+// enabled: Ollama's port plus one, so both can run.
+const DefaultServerAddress = "127.0.0.1:11435"
+
+// Settings is the content of settings.json. The JSON names are the file
+// format; Validate's errors use them too.
+type Settings struct {
+	Version       int           `json:"version"`
+	LastModel     string        `json:"last_model"`     // path of the GGUF file loaded last; "" = none
+	ContextTokens int           `json:"context_tokens"` // context budget
+	KVType        string        `json:"kv_type"`        // "auto", "q4", "q8" or "f16"
+	Sampling      Sampling      `json:"sampling"`
+	SystemPrompt  string        `json:"system_prompt"` // "" = the model's own default
+	Theme         string        `json:"theme"`         // "system", "light" or "dark"
+	StartAtLogin  bool          `json:"start_at_login"`
+	Hotkey        string        `json:"hotkey"` // e.g. "cmd+shift+space"; "" = no global hotkey
+	Server        Server        `json:"server"`
+	Slots         int           `json:"slots"`   // requests that run at once
+	Threads       int           `json:"threads"` // CPU threads; 0 = auto
+	QuickActions  []QuickAction `json:"quick_actions"`
+}
+
+// Sampling holds the sampler defaults (see engine/sample.Params).
+type Sampling struct {
+	Temperature   float32 `json:"temperature"` // 0 = greedy
+	TopP          float32 `json:"top_p"`       // 1 = off
+	TopK          int     `json:"top_k"`       // 0 = off
+	MinP          float32 `json:"min_p"`       // 0 = off
+	RepeatPenalty float32 `json:"repeat_penalty"`
+}
+
+// Server is the local OpenAI-compatible server.
+type Server struct {
+	Enabled bool   `json:"enabled"`
+	Address string `json:"address"` // loopback host:port
+}
+
+// QuickAction is a prompt run on the clipboard or the selection.
+type QuickAction struct {
+	Name   string `json:"name"`
+	Prompt string `json:"prompt"` // contains Placeholder
+}
+
+// Render fills the template with text.
+func (q QuickAction) Render(text string) string {
+	return strings.ReplaceAll(q.Prompt, Placeholder, text)
+}
+
+// Defaults are the settings of a fresh install.
+func Defaults() Settings {
+	sp := sample.Defaults() // the engine's (llama.cpp's) defaults, so the app and CLI agree
+	return Settings{
+		Version:       SchemaVersion,
+		ContextTokens: 4096,
+		KVType:        "auto",
+		Sampling: Sampling{
+			Temperature:   sp.Temperature,
+			TopP:          sp.TopP,
+			TopK:          sp.TopK,
+			MinP:          sp.MinP,
+			RepeatPenalty: sp.RepeatPenalty,
+		},
+		Theme:   "system",
+		Server:  Server{Address: DefaultServerAddress}, // off until the user turns it on
+		Slots:   2,
+		Threads: 0,
+		QuickActions: []QuickAction{
+			{"Summarize", "Summarize the following text in a few sentences:\n\n" + Placeholder},
+			{"Explain", "Explain the following in simple terms:\n\n" + Placeholder},
+			{"Fix grammar", "Fix the grammar and spelling of the following text. Keep its meaning and tone, and reply with the corrected text only:\n\n" + Placeholder},
+			{"Translate to English", "Translate the following text into English. Reply with the translation only:\n\n" + Placeholder},
+			{"Draft a reply", "Draft a short, friendly reply to the following message:\n\n" + Placeholder},
+		},
+	}
+}
+
+// Params are the sampling settings as the engine takes them; the seed and
+// the penalties the app does not expose keep the engine's defaults.
+func (s Sampling) Params() sample.Params {
+	p := sample.Defaults()
+	p.Temperature, p.TopP, p.TopK, p.MinP, p.RepeatPenalty = s.Temperature, s.TopP, s.TopK, s.MinP, s.RepeatPenalty
+	return p
+}
+
+// Clone returns a copy that shares nothing with s.
+func (s Settings) Clone() Settings {
+	s.QuickActions = slices.Clone(s.QuickActions)
+	return s
+}
+
+// FieldError is one invalid field; Field is its JSON path, e.g.
+// "sampling.temperature" or "quick_actions[2].prompt".
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Validate returns nil, or every invalid field as a *FieldError joined with
+// errors.Join.
+func (s Settings) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{field, fmt.Sprintf(format, args...)})
+	}
+	// The comparisons are written so that NaN fails them.
+	floatIn := func(field string, v, lo, hi float32, note string) {
+		if !(v >= lo && v <= hi) {
+			bad(field, "%v is out of range: want %v to %v%s", v, lo, hi, note)
+		}
+	}
+	intIn := func(field string, v, lo, hi int, note string) {
+		if v < lo || v > hi {
+			bad(field, "%d is out of range: want %d to %d%s", v, lo, hi, note)
+		}
+	}
+
+	if s.Version != SchemaVersion {
+		bad("version", "%d, but this build writes version %d", s.Version, SchemaVersion)
+	}
+	if strings.ContainsRune(s.LastModel, 0) {
+		bad("last_model", "contains a NUL byte")
+	}
+	intIn("context_tokens", s.ContextTokens, MinContext, MaxContext, "")
+	oneOf("kv_type", s.KVType, []string{"auto", "q4", "q8", "f16"}, bad)
+
+	floatIn("sampling.temperature", s.Sampling.Temperature, 0, 5, " (0 = greedy)")
+	floatIn("sampling.top_p", s.Sampling.TopP, 0, 1, " (1 = off)")
+	if s.Sampling.TopK < 0 {
+		bad("sampling.top_k", "%d is negative (0 = off)", s.Sampling.TopK)
+	}
+	floatIn("sampling.min_p", s.Sampling.MinP, 0, 1, " (0 = off)")
+	if !(s.Sampling.RepeatPenalty > 0 && s.Sampling.RepeatPenalty <= 10) {
+		bad("sampling.repeat_penalty", "%v is out of range: want more than 0, at most 10 (1 = off)", s.Sampling.RepeatPenalty)
+	}
+
+	oneOf("theme", s.Theme, []string{"system", "light", "dark"}, bad)
+	if err := checkHotkey(s.Hotkey); err != nil {
+		bad("hotkey", "%q: %v", s.Hotkey, err)
+	}
+	if err := checkLoopback(s.Server.Address); err != nil {
+		bad("server.address", "%q: %v", s.Server.Address, err)
+	}
+	intIn("slots", s.Slots, 1, MaxSlots, "")
+	intIn("threads", s.Threads, 0, MaxThreads, " (0 = auto)")
+
+	names := map[string]int{}
+	for i, q := range s.QuickActions {
+		field := fmt.Sprintf("quick_actions[%d]", i)
+		name := strings.TrimSpace(q.Name)
+		if name == "" {
+			bad(field+".name", "is empty")
+		} else if j, dup := names[strings.ToLower(name)]; dup {
+			bad(field+".name", "%q is also the name of quick_actions[%d]", q.Name, j)
+		} else {
+			names[strings.ToLower(name)] = i
+		}
+		if !strings.Contains(q.Prompt, Placeholder) {
+			bad(field+".prompt", "has no %s placeholder for the text", Placeholder)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func oneOf(field, v string, allowed []string, bad func(string, string, ...any)) {
+	if !slices.Contains(allowed, v) {
+		bad(field, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	}
+}
+
+// checkHotkey accepts "" (off) or keys joined by "+", e.g. "cmd+shift+space";
+// which key names exist is the hotkey registrar's business.
+func checkHotkey(h string) error {
+	if h == "" {
+		return nil
+	}
+	if len(h) > 64 {
+		return errors.New("longer than 64 bytes")
+	}
+	for _, k := range strings.Split(h, "+") {
+		if k == "" {
+			return errors.New(`an empty key between "+" signs`)
+		}
+		if strings.IndexFunc(k, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			return fmt.Errorf("key %q contains a space or control character", k)
+		}
+	}
+	return nil
+}
+
+// checkLoopback requires an IP literal on the loopback interface and a
+// port: the server has no authentication, so it must not be reachable from
+// the network. Host names are refused because "localhost" can be made to
+// resolve elsewhere.
+func checkLoopback(addr string) error {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return fmt.Errorf("want a loopback address and port such as %s or [::1]:11435 (%v)", DefaultServerAddress, err)
+	}
+	if !ap.Addr().IsLoopback() {
+		return fmt.Errorf("%s is not a loopback address (127.0.0.1 or ::1): the server must not be reachable from other machines", ap.Addr())
+	}
+	if ap.Port() == 0 {
+		return errors.New("port 0: clients need a fixed port")
+	}
+	return nil
+}
