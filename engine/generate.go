@@ -128,7 +128,7 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 	recent := s.tokens[max(0, len(s.tokens)-repeatWindow(g.p.Sample.RepeatLastN, len(s.tokens))):]
 	tok := g.sampler.Sample(s.logits, recent)
 	if !g.p.IgnoreEOS && s.M.Tok.IsEOG(tok) {
-		ev.Text = g.emit(g.dec.Flush() + g.stops.flush())
+		ev.Text = g.emit(g.flushText())
 		g.finish("eog")
 		return ev, nil
 	}
@@ -140,16 +140,28 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 	case g.stops.hit:
 		g.finish("stop")
 	case g.p.MaxTokens > 0 && g.stats.GenTokens >= g.p.MaxTokens:
-		ev.Text += g.emit(g.dec.Flush() + g.stops.flush())
+		ev.Text += g.emit(g.flushText())
 		g.finish("length")
 	case len(s.tokens) >= s.Opts.Ctx:
-		ev.Text += g.emit(g.dec.Flush() + g.stops.flush())
+		ev.Text += g.emit(g.flushText())
 		g.finish("context")
 	default:
 		g.pending = tok
 	}
 	return ev, nil
 }
+
+// flushText ends the text: the decoder's last bytes go through the stop
+// matcher after what it holds back, so the order is kept and a stop string
+// they complete still stops.
+func (g *Generation) flushText() string {
+	out := g.stops.push(g.dec.Flush())
+	return out + g.stops.flush()
+}
+
+// PromptLen is the length of the prompt this generation runs (after the
+// overflow policy), which prefill progress counts towards.
+func (g *Generation) PromptLen() int { return len(g.prompt) }
 
 func (g *Generation) emit(text string) string {
 	g.text.WriteString(text)

@@ -111,7 +111,11 @@ func runCmd(env *Env, args []string) error {
 	var res *scheduler.Result
 	for res == nil {
 		select {
-		case e := <-events:
+		case e, ok := <-events:
+			if !ok { // closed without a final event: cancelled and not read in time
+				res = &scheduler.Result{FinishReason: "cancelled", StopReason: "cancelled"}
+				break
+			}
 			switch e.Kind {
 			case scheduler.Progress:
 				progress(e.Prefilled, e.PromptTokens)
@@ -186,6 +190,7 @@ func chatLoop(env *Env, sched *scheduler.Scheduler, info scheduler.ModelInfo, in
 	}
 	var history []chat.Message
 	for {
+		drain(interrupts) // a Ctrl-C that came as a reply ended is not meant for the prompt
 		fmt.Fprint(env.Stderr, "> ")
 		var line string
 		select {
@@ -214,7 +219,7 @@ func chatLoop(env *Env, sched *scheduler.Scheduler, info scheduler.ModelInfo, in
 			history = history[2:] // the oldest user turn and its reply
 			fmt.Fprintln(env.Stderr, "[dropped the oldest turn to stay within the context]")
 		}
-		res, err := chatTurn(env, sched, interrupts, chatMessages(system, history), gp)
+		res, shown, err := chatTurn(env, sched, interrupts, chatMessages(system, history), gp)
 		if err != nil {
 			if errors.Is(err, engine.ErrContextFull) {
 				return fmt.Errorf("%w: this message alone does not fit; raise --ctx", err)
@@ -227,33 +232,50 @@ func chatLoop(env *Env, sched *scheduler.Scheduler, info scheduler.ModelInfo, in
 		}
 		fmt.Fprintf(env.Stderr, "[reused %d, prefilled %d, generated %d at %.1f tok/s]\n",
 			res.ReusedTokens, res.PrefillTokens, res.GenTokens, res.DecodeTokPerSec)
-		// A stopped reply stays in the conversation as far as it got.
-		history = append(history, chat.Message{Role: "assistant", Content: res.Text})
+		// A stopped reply stays in the conversation as far as the user saw it.
+		history = append(history, chat.Message{Role: "assistant", Content: shown})
 	}
 }
 
-// chatTurn streams one reply; an interrupt cancels it.
-func chatTurn(env *Env, sched *scheduler.Scheduler, interrupts <-chan os.Signal, msgs []chat.Message, gp engine.GenParams) (*scheduler.Result, error) {
+// chatTurn streams one reply; an interrupt cancels it. It returns the
+// result and the text that was shown.
+func chatTurn(env *Env, sched *scheduler.Scheduler, interrupts <-chan os.Signal, msgs []chat.Message, gp engine.GenParams) (*scheduler.Result, string, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events, err := sched.Submit(ctx, scheduler.Request{Messages: msgs, Params: gp})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	var shown strings.Builder
 	for {
 		select {
-		case e := <-events:
+		case e, ok := <-events:
+			if !ok { // closed without a final event: cancelled and not read in time
+				return &scheduler.Result{FinishReason: "cancelled"}, shown.String(), nil
+			}
 			switch e.Kind {
 			case scheduler.Delta:
 				io.WriteString(env.Stdout, e.Text)
+				shown.WriteString(e.Text)
 			case scheduler.Final:
 				if e.Result.FinishReason == "error" {
-					return e.Result, e.Result.Err
+					return e.Result, shown.String(), e.Result.Err
 				}
-				return e.Result, nil
+				return e.Result, shown.String(), nil
 			}
 		case <-interrupts:
 			cancel()
+		}
+	}
+}
+
+// drain discards pending interrupts.
+func drain(ch <-chan os.Signal) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
 		}
 	}
 }

@@ -85,7 +85,9 @@ type request struct {
 
 // Submit tokenizes the request and queues it. Its stream of events ends
 // with one Final event, then the channel closes. Read until it closes, or
-// cancel ctx: after a cancellation the remaining events may be dropped.
+// cancel ctx: after a cancellation, text not yet read may be dropped, and a
+// reader that has not taken the Final event within a few seconds gets the
+// channel closed without it (treat that as cancelled).
 func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 	s.mu.Lock()
 	l, closing := s.loaded, s.closing
@@ -111,11 +113,13 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error)
 	switch {
 	case s.closing:
 		return nil, ErrClosed
-	case len(s.queue) >= s.cfg.QueueLimit:
+	case len(s.queue) >= s.cfg.QueueLimit+(s.cfg.Slots-s.running):
+		// Requests about to take a free slot are in the queue too: count
+		// only those that will have to wait.
 		return nil, ErrBusy
 	}
 	// Both are set before the owner can see the request.
-	req.box = newMailbox(ctx)
+	req.box = newMailbox(ctx, s.quit)
 	req.stopWatch = context.AfterFunc(ctx, s.nudge)
 	s.queue = append(s.queue, req)
 	s.nudge()
@@ -257,6 +261,9 @@ func (s *Scheduler) start(sl *slot, r *request) {
 		return
 	}
 	sl.req, sl.gen = r, g
+	s.mu.Lock()
+	s.running++
+	s.mu.Unlock()
 }
 
 // step advances sl's request by one prefill batch or one token.
@@ -271,7 +278,7 @@ func (s *Scheduler) step(sl *slot) {
 		s.finish(sl, "error", err)
 		return
 	case ev.Prefilled > 0:
-		r.box.put(Event{Kind: Progress, Prefilled: ev.Prefilled, PromptTokens: g.Stats().PromptTokens})
+		r.box.put(Event{Kind: Progress, Prefilled: ev.Prefilled, PromptTokens: g.PromptLen()})
 	case ev.Token >= 0 || ev.Text != "":
 		r.box.put(Event{Kind: Delta, Text: ev.Text, Token: ev.Token})
 	}
@@ -284,6 +291,9 @@ func (s *Scheduler) step(sl *slot) {
 func (s *Scheduler) finish(sl *slot, reason string, err error) {
 	r, g := sl.req, sl.gen
 	sl.req, sl.gen = nil, nil
+	s.mu.Lock()
+	s.running--
+	s.mu.Unlock()
 	st := g.Stats()
 	if reason == "" {
 		switch st.StopReason {
@@ -317,16 +327,17 @@ func (r *request) finish(res Result) {
 // without bound (a reply's worth of text) and a pump goroutine hands them
 // to the reader, so one stalled client never stalls the other slots.
 type mailbox struct {
-	mu     sync.Mutex
-	items  []Event
-	closed bool
-	ready  chan struct{}
-	out    chan Event
-	ctx    context.Context
+	mu       sync.Mutex
+	items    []Event
+	closed   bool
+	ready    chan struct{}
+	out      chan Event
+	ctx      context.Context
+	shutdown <-chan struct{} // the scheduler has stopped: stop waiting for a reader
 }
 
-func newMailbox(ctx context.Context) *mailbox {
-	m := &mailbox{ready: make(chan struct{}, 1), out: make(chan Event), ctx: ctx}
+func newMailbox(ctx context.Context, shutdown <-chan struct{}) *mailbox {
+	m := &mailbox{ready: make(chan struct{}, 1), out: make(chan Event), ctx: ctx, shutdown: shutdown}
 	go m.pump()
 	return m
 }
@@ -388,6 +399,8 @@ func (m *mailbox) deliver(e Event) bool {
 	select {
 	case m.out <- e:
 		return true
+	case <-m.shutdown:
+		return false
 	case <-m.ctx.Done():
 		if e.Kind != Final {
 			return true // dropped: the reader cancelled
@@ -397,6 +410,7 @@ func (m *mailbox) deliver(e Event) bool {
 		select {
 		case m.out <- e:
 		case <-t.C:
+		case <-m.shutdown:
 		}
 		return false
 	}

@@ -82,6 +82,7 @@ type Scheduler struct {
 
 	mu      sync.Mutex
 	queue   []*request // waiting, in arrival order
+	running int        // slots with a request (the owner updates it)
 	loaded  *loaded    // read by Submit for tokenizing; written by the owner
 	closing bool
 
@@ -137,6 +138,14 @@ func (s *Scheduler) Close() error {
 		}
 	})
 	return err
+}
+
+// isClosing is true once Close has begun: loads that were waiting to run
+// must not install a model Close has already unloaded.
+func (s *Scheduler) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
 }
 
 // do runs f on the owner goroutine and waits for it.
@@ -249,6 +258,9 @@ func (s *Scheduler) AllocatedBytes() int64 {
 func (s *Scheduler) Load(path string, o engine.Options) (ModelInfo, error) {
 	var info ModelInfo
 	err := s.do(func() error {
+		if s.isClosing() {
+			return ErrClosed
+		}
 		if err := s.unload(ErrUnloaded); err != nil {
 			return err
 		}
@@ -272,7 +284,10 @@ func (s *Scheduler) Reconfigure(o engine.Options) (ModelInfo, error) {
 	var info ModelInfo
 	err := s.do(func() error {
 		l := s.current()
-		if l == nil {
+		switch {
+		case s.isClosing():
+			return ErrClosed
+		case l == nil:
 			return ErrNoModel
 		}
 		// Check before giving anything up.
