@@ -58,8 +58,9 @@ lint:
 go-test:
 	@[ -d $(TESTDATA) ] || echo "note: $(TESTDATA) is absent; tests that need it will skip"
 	go test -count=1 -timeout 12m ./...
-	# The engine scheduler and the backend it drives, under the race detector.
-	CGO_ENABLED=1 go test -race -count=1 -timeout 5m ./engine/scheduler ./engine/cpu
+	# What several goroutines share, under the race detector: the engine
+	# scheduler, the backend it drives, and the app's stores and downloads.
+	CGO_ENABLED=1 go test -race -count=1 -timeout 5m ./engine/scheduler ./engine/cpu ./app/history ./app/download ./app/settings
 
 # Longer fuzzing runs (not part of make test): make fuzz FUZZTIME=5m
 FUZZTIME ?= 60s
