@@ -66,7 +66,14 @@ go-test:
 FUZZTIME ?= 60s
 fuzz:
 	go test ./engine/gguf -run '^$$' -fuzz FuzzReadHeader -fuzztime $(FUZZTIME) -parallel 2
-	go test ./engine/tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME) -parallel 2
+	go test ./engine/tokenizer -run '^$$' -fuzz 'FuzzEncode$$' -fuzztime $(FUZZTIME) -parallel 2
+	go test ./engine/tokenizer -run '^$$' -fuzz FuzzEncodeSpans -fuzztime $(FUZZTIME) -parallel 2
+	go test ./engine -run '^$$' -fuzz FuzzEncodeChat -fuzztime $(FUZZTIME) -parallel 2
+	go test ./engine/chat -run '^$$' -fuzz FuzzParseRender -fuzztime $(FUZZTIME) -parallel 2
+	go test ./engine/sample -run '^$$' -fuzz FuzzSample -fuzztime $(FUZZTIME) -parallel 2
+	go test ./app/settings -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) -parallel 2
+	go test ./app/history -run '^$$' -fuzz FuzzSearch -fuzztime $(FUZZTIME) -parallel 2
+	go test ./app/history -run '^$$' -fuzz FuzzMarkdownExport -fuzztime $(FUZZTIME) -parallel 2
 
 clean:
 	rm -rf bin
