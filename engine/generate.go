@@ -53,11 +53,7 @@ func (s *Session) Begin(prompt []int32, p GenParams) (*Generation, error) {
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("empty prompt")
 	}
-	common := s.CommonPrefix(prompt)
-	if common == len(prompt) {
-		common-- // recompute the last token to get its logits
-	}
-	s.tokens = s.tokens[:common]
+	common := s.reuse(prompt)
 	g.prompt, g.next = prompt, common
 	g.stats.ReusedTokens, g.stats.PrefillTokens = common, len(prompt)-common
 	g.sampler = sample.New(p.Sample)
@@ -100,16 +96,13 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 	s := g.s
 	if g.next < len(g.prompt) {
 		t := time.Now()
-		end := min(len(g.prompt), g.next+s.Opts.Batch)
-		err := s.State.Forward(g.prompt[g.next:end], g.next, s.logits)
+		next, err := s.prefillBatch(g.prompt, g.next)
 		g.stats.Prefill += time.Since(t)
 		if err != nil {
 			g.finish("error")
 			return ev, err
 		}
-		s.tokens = append(s.tokens, g.prompt[g.next:end]...)
-		g.next = end
-		ev.Prefilled = end
+		g.next, ev.Prefilled = next, next
 		return ev, nil
 	}
 	if g.pending >= 0 {

@@ -193,29 +193,41 @@ func (s *Session) Prefill(ctx context.Context, prompt []int32) (reused int, err 
 	if len(prompt) > s.Opts.Ctx {
 		return 0, fmt.Errorf("%w: prompt of %d tokens exceeds the context budget of %d", ErrContextFull, len(prompt), s.Opts.Ctx)
 	}
-	common := 0
-	for common < len(s.tokens) && common < len(prompt) && s.tokens[common] == prompt[common] {
-		common++
-	}
-	if common == len(prompt) {
-		common-- // recompute the last token to get its logits
-	}
-	s.tokens = s.tokens[:common]
+	common := s.reuse(prompt)
 	for pos := common; pos < len(prompt); {
 		if err := ctx.Err(); err != nil {
 			return common, err
 		}
-		end := min(len(prompt), pos+s.Opts.Batch)
-		if err := s.State.Forward(prompt[pos:end], pos, s.logits); err != nil {
+		if pos, err = s.prefillBatch(prompt, pos); err != nil {
 			return common, err
 		}
-		s.tokens = append(s.tokens, prompt[pos:end]...)
-		pos = end
 		if s.PrefillProgress != nil {
 			s.PrefillProgress(pos, len(prompt))
 		}
 	}
 	return common, nil
+}
+
+// reuse keeps the cached prefix prompt shares (all but its last token, whose
+// logits are needed again) and returns its length.
+func (s *Session) reuse(prompt []int32) int {
+	common := s.CommonPrefix(prompt)
+	if common == len(prompt) {
+		common--
+	}
+	s.tokens = s.tokens[:common]
+	return common
+}
+
+// prefillBatch runs the prompt's next batch from pos and returns the new
+// position; the cache then holds prompt[:end].
+func (s *Session) prefillBatch(prompt []int32, pos int) (int, error) {
+	end := min(len(prompt), pos+s.Opts.Batch)
+	if err := s.State.Forward(prompt[pos:end], pos, s.logits); err != nil {
+		return pos, err
+	}
+	s.tokens = append(s.tokens, prompt[pos:end]...)
+	return end, nil
 }
 
 // Logits are the next-token logits after the last Prefill or Step.
