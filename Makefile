@@ -13,7 +13,8 @@ DEMO := $(CACHE)/demo-llama-q8_0.gguf
 TESTDATA := ../shared/testdata
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0
 
-.PHONY: all deps build run test vet lint fmt-check cross-vet go-test fuzz clean
+.PHONY: all deps build run run-cli test vet lint fmt-check cross-vet go-test fuzz clean \
+	app app-deps run-deps frontend frontend-check bindings app-vet app-check
 
 all: build
 
@@ -37,8 +38,75 @@ $(DEMO): | build
 	$(BIN) synth --arch llama --layers 4 --embd 512 --heads 8 --kv-heads 2 --ff 1536 \
 	  --type q8_0 --seed 7 -o $(DEMO)
 
-run: build $(DEMO)
+# The app on the demo model (the app makes it on a first run). Without a
+# display it runs on a virtual one, sends a prompt through the UI and saves
+# a screenshot of the streamed reply.
+run: app
+	@if [ -n "$$DISPLAY" ]; then ./$(APP); else \
+	  $(MAKE) --no-print-directory run-deps && \
+	  build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT); fi
+
+# The CLI on the demo model.
+run-cli: build $(DEMO)
 	$(BIN) run -m $(DEMO) -p "Nibble keeps its KV cache in four bits because" -n 48 --temp 0.7 --seed 1
+
+# ---- The app (Wails v2; WebKitGTK 4.1 on Linux). It needs cgo, so it has
+# targets of its own; the rest of the tree builds and tests without cgo.
+APP := bin/nibble-app
+APP_TAGS := webkit2_41,production
+APP_SHOT := bin/nibble-app.png
+XWD2PNG := bin/xwd2png
+WAILS := github.com/wailsapp/wails/v2/cmd/wails@v2.11.0
+NPM_STAMP := frontend/node_modules/.package-lock.json
+FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/index.html \
+	frontend/vite.config.ts frontend/svelte.config.js frontend/tsconfig.json
+
+# Debian packages the app build needs, installed when missing (as root),
+# and Node.js >= 20.19, which Debian 12 does not package.
+app-deps: deps
+	@missing=; for p in libwebkit2gtk-4.1-dev pkg-config gcc libc6-dev; do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	[ -z "$$missing" ] || { echo "installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
+	@node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a==20&&b>=19)?0:1)' 2>/dev/null || { \
+	  echo "the frontend needs Node.js >= 20.19 and npm (https://nodejs.org; Debian 12's nodejs is too old)"; exit 1; }
+
+# What `make run` needs without a display: a virtual X server and fonts.
+run-deps:
+	@missing=; for p in xvfb fonts-dejavu-core; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	[ -z "$$missing" ] || { echo "installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
+
+$(NPM_STAMP): frontend/package.json frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+frontend/dist/index.html: $(NPM_STAMP) $(FRONTEND_SRC)
+	cd frontend && npm run --silent build -- --logLevel warn
+
+frontend: app-deps frontend/dist/index.html
+
+app: frontend
+	CGO_ENABLED=1 go build -trimpath -tags $(APP_TAGS) -o $(APP) .
+	go build -o $(XWD2PNG) ./app/desktop/xwd2png
+
+# Regenerate frontend/src/lib/wailsjs (the typed bindings of desktop.App)
+# after changing a bound method or its types.
+bindings: frontend
+	CGO_ENABLED=1 go run $(WAILS) generate module -tags webkit2_41
+
+frontend-check: app-deps $(NPM_STAMP)
+	cd frontend && npm run --silent check && npm run --silent lint
+
+app-vet: frontend
+	CGO_ENABLED=1 go vet -tags webkit2_41 ./app/desktop/... ./frontend .
+	CGO_ENABLED=1 go test -race -count=1 ./app/desktop/...
+
+# Everything about the app, end to end: type-check and lint the frontend,
+# vet and race-test the Go side with cgo, build, and run it headless on the
+# demo model until a reply has streamed (screenshot in $(APP_SHOT)).
+app-check: frontend-check app-vet app run-deps
+	build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT)
 
 test: deps fmt-check vet cross-vet lint go-test
 

@@ -1,0 +1,123 @@
+package service
+
+import (
+	"path/filepath"
+
+	"nibble/engine/scheduler"
+)
+
+// State is where the engine is in its start-up.
+type State string
+
+const (
+	StateStarting  State = "starting"  // nothing tried yet
+	StatePreparing State = "preparing" // synthesizing the demo model
+	StateLoading   State = "loading"   // mapping a model
+	StateReady     State = "ready"     // a model is loaded
+	StateError     State = "error"     // the last start or load failed (Status.Error says why)
+)
+
+// Status is the engine as the app shows it.
+type Status struct {
+	State   State    `json:"state"`
+	Error   string   `json:"error,omitempty"`
+	Model   *Model   `json:"model,omitempty"` // nil when no model is loaded
+	Busy    bool     `json:"busy"`            // a reply is running or waiting
+	Running int      `json:"running"`         // replies running or waiting
+	Prepare *Prepare `json:"prepare,omitempty"`
+}
+
+// Model describes the loaded model.
+type Model struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	Arch     string `json:"arch"`
+	Backend  string `json:"backend"`
+	Ctx      int    `json:"ctx"`      // context budget in force
+	CtxTrain int    `json:"ctxTrain"` // the model's trained context
+	KV       string `json:"kv"`       // KV cache type
+	Slots    int    `json:"slots"`
+	Template string `json:"template"`
+	// TemplateProblem says why the file's own chat template is not used.
+	TemplateProblem string `json:"templateProblem,omitempty"`
+	MemoryBytes     int64  `json:"memoryBytes"` // one session's estimated total
+	// Demo: the synthesized demo model, whose random weights show the
+	// machinery, not sensible text.
+	Demo bool `json:"demo"`
+}
+
+func modelOf(info scheduler.ModelInfo) Model {
+	name := info.Name
+	if name == "" {
+		name = filepath.Base(info.Path)
+	}
+	return Model{Name: name, Path: info.Path, Arch: info.Arch, Backend: info.Backend,
+		Ctx: info.Options.Ctx, CtxTrain: info.CtxTrain, KV: info.Options.KV.String(), Slots: info.Slots,
+		Template: info.Template, TemplateProblem: info.TemplateProblem, MemoryBytes: info.Estimate.Total}
+}
+
+// Prepare is the progress of making the demo model.
+type Prepare struct {
+	Label string `json:"label"`
+	Done  int64  `json:"done"`
+	Total int64  `json:"total"`
+}
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role    string `json:"role"` // system, user or assistant
+	Content string `json:"content"`
+}
+
+// SendRequest is a chat (Messages) or, when Messages is empty, a plain
+// completion of Prompt.
+type SendRequest struct {
+	Messages  []Message `json:"messages"`
+	Prompt    string    `json:"prompt,omitempty"`
+	MaxTokens int       `json:"maxTokens,omitempty"` // 0: until the model ends its turn (the demo model: DemoMaxTokens)
+}
+
+// Delta is streamed text of reply ID.
+type Delta struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// Progress is the prefill of reply ID: Prefilled of PromptTokens are in
+// the cache.
+type Progress struct {
+	ID           string `json:"id"`
+	Prefilled    int    `json:"prefilled"`
+	PromptTokens int    `json:"promptTokens"`
+}
+
+// Final ends reply ID.
+type Final struct {
+	ID string `json:"id"`
+	// FinishReason: stop, length, cancelled or error.
+	FinishReason string `json:"finishReason"`
+	Error        string `json:"error,omitempty"`
+	Text         string `json:"text"`
+	PromptTokens int    `json:"promptTokens"`
+	ReusedTokens int    `json:"reusedTokens"` // prompt tokens found in the cache
+	GenTokens    int    `json:"genTokens"`
+	// TTFTMs is the time to first token in milliseconds, queue wait
+	// included (0 when no token was generated).
+	TTFTMs           float64 `json:"ttftMs"`
+	PrefillTokPerSec float64 `json:"prefillTokPerSec"`
+	DecodeTokPerSec  float64 `json:"decodeTokPerSec"`
+}
+
+func finalOf(id string, r *scheduler.Result) Final {
+	if r == nil {
+		return Final{ID: id, FinishReason: "cancelled"}
+	}
+	f := Final{ID: id, FinishReason: r.FinishReason, Text: r.Text, PromptTokens: r.PromptTokens,
+		ReusedTokens: r.ReusedTokens, GenTokens: r.GenTokens,
+		TTFTMs:           float64(r.TimeToFirstToken.Microseconds()) / 1000,
+		PrefillTokPerSec: r.PrefillTokPerSec, DecodeTokPerSec: r.DecodeTokPerSec}
+	if r.Err != nil && r.FinishReason == "error" {
+		f.Error = r.Err.Error()
+	}
+	return f
+}

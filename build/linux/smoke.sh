@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# smoke.sh APP XWD2PNG OUT.png [PROMPT]
+#
+# Runs the app on a virtual X display (Xvfb), has the frontend send PROMPT
+# once the model is ready (NIBBLE_AUTOTEST_PROMPT: typed into the prompt box
+# and sent as a user would), waits until the reply has finished streaming,
+# and saves a screenshot of the window as OUT.png. Exits non-zero, with the
+# app's output, when the app dies or no reply ends in time.
+set -euo pipefail
+
+app=$1 xwd2png=$2 out=$3
+prompt=${4:-"Nibble keeps its KV cache in four bits because"}
+timeout_s=${SMOKE_TIMEOUT:-240} # a first run synthesizes the demo model first
+
+tmp=$(mktemp -d)
+xpid= apid=
+cleanup() {
+  [ -z "$apid" ] || kill "$apid" 2>/dev/null || true
+  [ -z "$xpid" ] || kill "$xpid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# A free display number.
+n=99
+while [ -e "/tmp/.X$n-lock" ] || [ -e "/tmp/.X11-unix/X$n" ]; do n=$((n + 1)); done
+# -fbdir keeps the screen in an XWD file we can read at any time; -br
+# makes the root black, which xwd2png -trim cuts away around the window.
+Xvfb ":$n" -screen 0 640x800x24 -br -nolisten tcp -fbdir "$tmp" >"$tmp/xvfb.log" 2>&1 &
+xpid=$!
+for _ in $(seq 50); do [ -e "$tmp/Xvfb_screen0" ] && break; sleep 0.1; done
+[ -e "$tmp/Xvfb_screen0" ] || { echo "smoke: Xvfb did not start:" >&2; cat "$tmp/xvfb.log" >&2; exit 1; }
+
+DISPLAY=":$n" NIBBLE_AUTOTEST_PROMPT="$prompt" "$app" >"$tmp/app.out" 2>"$tmp/app.err" &
+apid=$!
+start=$SECONDS
+until grep -q '^autotest: reply' "$tmp/app.out"; do
+  if ! kill -0 "$apid" 2>/dev/null; then
+    echo "smoke: the app exited before a reply ended:" >&2
+    cat "$tmp/app.out" "$tmp/app.err" >&2
+    exit 1
+  fi
+  if ((SECONDS - start > timeout_s)); then
+    echo "smoke: no reply ended within ${timeout_s}s:" >&2
+    cat "$tmp/app.out" "$tmp/app.err" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+sleep 1 # let the last frame (the reply's stats) paint
+"$xwd2png" -trim "$tmp/Xvfb_screen0" "$out"
+echo "screenshot: $out ($(grep -m1 '^autotest: reply' "$tmp/app.out" | sed 's/^autotest: //'))"

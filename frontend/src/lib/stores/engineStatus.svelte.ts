@@ -1,0 +1,42 @@
+// The engine's state and loaded model, kept current from model:* events.
+
+import * as engine from '../engine';
+import type { Prepare, Status } from '../types';
+
+class EngineStatus {
+  status = $state<Status>({ state: 'starting', busy: false, running: 0 });
+  /** Why the engine cannot be reached at all (outside the app), else null. */
+  unreachable = $state<string | null>(null);
+
+  get ready(): boolean {
+    return this.status.state === 'ready' && this.status.model !== undefined;
+  }
+
+  get prepare(): Prepare | undefined {
+    return this.status.prepare;
+  }
+
+  /** connect subscribes first, then asks, so no change falls in between. */
+  connect(): () => void {
+    const offStatus = engine.on('model:status', (s) => {
+      this.status = s;
+    });
+    const offProgress = engine.on('model:progress', (p) => {
+      this.status = { ...this.status, prepare: p };
+    });
+    engine.status().then(
+      (s) => {
+        this.status = s;
+      },
+      (e: unknown) => {
+        this.unreachable = e instanceof Error ? e.message : String(e);
+      },
+    );
+    return () => {
+      offStatus();
+      offProgress();
+    };
+  }
+}
+
+export const engineStatus = new EngineStatus();
