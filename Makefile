@@ -55,6 +55,7 @@ run-cli: build $(DEMO)
 APP := bin/nibble-app
 APP_TAGS := webkit2_41,production
 APP_SHOT := bin/nibble-app.png
+APP_SHOT_STOPPED := bin/nibble-app-stopped.png
 XWD2PNG := bin/xwd2png
 WAILS := github.com/wailsapp/wails/v2/cmd/wails@v2.11.0
 NPM_STAMP := frontend/node_modules/.package-lock.json
@@ -104,9 +105,11 @@ app-vet: frontend
 
 # Everything about the app, end to end: type-check and lint the frontend,
 # vet and race-test the Go side with cgo, build, and run it headless on the
-# demo model until a reply has streamed (screenshot in $(APP_SHOT)).
+# demo model until a reply has streamed (screenshot in $(APP_SHOT)), then
+# again with Stop clicked mid-reply ($(APP_SHOT_STOPPED)).
 app-check: frontend-check app-vet app run-deps
 	build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT)
+	SMOKE_STOP_AFTER=40 build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT_STOPPED)
 
 test: deps fmt-check vet cross-vet lint go-test
 

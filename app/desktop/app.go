@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync/atomic"
 
 	"nibble/app/desktop/service"
@@ -25,12 +26,23 @@ import (
 // on stdout, so a script knows when to take its screenshot.
 const AutotestEnv = "NIBBLE_AUTOTEST_PROMPT"
 
+// AutotestStopEnv, with AutotestEnv, names how many streamed pieces of the
+// reply the frontend waits for before it clicks Stop (unset or 0: never).
+const AutotestStopEnv = "NIBBLE_AUTOTEST_STOP_AFTER"
+
+// Autotest is what the frontend does by itself at start-up, for smoke
+// tests: nothing when Prompt is "".
+type Autotest struct {
+	Prompt    string `json:"prompt"`
+	StopAfter int    `json:"stopAfter"` // click Stop after this many deltas (0: never)
+}
+
 // App is bound to the frontend as window.go.desktop.App: each exported
 // method is a call from JavaScript. Replies stream back as events (see
 // service's Event names).
 type App struct {
 	svc      *service.Service
-	autotest string
+	autotest Autotest
 }
 
 // Status is the engine's state, the loaded model and whether a reply runs.
@@ -50,8 +62,8 @@ func (a *App) Stop(id string) { a.svc.Stop(id) }
 // Estimate is the memory ctx tokens with KV cache type kv would take.
 func (a *App) Estimate(ctx int, kv string) (service.Estimate, error) { return a.svc.Estimate(ctx, kv) }
 
-// AutotestPrompt is the prompt to send at start-up ("" normally).
-func (a *App) AutotestPrompt() string { return a.autotest }
+// Autotest is what to do at start-up (nothing normally).
+func (a *App) Autotest() Autotest { return a.autotest }
 
 // Desktop is the app apart from its window toolkit: the bound App, the
 // platform's window behaviour and the hooks of the window's lifetime.
@@ -81,8 +93,16 @@ func New() (*Desktop, error) {
 	}
 	d := &Desktop{Platform: newPlatform(), log: os.Stdout}
 	d.svc = service.New(store, dirs, d.emit)
-	d.App = &App{svc: d.svc, autotest: os.Getenv(AutotestEnv)}
+	d.App = &App{svc: d.svc, autotest: autotestFromEnv()}
 	return d, nil
+}
+
+func autotestFromEnv() Autotest {
+	t := Autotest{Prompt: os.Getenv(AutotestEnv)}
+	if n, err := strconv.Atoi(os.Getenv(AutotestStopEnv)); err == nil && n > 0 {
+		t.StopAfter = n
+	}
+	return t
 }
 
 // emit forwards an event to the window once it is up.
@@ -90,7 +110,7 @@ func (d *Desktop) emit(name string, data any) {
 	if f := d.emitTo.Load(); f != nil {
 		(*f)(name, data)
 	}
-	if d.App.autotest == "" || name != service.EventFinal {
+	if d.App.autotest.Prompt == "" || name != service.EventFinal {
 		return
 	}
 	if f, ok := data.(service.Final); ok {

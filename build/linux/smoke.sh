@@ -6,11 +6,15 @@
 # and sent as a user would), waits until the reply has finished streaming,
 # and saves a screenshot of the window as OUT.png. Exits non-zero, with the
 # app's output, when the app dies or no reply ends in time.
+#
+# SMOKE_STOP_AFTER=N: the frontend clicks Stop after N streamed pieces, and
+# the reply must end cancelled.
 set -euo pipefail
 
 app=$1 xwd2png=$2 out=$3
 prompt=${4:-"Nibble keeps its KV cache in four bits because"}
 timeout_s=${SMOKE_TIMEOUT:-240} # a first run synthesizes the demo model first
+stop_after=${SMOKE_STOP_AFTER:-0}
 
 tmp=$(mktemp -d)
 xpid= apid=
@@ -32,7 +36,7 @@ xpid=$!
 for _ in $(seq 50); do [ -e "$tmp/Xvfb_screen0" ] && break; sleep 0.1; done
 [ -e "$tmp/Xvfb_screen0" ] || { echo "smoke: Xvfb did not start:" >&2; cat "$tmp/xvfb.log" >&2; exit 1; }
 
-DISPLAY=":$n" NIBBLE_AUTOTEST_PROMPT="$prompt" "$app" >"$tmp/app.out" 2>"$tmp/app.err" &
+DISPLAY=":$n" NIBBLE_AUTOTEST_PROMPT="$prompt" NIBBLE_AUTOTEST_STOP_AFTER="$stop_after" "$app" >"$tmp/app.out" 2>"$tmp/app.err" &
 apid=$!
 start=$SECONDS
 until grep -q '^autotest: reply' "$tmp/app.out"; do
@@ -48,6 +52,11 @@ until grep -q '^autotest: reply' "$tmp/app.out"; do
   fi
   sleep 0.5
 done
+line=$(grep -m1 '^autotest: reply' "$tmp/app.out" | sed 's/^autotest: //')
+if [ "$stop_after" -gt 0 ] && [[ $line != *"(cancelled)"* ]]; then
+  echo "smoke: Stop was clicked after $stop_after pieces, but: $line" >&2
+  exit 1
+fi
 sleep 1 # let the last frame (the reply's stats) paint
 "$xwd2png" -trim "$tmp/Xvfb_screen0" "$out"
-echo "screenshot: $out ($(grep -m1 '^autotest: reply' "$tmp/app.out" | sed 's/^autotest: //'))"
+echo "screenshot: $out ($line)"

@@ -7,7 +7,7 @@
 import * as App from './wailsjs/go/desktop/App';
 import { service } from './wailsjs/go/models';
 import { EventsOn } from './wailsjs/runtime/runtime';
-import type { Delta, Estimate, Final, Message, Prepare, Progress, Status } from './types';
+import type { Autotest, Delta, Estimate, Final, Message, Prepare, Progress, Status } from './types';
 
 /** The page runs outside the app (a plain browser, a test without Go). */
 export class EngineUnavailable extends Error {
@@ -40,7 +40,7 @@ export const send = (messages: Message[], maxTokens = 0): Promise<string> =>
   call(() => App.Send(new service.SendRequest({ messages, maxTokens })));
 export const stop = (id: string): Promise<void> => call(() => App.Stop(id));
 export const estimate = (ctx: number, kv: string): Promise<Estimate> => call(() => App.Estimate(ctx, kv));
-export const autotestPrompt = (): Promise<string> => call(() => App.AutotestPrompt());
+export const autotest = (): Promise<Autotest> => call(() => App.Autotest());
 
 /** The events of app/desktop/service and what each carries. */
 interface Events {

@@ -3,7 +3,7 @@
 // the event payloads, which the generator does not see, are written out
 // here to match service/types.go.
 
-import type { service } from './wailsjs/go/models';
+import type { desktop, service } from './wailsjs/go/models';
 
 /** Fields is a generated class as plain JSON: its data, not its helpers. */
 type Fields<T> = { [K in keyof T as T[K] extends (...args: never[]) => unknown ? never : K]: T[K] };
@@ -14,6 +14,7 @@ export type Prepare = Fields<service.Prepare>;
 export type Estimate = Fields<service.Estimate>;
 export type Message = Fields<service.Message>;
 export type SendRequest = Fields<service.SendRequest>;
+export type Autotest = Fields<desktop.Autotest>;
 
 export type Role = 'system' | 'user' | 'assistant';
 

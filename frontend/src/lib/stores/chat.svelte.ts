@@ -10,6 +10,8 @@ export interface Turn {
   role: Role;
   content: string;
   state: TurnState;
+  /** How many streamed pieces the content came in. */
+  deltas: number;
   /** The engine's reply id (assistant turns, once Send returned). */
   id?: string;
   error?: string;
@@ -55,9 +57,9 @@ class Chat {
     if (text === '' || this.streaming) return;
     this.error = null;
     this.draft = '';
-    this.turns.push({ key: ++this.#key, role: 'user', content: text, state: 'done' });
+    this.turns.push({ key: ++this.#key, role: 'user', content: text, state: 'done', deltas: 0 });
     const messages = this.#history();
-    this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting' });
+    this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting', deltas: 0 });
     const reply = this.turns[this.turns.length - 1];
     if (!reply) return;
     try {
@@ -87,6 +89,7 @@ class Chat {
     switch (p.kind) {
       case 'delta':
         turn.content += p.data.text;
+        turn.deltas++;
         turn.state = 'streaming';
         break;
       case 'progress':

@@ -1,3 +1,22 @@
+export namespace desktop {
+	
+	export class Autotest {
+	    prompt: string;
+	    stopAfter: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new Autotest(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.prompt = source["prompt"];
+	        this.stopAfter = source["stopAfter"];
+	    }
+	}
+
+}
+
 export namespace service {
 	
 	export class Estimate {
