@@ -132,6 +132,12 @@ go-test:
 	# What several goroutines share, under the race detector: the engine
 	# scheduler, the backend it drives, and the app's stores and downloads.
 	CGO_ENABLED=1 go test -race -count=1 -timeout 5m ./engine/scheduler ./engine/cpu ./app/history ./app/download ./app/settings
+	CGO_ENABLED=1 go test -race -count=1 -timeout 5m ./app/server
+
+# The local server against the official openai npm package (needs node and npm; part of go-test too).
+.PHONY: serve-e2e
+serve-e2e:
+	go test -count=1 -v -run 'TestServe' ./app/cli
 
 # Longer fuzzing runs (not part of make test): make fuzz FUZZTIME=5m
 FUZZTIME ?= 60s
