@@ -1,0 +1,333 @@
+// Package documents turns files a user attaches to a chat (text, Markdown,
+// source code, HTML, PDF, DOCX, CSV, JSON) into plain text, and decides how
+// that text goes into the model's context: whole when it fits, else the
+// passages most relevant to the question, with citations (pages or lines).
+//
+// Nothing is dropped silently: a Document carries warnings for anything that
+// was repaired or skipped, and a Plan says per document whether it went in
+// whole or which parts were used.
+//
+// Extraction treats every file as hostile: sizes, decompressed bytes,
+// compression ratios and nesting depths are bounded (see Limits), and a
+// malformed file gives an error, never a panic.
+package documents
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Kind is the format a document was read as.
+type Kind string
+
+// Document kinds.
+const (
+	KindText     Kind = "text"
+	KindMarkdown Kind = "markdown"
+	KindCode     Kind = "code"
+	KindHTML     Kind = "html"
+	KindPDF      Kind = "pdf"
+	KindDOCX     Kind = "docx"
+	KindCSV      Kind = "csv"
+	KindJSON     Kind = "json"
+)
+
+// Errors that Extract wraps; test with errors.Is. The wrapping error's text
+// says what was wrong with which file.
+var (
+	// ErrUnsupported: a format Nibble does not read (images, archives,
+	// spreadsheets, legacy .doc, ...).
+	ErrUnsupported = errors.New("unsupported document format")
+	// ErrBinary: the content is binary data, not text (e.g. a renamed file).
+	ErrBinary = errors.New("binary content, not text")
+	// ErrTooLarge: the file or its extracted text is over a size limit.
+	ErrTooLarge = errors.New("document too large")
+	// ErrLimit: decompression or nesting went over a limit (a zip bomb, a
+	// decompression bomb, absurdly deep nesting).
+	ErrLimit = errors.New("document exceeds a safety limit")
+	// ErrEncrypted: the document needs a password.
+	ErrEncrypted = errors.New("document is encrypted")
+	// ErrDamaged: the file is malformed or truncated.
+	ErrDamaged = errors.New("document is damaged")
+	// ErrNoText: the document has no extractable text, e.g. a scanned PDF
+	// whose pages are images.
+	ErrNoText = errors.New("document has no text")
+)
+
+// Limits bound what extraction may read and allocate. A zero field takes its
+// default (DefaultLimits).
+type Limits struct {
+	// MaxFileBytes is the largest file accepted.
+	MaxFileBytes int64
+	// MaxTextBytes is the most extracted text (UTF-8 bytes) accepted; a
+	// document with more is refused, not cut.
+	MaxTextBytes int
+	// MaxInflatedBytes bounds the bytes decompressed from one file: zip
+	// entries of a .docx, PDF streams (every time they are decoded).
+	MaxInflatedBytes int64
+	// MaxRatio bounds the compression ratio of a zip entry or PDF stream,
+	// checked once it has inflated past 1 MiB.
+	MaxRatio int64
+	// MaxDepth bounds element nesting in DOCX XML and object nesting in PDF.
+	MaxDepth int
+	// MaxPages bounds the pages of a PDF.
+	MaxPages int
+}
+
+// DefaultLimits are the limits a zero Limits means.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxFileBytes:     64 << 20,
+		MaxTextBytes:     16 << 20,
+		MaxInflatedBytes: 256 << 20,
+		MaxRatio:         200,
+		MaxDepth:         256,
+		MaxPages:         10000,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = d.MaxFileBytes
+	}
+	if l.MaxTextBytes <= 0 {
+		l.MaxTextBytes = d.MaxTextBytes
+	}
+	if l.MaxInflatedBytes <= 0 {
+		l.MaxInflatedBytes = d.MaxInflatedBytes
+	}
+	if l.MaxRatio <= 0 {
+		l.MaxRatio = d.MaxRatio
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = d.MaxDepth
+	}
+	if l.MaxPages <= 0 {
+		l.MaxPages = d.MaxPages
+	}
+	return l
+}
+
+// PageSpan is where one PDF page's text lies in Document.Text: bytes
+// [Start, End). Number is 1-based.
+type PageSpan struct {
+	Number     int
+	Start, End int
+}
+
+// Document is an extracted document: its text and where things are in it.
+type Document struct {
+	// Name is the file name given to Extract.
+	Name string
+	// Kind is the format the file was read as.
+	Kind Kind
+	// Language names the programming language of source code ("go",
+	// "python", ...); empty for other kinds.
+	Language string
+	// Title is the document's own title where it has one (HTML <title>,
+	// PDF /Title), else empty.
+	Title string
+	// Text is the extracted text, valid UTF-8 with "\n" line ends.
+	Text string
+	// Pages is set for PDFs: every page in order, with its byte range in
+	// Text (a page without text has an empty range).
+	Pages []PageSpan
+	// Warnings lists what was repaired, skipped or guessed, in words a
+	// user can read.
+	Warnings []string
+
+	lineStarts []int // byte offset of each line's start; lineStarts[0] == 0
+}
+
+// NewDocument makes a Document from text that is already extracted (for
+// callers that have text from elsewhere, and for tests). Invalid UTF-8 is
+// replaced with U+FFFD, with a warning.
+func NewDocument(name string, kind Kind, text string) *Document {
+	d := &Document{Name: name, Kind: kind}
+	if !utf8.ValidString(text) {
+		d.Warnings = append(d.Warnings, "invalid UTF-8 replaced with U+FFFD")
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	d.Text = text
+	d.index()
+	return d
+}
+
+func (d *Document) index() {
+	d.lineStarts = lineStarts(d.Text)
+}
+
+func lineStarts(s string) []int {
+	starts := make([]int, 1, 1+strings.Count(s, "\n"))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' && i+1 < len(s) {
+			starts = append(starts, i+1)
+		}
+	}
+	return starts
+}
+
+// Lines is the number of lines in Text.
+func (d *Document) Lines() int {
+	if d.lineStarts == nil {
+		return len(lineStarts(d.Text))
+	}
+	return len(d.lineStarts)
+}
+
+// LineAt is the 1-based line holding byte offset off of Text.
+func (d *Document) LineAt(off int) int {
+	starts := d.lineStarts
+	if starts == nil {
+		starts = lineStarts(d.Text)
+	}
+	// The last start <= off.
+	i := sort.Search(len(starts), func(i int) bool { return starts[i] > off })
+	if i == 0 {
+		return 1
+	}
+	return i
+}
+
+// PageAt is the 1-based page holding byte offset off of Text, or 0 when the
+// document has no pages.
+func (d *Document) PageAt(off int) int {
+	if len(d.Pages) == 0 {
+		return 0
+	}
+	i := sort.Search(len(d.Pages), func(i int) bool { return d.Pages[i].End > off })
+	if i == len(d.Pages) {
+		i = len(d.Pages) - 1
+	}
+	// Skip empty pages that end exactly at off.
+	for i < len(d.Pages)-1 && d.Pages[i].Start == d.Pages[i].End {
+		i++
+	}
+	return d.Pages[i].Number
+}
+
+// Extract reads the document named name (its extension and contents decide
+// the kind) of size bytes from r.
+func Extract(name string, r io.ReaderAt, size int64, limits Limits) (*Document, error) {
+	doc, err := extract(name, r, size, limits.withDefaults())
+	if err != nil {
+		err = fmt.Errorf("documents: %s: %w", quoteName(name), err)
+		if !utf8.ValidString(err.Error()) { // a parser quoted bytes of the file
+			err = validUTF8Error{err}
+		}
+		return nil, err
+	}
+	return doc, nil
+}
+
+// validUTF8Error shows an error's message with invalid UTF-8 replaced, for
+// messages that quote bytes of a file; errors.Is still sees the original.
+type validUTF8Error struct{ err error }
+
+func (e validUTF8Error) Error() string { return strings.ToValidUTF8(e.err.Error(), "\uFFFD") }
+func (e validUTF8Error) Unwrap() error { return e.err }
+
+// ExtractBytes is Extract on a byte slice.
+func ExtractBytes(name string, data []byte, limits Limits) (*Document, error) {
+	return Extract(name, bytesReaderAt(data), int64(len(data)), limits)
+}
+
+type bytesReaderAt []byte
+
+func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("negative offset")
+	}
+	if off >= int64(len(b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func quoteName(name string) string {
+	if name == "" {
+		return "(unnamed)"
+	}
+	return fmt.Sprintf("%q", name)
+}
+
+func extract(name string, r io.ReaderAt, size int64, lim Limits) (*Document, error) {
+	if r == nil {
+		return nil, errors.New("no reader")
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("negative size %d", size)
+	}
+	if size > lim.MaxFileBytes {
+		return nil, fmt.Errorf("%w: the file is %s, over the %s limit for documents", ErrTooLarge, humanBytes(size), humanBytes(lim.MaxFileBytes))
+	}
+	data := make([]byte, size)
+	n, err := r.ReadAt(data, 0)
+	if n < len(data) {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: the file ended after %d of %d bytes", ErrDamaged, n, size)
+		}
+		return nil, fmt.Errorf("reading: %w", err)
+	}
+	kind, lang, err := detect(name, data)
+	if err != nil {
+		return nil, err
+	}
+	var doc *Document
+	switch kind {
+	case KindPDF:
+		doc, err = extractPDF(data, lim)
+	case KindDOCX:
+		doc, err = extractDOCX(data, lim)
+	case KindHTML:
+		doc, err = extractHTML(data, lim)
+	default:
+		doc, err = extractPlain(kind, data, lim)
+	}
+	if err != nil {
+		return nil, err
+	}
+	doc.Name = name
+	doc.Kind = kind
+	doc.Language = lang
+	if !utf8.ValidString(doc.Text) { // every extractor promises this; keep the promise here too
+		doc.Text = strings.ToValidUTF8(doc.Text, "\uFFFD")
+	}
+	if len(doc.Text) > lim.MaxTextBytes {
+		return nil, textTooLarge(len(doc.Text), lim)
+	}
+	doc.index()
+	return doc, nil
+}
+
+func textTooLarge(n int, lim Limits) error {
+	return fmt.Errorf("%w: its text is %s, over the %s limit for extracted text", ErrTooLarge, humanBytes(int64(n)), humanBytes(int64(lim.MaxTextBytes)))
+}
+
+// humanBytes formats n as "512 bytes", "3.2 KiB", "64 MiB".
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	v := float64(n) / float64(div)
+	suffix := []string{"KiB", "MiB", "GiB", "TiB", "PiB"}[exp]
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d %s", int64(v), suffix)
+	}
+	return fmt.Sprintf("%.1f %s", v, suffix)
+}
