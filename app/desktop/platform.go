@@ -11,7 +11,7 @@ type Platform interface {
 	// Started runs once the app's run loop is up (Wails' OnStartup), with
 	// the Wails context and the controls of the window. On macOS this is
 	// where the status item is made and the activation policy becomes
-	// Accessory (../shared/DESIGN.md §6).
+	// Accessory (docs/ARCHITECTURE.md, "Data flow"; Wails v2 forces Regular at launch).
 	Started(ctx context.Context, w WindowControl) error
 }
 
