@@ -48,13 +48,10 @@ type App struct {
 // Status is the engine's state, the loaded model and whether a reply runs.
 func (a *App) Status() service.Status { return a.svc.Status() }
 
-// LoadModel loads the GGUF file at path and makes it the model the app
-// starts with.
-func (a *App) LoadModel(path string) (service.Status, error) { return a.svc.LoadModel(path) }
-
-// Send starts a reply and returns its id; the reply streams as chat:delta,
-// chat:progress and chat:final events carrying that id.
-func (a *App) Send(req service.SendRequest) (string, error) { return a.svc.Send(req) }
+// Send starts a reply and returns its id and conversation; the reply
+// streams as chat:delta, chat:progress and chat:final events carrying that
+// id, and is kept in the conversation's history.
+func (a *App) Send(req service.SendRequest) (service.SendResult, error) { return a.svc.Send(req) }
 
 // Stop cancels reply id.
 func (a *App) Stop(id string) { a.svc.Stop(id) }
@@ -64,6 +61,101 @@ func (a *App) Estimate(ctx int, kv string) (service.Estimate, error) { return a.
 
 // Autotest is what to do at start-up (nothing normally).
 func (a *App) Autotest() Autotest { return a.autotest }
+
+// ---- Models
+
+// Models lists the local GGUF files: the models folder, files added from
+// elsewhere and the demo model.
+func (a *App) Models() ([]service.LocalModel, error) { return a.svc.Models() }
+
+// AddModel adds a GGUF file from outside the models folder to the picker
+// (open dialog, file dropped on the window), after reading its header.
+func (a *App) AddModel(path string) (service.LocalModel, error) { return a.svc.AddModel(path) }
+
+// ForgetModel removes an added file from the picker; the file stays.
+func (a *App) ForgetModel(path string) error { return a.svc.ForgetModel(path) }
+
+// ChooseModelFile shows the open-file dialog for a .gguf file and adds
+// it; "" when the user cancels.
+func (a *App) ChooseModelFile() (string, error) { return a.chooseModelFile() }
+
+// CheckLoad is the estimate of loading req on this machine.
+func (a *App) CheckLoad(req service.LoadRequest) (service.Estimate, error) {
+	return a.svc.CheckLoad(req)
+}
+
+// LoadModel loads req.Path with its context and KV type. A load that will
+// not fit is refused before anything is allocated; when a smaller context
+// would fit, a native dialog asks first whether to load with that.
+func (a *App) LoadModel(req service.LoadRequest) (service.Status, error) { return a.loadModel(req) }
+
+// ApplyContext changes the loaded model's context budget and KV type
+// (refused, keeping the old ones, when it will not fit).
+func (a *App) ApplyContext(ctx int, kv string) (service.Status, error) {
+	return a.svc.ApplyContext(ctx, kv)
+}
+
+// ---- Catalog and downloads
+
+// Catalog lists the catalog's models with each file's estimate here.
+func (a *App) Catalog() ([]service.CatalogEntry, error) { return a.svc.Catalog() }
+
+// CatalogEstimate reads one catalog file's header (HTTP range requests)
+// for an exact estimate before it is downloaded.
+func (a *App) CatalogEstimate(id, quant string) (service.Estimate, error) {
+	return a.svc.CatalogEstimate(id, quant)
+}
+
+// Download starts (or resumes) downloading a catalog file; progress
+// arrives as download:progress events.
+func (a *App) Download(id, quant string) (service.Download, error) { return a.svc.Download(id, quant) }
+
+// CancelDownload stops a download and keeps what it fetched for a resume.
+func (a *App) CancelDownload(id, quant string) { a.svc.CancelDownload(id, quant) }
+
+// Downloads are the running and finished downloads of this run.
+func (a *App) Downloads() []service.Download { return a.svc.Downloads() }
+
+// ---- History
+
+// Conversations lists kept conversations, newest first, or those matching
+// query (full-text search) when it is not empty.
+func (a *App) Conversations(query string) ([]service.ConversationSummary, error) {
+	return a.svc.Conversations(query)
+}
+
+// Conversation restores one kept conversation.
+func (a *App) Conversation(id int64) (service.Conversation, error) { return a.svc.Conversation(id) }
+
+// DeleteConversation deletes a kept conversation.
+func (a *App) DeleteConversation(id int64) error { return a.svc.DeleteConversation(id) }
+
+// ExportConversation is a kept conversation as Markdown.
+func (a *App) ExportConversation(id int64) (string, error) { return a.svc.ExportConversation(id) }
+
+// SaveConversation asks where to save a conversation as Markdown and
+// writes it there; "" when the user cancels.
+func (a *App) SaveConversation(id int64) (string, error) { return a.saveConversation(id) }
+
+// ---- Settings and diagnostics
+
+// Settings are the user's settings.
+func (a *App) Settings() settings.Settings { return a.svc.Settings() }
+
+// UpdateSettings validates and saves s, and returns what is in force.
+func (a *App) UpdateSettings(s settings.Settings) (settings.Settings, error) {
+	return a.svc.UpdateSettings(s)
+}
+
+// Diagnostics describes the machine, the budget, the backend and the
+// loaded model.
+func (a *App) Diagnostics() service.Diagnostics { return a.svc.Diagnostics() }
+
+// HideWindow hides the popover (Escape).
+func (a *App) HideWindow() { a.hideWindow() }
+
+// Quit quits the app (through Wails, so Shutdown runs).
+func (a *App) Quit() { a.quit() }
 
 // Desktop is the app apart from its window toolkit: the bound App, the
 // platform's window behaviour and the hooks of the window's lifetime.

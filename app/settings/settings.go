@@ -51,6 +51,12 @@ type Settings struct {
 	Slots         int           `json:"slots"`   // requests that run at once
 	Threads       int           `json:"threads"` // CPU threads; 0 = auto
 	QuickActions  []QuickAction `json:"quick_actions"`
+	// MemoryLimit caps the memory a model may use, in bytes (0: the
+	// machine's own budget), like LM Studio's custom guardrail.
+	MemoryLimit int64 `json:"memory_limit"`
+	// ModelFiles are GGUF files outside the models folder that the user
+	// added to the picker (open dialog, dropped on the window).
+	ModelFiles []string `json:"model_files"`
 }
 
 // Sampling holds the sampler defaults (see engine/sample.Params).
@@ -118,6 +124,7 @@ func (s Sampling) Params() sample.Params {
 // Clone returns a copy that shares nothing with s.
 func (s Settings) Clone() Settings {
 	s.QuickActions = slices.Clone(s.QuickActions)
+	s.ModelFiles = slices.Clone(s.ModelFiles)
 	return s
 }
 

@@ -21,6 +21,17 @@ type Estimate struct {
 	Budget   int64  `json:"budget"`  // this machine's memory budget (0: unknown)
 	Verdict  string `json:"verdict"` // fits, tight, will-not-fit or unknown
 	MaxCtx   int    `json:"maxCtx"`  // largest context that fits with this KV type (0: none or unknown)
+	// CtxTrain is the model's trained context (the slider's end).
+	CtxTrain int `json:"ctxTrain"`
+	// Limits are the largest context for each KV type (q4, q8, f16).
+	Limits []KVLimit `json:"limits"`
+	// Advice is the estimator's advice in words: what to change so that it
+	// fits, or leaves headroom when tight (empty when it fits comfortably).
+	Advice []string `json:"advice"`
+	// BudgetSource says where Budget came from.
+	BudgetSource string `json:"budgetSource"`
+	// Approx: the weights are a listed size, not read from the header.
+	Approx bool `json:"approx"`
 }
 
 // Estimate evaluates the loaded model at ctx tokens (0: the default) with

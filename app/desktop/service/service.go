@@ -195,17 +195,17 @@ func (s *Service) Status() Status {
 // as EventProgress and EventDelta events and ends with one EventFinal, all
 // carrying the id. Errors that stop it from starting (no model, empty,
 // too long for the context) are returned here instead.
-func (s *Service) Send(req SendRequest) (string, error) {
+func (s *Service) Send(req SendRequest) (SendResult, error) {
 	r, err := s.request(req)
 	if err != nil {
-		return "", err
+		return SendResult{}, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		cancel()
-		return "", scheduler.ErrClosed
+		return SendResult{}, scheduler.ErrClosed
 	}
 	s.nextID++
 	id := "r" + strconv.FormatUint(s.nextID, 10)
@@ -214,11 +214,11 @@ func (s *Service) Send(req SendRequest) (string, error) {
 	events, err := s.sched.Submit(ctx, r)
 	if err != nil {
 		s.forget(id)
-		return "", err
+		return SendResult{}, err
 	}
 	s.emit(EventStatus, s.Status())
 	go s.stream(id, events)
-	return id, nil
+	return SendResult{ReplyID: id}, nil
 }
 
 func (s *Service) request(req SendRequest) (scheduler.Request, error) {

@@ -130,7 +130,8 @@ func TestSendStreamsAndEnds(t *testing.T) {
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	id, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "Hello there"}}, MaxTokens: 12})
+	res, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "Hello there"}}, MaxTokens: 12})
+	id := res.ReplyID
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,8 @@ func TestSendStreamsAndEnds(t *testing.T) {
 		t.Fatalf("deltas %q, final text %q", got, f.Text)
 	}
 	// The demo model caps replies that ask for more, or for no limit.
-	id2, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "Again"}}})
+	res2, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "Again"}}})
+	id2 := res2.ReplyID
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,8 @@ func TestStopCancels(t *testing.T) {
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	id, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "Go on"}}, MaxTokens: 100000})
+	res, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "Go on"}}, MaxTokens: 100000})
+	id := res.ReplyID
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +195,7 @@ func TestSendRefuses(t *testing.T) {
 		{Messages: []Message{{Role: "user", Content: strings.Repeat("word ", 2000)}}},
 	} {
 		if id, err := s.Send(req); err == nil {
-			t.Errorf("Send(%.40v) = %q, want an error", req, id)
+			t.Errorf("Send(%.40v) = %+v, want an error", req, id)
 		}
 	}
 }

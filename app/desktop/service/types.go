@@ -72,9 +72,12 @@ type Message struct {
 // SendRequest is a chat (Messages) or, when Messages is empty, a plain
 // completion of Prompt.
 type SendRequest struct {
-	Messages  []Message `json:"messages"`
-	Prompt    string    `json:"prompt,omitempty"`
-	MaxTokens int       `json:"maxTokens,omitempty"` // 0: until the model ends its turn (the demo model: DemoMaxTokens)
+	// ConversationID is the kept conversation this turn continues (0: a
+	// new one, named after the first user message).
+	ConversationID int64     `json:"conversationId"`
+	Messages       []Message `json:"messages"`
+	Prompt         string    `json:"prompt,omitempty"`
+	MaxTokens      int       `json:"maxTokens,omitempty"` // 0: until the model ends its turn (the demo model: DemoMaxTokens)
 }
 
 // Delta is streamed text of reply ID.

@@ -7,7 +7,7 @@
 import * as App from './wailsjs/go/desktop/App';
 import { service } from './wailsjs/go/models';
 import { EventsOn } from './wailsjs/runtime/runtime';
-import type { Autotest, Delta, Estimate, Final, Message, Prepare, Progress, Status } from './types';
+import type { Autotest, Delta, Estimate, Final, Message, Prepare, Progress, SendResult, Status } from './types';
 
 /** The page runs outside the app (a plain browser, a test without Go). */
 export class EngineUnavailable extends Error {
@@ -35,9 +35,10 @@ async function call<T>(f: () => Promise<T>): Promise<T> {
 }
 
 export const status = (): Promise<Status> => call(() => App.Status());
-export const loadModel = (path: string): Promise<Status> => call(() => App.LoadModel(path));
-export const send = (messages: Message[], maxTokens = 0): Promise<string> =>
-  call(() => App.Send(new service.SendRequest({ messages, maxTokens })));
+export const loadModel = (path: string, ctx = 0, kv = ''): Promise<Status> =>
+  call(() => App.LoadModel(new service.LoadRequest({ path, ctx, kv })));
+export const send = (messages: Message[], maxTokens = 0, conversationId = 0): Promise<SendResult> =>
+  call(() => App.Send(new service.SendRequest({ messages, maxTokens, conversationId })));
 export const stop = (id: string): Promise<void> => call(() => App.Stop(id));
 export const estimate = (ctx: number, kv: string): Promise<Estimate> => call(() => App.Estimate(ctx, kv));
 export const autotest = (): Promise<Autotest> => call(() => App.Autotest());

@@ -14,6 +14,7 @@ export type Prepare = Fields<service.Prepare>;
 export type Estimate = Fields<service.Estimate>;
 export type Message = Fields<service.Message>;
 export type SendRequest = Fields<service.SendRequest>;
+export type SendResult = Fields<service.SendResult>;
 export type Autotest = Fields<desktop.Autotest>;
 
 export type Role = 'system' | 'user' | 'assistant';

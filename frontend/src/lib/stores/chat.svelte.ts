@@ -63,7 +63,7 @@ class Chat {
     const reply = this.turns[this.turns.length - 1];
     if (!reply) return;
     try {
-      const id = await engine.send(messages);
+      const { replyId: id } = await engine.send(messages);
       reply.id = id;
       for (const p of this.#early.get(id) ?? []) this.#apply(p);
       this.#early.delete(id);

@@ -19,6 +19,54 @@ export namespace desktop {
 
 export namespace service {
 	
+	export class Download {
+	    key: string;
+	    id: string;
+	    quant: string;
+	    fileName: string;
+	    state: string;
+	    done: number;
+	    total: number;
+	    speed: number;
+	    etaSec: number;
+	    error?: string;
+	    path?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new Download(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.key = source["key"];
+	        this.id = source["id"];
+	        this.quant = source["quant"];
+	        this.fileName = source["fileName"];
+	        this.state = source["state"];
+	        this.done = source["done"];
+	        this.total = source["total"];
+	        this.speed = source["speed"];
+	        this.etaSec = source["etaSec"];
+	        this.error = source["error"];
+	        this.path = source["path"];
+	    }
+	}
+	export class KVLimit {
+	    kv: string;
+	    maxCtx: number;
+	    bytes: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new KVLimit(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.kv = source["kv"];
+	        this.maxCtx = source["maxCtx"];
+	        this.bytes = source["bytes"];
+	    }
+	}
 	export class Estimate {
 	    ctx: number;
 	    kv: string;
@@ -30,6 +78,11 @@ export namespace service {
 	    budget: number;
 	    verdict: string;
 	    maxCtx: number;
+	    ctxTrain: number;
+	    limits: KVLimit[];
+	    advice: string[];
+	    budgetSource: string;
+	    approx: boolean;
 	
 	    static createFrom(source: any = {}) {
 	        return new Estimate(source);
@@ -47,20 +100,236 @@ export namespace service {
 	        this.budget = source["budget"];
 	        this.verdict = source["verdict"];
 	        this.maxCtx = source["maxCtx"];
+	        this.ctxTrain = source["ctxTrain"];
+	        this.limits = this.convertValues(source["limits"], KVLimit);
+	        this.advice = source["advice"];
+	        this.budgetSource = source["budgetSource"];
+	        this.approx = source["approx"];
 	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
 	}
-	export class Message {
-	    role: string;
-	    content: string;
+	export class CatalogFile {
+	    quant: string;
+	    fileName: string;
+	    url: string;
+	    size: number;
+	    sizeApprox: boolean;
+	    sha256?: string;
+	    estimate: Estimate;
+	    localPath?: string;
+	    partial?: number;
+	    download?: Download;
 	
 	    static createFrom(source: any = {}) {
-	        return new Message(source);
+	        return new CatalogFile(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.quant = source["quant"];
+	        this.fileName = source["fileName"];
+	        this.url = source["url"];
+	        this.size = source["size"];
+	        this.sizeApprox = source["sizeApprox"];
+	        this.sha256 = source["sha256"];
+	        this.estimate = this.convertValues(source["estimate"], Estimate);
+	        this.localPath = source["localPath"];
+	        this.partial = source["partial"];
+	        this.download = this.convertValues(source["download"], Download);
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
+	export class CatalogEntry {
+	    id: string;
+	    name: string;
+	    family: string;
+	    paramsB: number;
+	    ctxTrain: number;
+	    note?: string;
+	    runnable: boolean;
+	    files: CatalogFile[];
+	
+	    static createFrom(source: any = {}) {
+	        return new CatalogEntry(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.id = source["id"];
+	        this.name = source["name"];
+	        this.family = source["family"];
+	        this.paramsB = source["paramsB"];
+	        this.ctxTrain = source["ctxTrain"];
+	        this.note = source["note"];
+	        this.runnable = source["runnable"];
+	        this.files = this.convertValues(source["files"], CatalogFile);
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
+	
+	export class ReplyStats {
+	    finishReason: string;
+	    promptTokens: number;
+	    genTokens: number;
+	    ttftMs: number;
+	    prefillTokPerSec: number;
+	    decodeTokPerSec: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new ReplyStats(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.finishReason = source["finishReason"];
+	        this.promptTokens = source["promptTokens"];
+	        this.genTokens = source["genTokens"];
+	        this.ttftMs = source["ttftMs"];
+	        this.prefillTokPerSec = source["prefillTokPerSec"];
+	        this.decodeTokPerSec = source["decodeTokPerSec"];
+	    }
+	}
+	export class StoredMessage {
+	    role: string;
+	    content: string;
+	    stats?: ReplyStats;
+	
+	    static createFrom(source: any = {}) {
+	        return new StoredMessage(source);
 	    }
 	
 	    constructor(source: any = {}) {
 	        if ('string' === typeof source) source = JSON.parse(source);
 	        this.role = source["role"];
 	        this.content = source["content"];
+	        this.stats = this.convertValues(source["stats"], ReplyStats);
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
+	export class Conversation {
+	    id: number;
+	    title: string;
+	    model: string;
+	    messages: StoredMessage[];
+	
+	    static createFrom(source: any = {}) {
+	        return new Conversation(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.id = source["id"];
+	        this.title = source["title"];
+	        this.model = source["model"];
+	        this.messages = this.convertValues(source["messages"], StoredMessage);
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
+	export class ConversationSummary {
+	    id: number;
+	    title: string;
+	    model: string;
+	    updatedAt: string;
+	    messages: number;
+	    snippet: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new ConversationSummary(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.id = source["id"];
+	        this.title = source["title"];
+	        this.model = source["model"];
+	        this.updatedAt = source["updatedAt"];
+	        this.messages = source["messages"];
+	        this.snippet = source["snippet"];
 	    }
 	}
 	export class Model {
@@ -97,6 +366,142 @@ export namespace service {
 	        this.demo = source["demo"];
 	    }
 	}
+	export class Diagnostics {
+	    os: string;
+	    arch: string;
+	    device: string;
+	    cpus: number;
+	    threads: number;
+	    totalRam: number;
+	    availableRam: number;
+	    budget: number;
+	    budgetSource: string;
+	    wiredLimitMb: number;
+	    backend: string;
+	    backendReason: string;
+	    version: string;
+	    goVersion: string;
+	    wailsVersion: string;
+	    model?: Model;
+	    templateStatus: string;
+	    dataDir: string;
+	    configDir: string;
+	    modelsDir: string;
+	    settingsWarning?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new Diagnostics(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.os = source["os"];
+	        this.arch = source["arch"];
+	        this.device = source["device"];
+	        this.cpus = source["cpus"];
+	        this.threads = source["threads"];
+	        this.totalRam = source["totalRam"];
+	        this.availableRam = source["availableRam"];
+	        this.budget = source["budget"];
+	        this.budgetSource = source["budgetSource"];
+	        this.wiredLimitMb = source["wiredLimitMb"];
+	        this.backend = source["backend"];
+	        this.backendReason = source["backendReason"];
+	        this.version = source["version"];
+	        this.goVersion = source["goVersion"];
+	        this.wailsVersion = source["wailsVersion"];
+	        this.model = this.convertValues(source["model"], Model);
+	        this.templateStatus = source["templateStatus"];
+	        this.dataDir = source["dataDir"];
+	        this.configDir = source["configDir"];
+	        this.modelsDir = source["modelsDir"];
+	        this.settingsWarning = source["settingsWarning"];
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
+	
+	
+	
+	export class LoadRequest {
+	    path: string;
+	    ctx: number;
+	    kv: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new LoadRequest(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.path = source["path"];
+	        this.ctx = source["ctx"];
+	        this.kv = source["kv"];
+	    }
+	}
+	export class LocalModel {
+	    path: string;
+	    name: string;
+	    source: string;
+	    arch: string;
+	    fileType: string;
+	    size: number;
+	    params: number;
+	    ctxTrain: number;
+	    loaded: boolean;
+	    demo: boolean;
+	    problem?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new LocalModel(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.path = source["path"];
+	        this.name = source["name"];
+	        this.source = source["source"];
+	        this.arch = source["arch"];
+	        this.fileType = source["fileType"];
+	        this.size = source["size"];
+	        this.params = source["params"];
+	        this.ctxTrain = source["ctxTrain"];
+	        this.loaded = source["loaded"];
+	        this.demo = source["demo"];
+	        this.problem = source["problem"];
+	    }
+	}
+	export class Message {
+	    role: string;
+	    content: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new Message(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.role = source["role"];
+	        this.content = source["content"];
+	    }
+	}
+	
 	export class Prepare {
 	    label: string;
 	    done: number;
@@ -113,7 +518,9 @@ export namespace service {
 	        this.total = source["total"];
 	    }
 	}
+	
 	export class SendRequest {
+	    conversationId: number;
 	    messages: Message[];
 	    prompt?: string;
 	    maxTokens?: number;
@@ -124,6 +531,7 @@ export namespace service {
 	
 	    constructor(source: any = {}) {
 	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.conversationId = source["conversationId"];
 	        this.messages = this.convertValues(source["messages"], Message);
 	        this.prompt = source["prompt"];
 	        this.maxTokens = source["maxTokens"];
@@ -147,6 +555,20 @@ export namespace service {
 		    return a;
 		}
 	}
+	export class SendResult {
+	    replyId: string;
+	    conversationId: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new SendResult(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.replyId = source["replyId"];
+	        this.conversationId = source["conversationId"];
+	    }
+	}
 	export class Status {
 	    state: string;
 	    error?: string;
@@ -167,6 +589,117 @@ export namespace service {
 	        this.busy = source["busy"];
 	        this.running = source["running"];
 	        this.prepare = this.convertValues(source["prepare"], Prepare);
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
+
+}
+
+export namespace settings {
+	
+	export class QuickAction {
+	    name: string;
+	    prompt: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new QuickAction(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.name = source["name"];
+	        this.prompt = source["prompt"];
+	    }
+	}
+	export class Sampling {
+	    temperature: number;
+	    top_p: number;
+	    top_k: number;
+	    min_p: number;
+	    repeat_penalty: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new Sampling(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.temperature = source["temperature"];
+	        this.top_p = source["top_p"];
+	        this.top_k = source["top_k"];
+	        this.min_p = source["min_p"];
+	        this.repeat_penalty = source["repeat_penalty"];
+	    }
+	}
+	export class Server {
+	    enabled: boolean;
+	    address: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new Server(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.enabled = source["enabled"];
+	        this.address = source["address"];
+	    }
+	}
+	export class Settings {
+	    version: number;
+	    last_model: string;
+	    context_tokens: number;
+	    kv_type: string;
+	    sampling: Sampling;
+	    system_prompt: string;
+	    theme: string;
+	    start_at_login: boolean;
+	    hotkey: string;
+	    server: Server;
+	    slots: number;
+	    threads: number;
+	    quick_actions: QuickAction[];
+	    memory_limit: number;
+	    model_files: string[];
+	
+	    static createFrom(source: any = {}) {
+	        return new Settings(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.version = source["version"];
+	        this.last_model = source["last_model"];
+	        this.context_tokens = source["context_tokens"];
+	        this.kv_type = source["kv_type"];
+	        this.sampling = this.convertValues(source["sampling"], Sampling);
+	        this.system_prompt = source["system_prompt"];
+	        this.theme = source["theme"];
+	        this.start_at_login = source["start_at_login"];
+	        this.hotkey = source["hotkey"];
+	        this.server = this.convertValues(source["server"], Server);
+	        this.slots = source["slots"];
+	        this.threads = source["threads"];
+	        this.quick_actions = this.convertValues(source["quick_actions"], QuickAction);
+	        this.memory_limit = source["memory_limit"];
+	        this.model_files = source["model_files"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
