@@ -13,6 +13,9 @@ type Platform interface {
 	// where the status item is made and the activation policy becomes
 	// Accessory (docs/ARCHITECTURE.md, "Data flow"; Wails v2 forces Regular at launch).
 	Started(ctx context.Context, w WindowControl) error
+	// ModelChanged tells the platform the loaded model's name ("" when
+	// none), for the status item's menu.
+	ModelChanged(name string)
 }
 
 // WindowBehaviour is how the window behaves before the platform takes over.

@@ -32,3 +32,9 @@ func (p *menuBar) Started(ctx context.Context, w WindowControl) error {
 	p.item = item
 	return nil
 }
+
+func (p *menuBar) ModelChanged(name string) {
+	if m, ok := p.item.(interface{ SetModel(string) }); ok {
+		m.SetModel(name)
+	}
+}

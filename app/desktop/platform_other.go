@@ -13,3 +13,5 @@ func newPlatform() Platform { return plainWindow{} }
 func (plainWindow) Window() WindowBehaviour { return WindowBehaviour{} }
 
 func (plainWindow) Started(context.Context, WindowControl) error { return nil }
+
+func (plainWindow) ModelChanged(string) {}

@@ -1,0 +1,31 @@
+package desktop
+
+// Dialogs are the native dialogs the app shows: macOS uses
+// github.com/sqweek/dialog (dialogs_darwin.go); other systems use Wails'
+// runtime dialogs (run_cgo.go), so there is never a second GTK loop.
+type Dialogs interface {
+	// OpenFile asks for a file to open; "" when the user cancels.
+	OpenFile(title string, patterns []FilePattern) (string, error)
+	// SaveFile asks where to save a file named defaultName; "" when the
+	// user cancels.
+	SaveFile(title, defaultName string, patterns []FilePattern) (string, error)
+	// Ask shows q and returns the button the user chose (q.Cancel when the
+	// dialog is dismissed).
+	Ask(q Question) (string, error)
+}
+
+// FilePattern is one entry of a file dialog's type filter.
+type FilePattern struct {
+	Name       string   // e.g. "GGUF models"
+	Extensions []string // without the dot, e.g. "gguf"
+}
+
+// Question is a modal question with two or more buttons.
+type Question struct {
+	Title   string
+	Message string
+	Buttons []string // in display order
+	Default string   // the button Return presses
+	Cancel  string   // the button Escape presses, and the answer when dismissed
+	Warning bool     // a caution icon (the load will not fit, data may be lost)
+}
