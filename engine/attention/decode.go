@@ -27,7 +27,7 @@ func Decode(pool *parallel.Pool, ws *Workspace, out, q []float32, c *kv.Cache, l
 	lo := p.visible(n - 1)
 	s := ws.splitCount(n-lo, pool.Threads())
 	lv := c.Layer(layer)
-	ws.job = job{lv: lv, out: out, q: q, n: n, lo: lo, splits: s, chunk: (n - lo + s - 1) / s,
+	ws.job = job{p: p, lv: lv, out: out, q: q, n: n, lo: lo, splits: s, chunk: (n - lo + s - 1) / s,
 		permuted: lv.Type == kv.Q4 && kern.q4Permuted}
 	for i := range ws.slots {
 		ws.slots[i].qFor = -1
@@ -54,7 +54,7 @@ func (ws *Workspace) decodeItem(st *slot, item int) {
 		// A worker mostly claims consecutive splits of one kv head: the
 		// prepared query is reused until the head changes.
 		if st.qFor != kvh {
-			st.prepareQuery(j.q[kvh*g*d:(kvh+1)*g*d], ws.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
+			st.prepareQuery(j.q[kvh*g*d:(kvh+1)*g*d], j.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
 			st.qFor = kvh
 		}
 		st.attendCached(j.lv, kvh, t0, t1)

@@ -2,6 +2,7 @@ package attention
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -71,7 +72,7 @@ func TestDecodeMatchesReference(t *testing.T) {
 					ws := NewWorkspace(p, n, 0, 2, nil)
 					out := make([]float32, p.Heads*d)
 					for _, window := range []int{0, 300} {
-						p.Window, ws.p.Window = window, window
+						p.Window = window
 						q := randomVec(r, p.Heads*d)
 						want := decodeReference64(q, k, v, n, p)
 						for i, typ := range kv.Types {
@@ -151,6 +152,59 @@ func TestOutlierChannel(t *testing.T) {
 				}
 			}
 			t.Log(line)
+		}
+	}
+}
+
+// Scale and window come with each call: a workspace made for other ones
+// gives bit for bit what a workspace made for the call's gives, for decode
+// and prefill; another geometry is refused.
+func TestScaleAndWindowPerCall(t *testing.T) {
+	pool := testPool(t, 2)
+	made := Params{Heads: 8, KVHeads: 2, HeadDim: 64, Scale: 0.3}
+	r := rand.New(rand.NewPCG(1, 2))
+	const n, rows = 600, 20
+	k, v := randomKV(r, made, n+rows, false)
+	for _, typ := range kv.Types {
+		cache := newCache(t, made, typ, 32, n+rows, k, v, n)
+		shared := NewWorkspace(made, n+rows, rows, 2, nil)
+		for _, call := range []Params{{Scale: 0.05}, {Scale: 0.125, Window: 100}, {Scale: 0.3, Window: 7}} {
+			call.Heads, call.KVHeads, call.HeadDim = made.Heads, made.KVHeads, made.HeadDim
+			own := NewWorkspace(call, n+rows, rows, 2, nil)
+			q := randomVec(r, rows*call.Heads*call.HeadDim)
+			got, want := make([]float32, len(q)), make([]float32, len(q))
+			width := call.Heads * call.HeadDim
+			if err := Decode(pool, shared, got[:width], q[:width], cache, 0, n, call); err != nil {
+				t.Fatal(err)
+			}
+			if err := Decode(pool, own, want[:width], q[:width], cache, 0, n, call); err != nil {
+				t.Fatal(err)
+			}
+			kw := call.KVHeads * call.HeadDim
+			if err := Prefill(pool, shared, got[width:], q[width:], k[n*kw:], v[n*kw:], rows-1, cache, 0, n, call); err != nil {
+				t.Fatal(err)
+			}
+			if err := Prefill(pool, own, want[width:], q[width:], k[n*kw:], v[n*kw:], rows-1, cache, 0, n, call); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%v %+v: element %d is %g with the shared workspace, %g with its own", typ, call, i, got[i], want[i])
+				}
+			}
+			if cos := cosine(got[:width], decodeReference64(q[:width], k, v, n, call)); cos < 0.99 {
+				t.Fatalf("%v %+v: decode cosine %.4f against the reference with the call's scale and window", typ, call, cos)
+			}
+		}
+		bad := made
+		bad.Heads = 4
+		if err := Decode(pool, shared, make([]float32, 4*64), make([]float32, 4*64), cache, 0, n, bad); err == nil {
+			t.Fatal("a call with other heads than the workspace's was accepted")
+		}
+		bad = made
+		bad.Scale = float32(math.NaN())
+		if err := Decode(pool, shared, make([]float32, 8*64), make([]float32, 8*64), cache, 0, n, bad); err == nil {
+			t.Fatal("a NaN scale was accepted")
 		}
 	}
 }

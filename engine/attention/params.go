@@ -9,11 +9,15 @@ package attention
 
 import (
 	"fmt"
+	"math"
 
 	"nibble/engine/kv"
 )
 
-// Params is the attention geometry of one layer.
+// Params is the attention of one layer: its geometry (Heads, KVHeads,
+// HeadDim), which a Workspace is made for, and its Scale and Window, which
+// every call passes anew, so layers of one model may differ in them (sliding
+// window layers beside full ones).
 type Params struct {
 	Heads, KVHeads, HeadDim int
 	Scale                   float32 // applied to q·k, usually 1/sqrt(HeadDim)
@@ -42,6 +46,14 @@ func (p Params) validate() error {
 		return fmt.Errorf("attention: head dim %d must be a positive multiple of 8 (at most %d)", p.HeadDim, maxHeadDim)
 	case p.Window < 0:
 		return fmt.Errorf("attention: negative window %d", p.Window)
+	}
+	return nil
+}
+
+// checkScale reports a scale no softmax can use.
+func (p Params) checkScale() error {
+	if !(p.Scale > 0) || math.IsInf(float64(p.Scale), 0) {
+		return fmt.Errorf("attention: scale %g must be positive and finite", p.Scale)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func Prefill(pool *parallel.Pool, ws *Workspace, out, q, k, v []float32, rows in
 		c.Calibrate(layer, k, rows)
 	}
 	lv := c.Layer(layer)
-	ws.job = job{lv: lv, out: out, q: q, k: k, v: v, rows: rows, past: past,
+	ws.job = job{p: p, lv: lv, out: out, q: q, k: k, v: v, rows: rows, past: past,
 		permuted: lv.Type == kv.Q4 && kern.q4Permuted}
 	ws.run(pool, rows, ws.stageTask)
 	// Longest rows first: they have the most keys.
@@ -74,10 +74,10 @@ func (ws *Workspace) prefillItem(st *slot, item int) {
 	row := j.rows - 1 - item/ws.p.KVHeads
 	kvh := item % ws.p.KVHeads
 	pos := j.past + row
-	lo := ws.p.visible(pos)
+	lo := j.p.visible(pos)
 	qoff := (row*ws.p.Heads + kvh*g) * d
 	resetAccumulators(st.o, st.ml)
-	st.prepareQuery(j.q[qoff:qoff+g*d], ws.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
+	st.prepareQuery(j.q[qoff:qoff+g*d], j.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
 	st.qFor = -1
 	if lo < j.past {
 		st.attendCached(j.lv, kvh, lo, j.past)

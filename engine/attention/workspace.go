@@ -11,8 +11,10 @@ import (
 
 // Workspace holds everything Decode and Prefill write besides their output:
 // the split-K partials (o, m, l per query head per split), per-worker
-// scratch and prefill's staged new rows. It is allocated once; steps do not
-// allocate. One step at a time: a workspace is not for concurrent use.
+// scratch and prefill's staged new rows. It is allocated once for one
+// geometry (heads, kv heads, head dim); the scale and window come with each
+// call. Steps do not allocate. One step at a time: a workspace is not for
+// concurrent use.
 type Workspace struct {
 	p         Params
 	ctx       int
@@ -38,6 +40,7 @@ type Workspace struct {
 
 // job is the arguments of the step in progress.
 type job struct {
+	p        Params // this call's: scale and window may differ from call to call
 	lv       *kv.LayerView
 	out, q   []float32
 	k, v     []float32 // prefill: new rows, element order
@@ -115,10 +118,11 @@ func WorkspaceBytes(p Params, ctx, maxBatch, threads int) int64 {
 	return 4 * (slots + part + partML + 2*staged)
 }
 
-// NewWorkspace allocates a workspace through alloc (nil: make) for contexts
-// up to ctx positions, prefill batches up to maxBatch rows and pools up to
-// threads workers. Invalid arguments give a workspace whose every use
-// returns the error.
+// NewWorkspace allocates a workspace for p's geometry (its Scale and Window
+// are not kept: each call brings its own) through alloc (nil: make), for
+// contexts up to ctx positions, prefill batches up to maxBatch rows and
+// pools up to threads workers. Invalid arguments give a workspace whose
+// every use returns the error.
 func NewWorkspace(p Params, ctx, maxBatch, threads int, alloc func(nbytes int) []byte) *Workspace {
 	ws := &Workspace{p: p, ctx: ctx, maxBatch: maxBatch, maxSplits: maxSplits(ctx, max(1, threads))}
 	ws.worker = ws.runSlots
@@ -200,8 +204,15 @@ func (ws *Workspace) check(p Params, c *kv.Cache, layer int) error {
 		return fmt.Errorf("attention: nil workspace")
 	case ws.err != nil:
 		return ws.err
-	case p != ws.p:
-		return fmt.Errorf("attention: params %+v differ from the workspace's %+v", p, ws.p)
+	case p.Heads != ws.p.Heads || p.KVHeads != ws.p.KVHeads || p.HeadDim != ws.p.HeadDim:
+		return fmt.Errorf("attention: %d heads, %d kv heads of dim %d differ from the workspace's %d, %d of dim %d",
+			p.Heads, p.KVHeads, p.HeadDim, ws.p.Heads, ws.p.KVHeads, ws.p.HeadDim)
+	}
+	if err := p.validate(); err != nil {
+		return err
+	}
+	if err := p.checkScale(); err != nil {
+		return err
 	}
 	return p.checkCache(c, layer)
 }

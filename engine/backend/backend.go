@@ -31,11 +31,13 @@ type RoPE struct {
 	PosScale    float32   // linear position scale (1 = none)
 }
 
-// Attention describes the attention geometry of one layer.
+// Attention is the attention of one layer, passed with every call: the
+// geometry must be the cache's (KVHeads, HeadDim) and the Heads it was made
+// for; Scale and Window may differ from layer to layer.
 type Attention struct {
 	Heads, KVHeads, HeadDim int
-	Scale                   float32 // usually 1/sqrt(HeadDim)
-	Window                  int     // sliding window in tokens; 0 = full causal
+	Scale                   float32 // applied to q·k, usually 1/sqrt(HeadDim)
+	Window                  int     // sliding window in tokens, the query's own included; 0 = full causal
 }
 
 // KVCache is a backend-owned cache created by NewKVCache.
@@ -55,8 +57,10 @@ type Backend interface {
 	AllocatedBytes() int64
 	// Free gives a tensor back; AllocatedBytes drops by its size.
 	Free(t Tensor)
-	// NewKVCache allocates the cache and the attention workspace for it.
-	NewKVCache(cfg kv.Config, a *Attention, maxBatch int) (KVCache, error)
+	// NewKVCache allocates the cache cfg describes and the attention
+	// workspace for heads query heads and prefill batches of up to maxBatch
+	// rows.
+	NewKVCache(cfg kv.Config, heads, maxBatch int) (KVCache, error)
 
 	Embed(dst Tensor, table *Weight, tokens []int32)
 	RMSNorm(dst, x Tensor, w *Weight, eps float32, rows int)

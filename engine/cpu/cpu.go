@@ -61,7 +61,6 @@ func (b *Backend) Free(t backend.Tensor) {
 type kvCache struct {
 	c     *kv.Cache
 	ws    *attention.Workspace
-	p     attention.Params
 	b     *Backend
 	owned [][]byte // every allocation of the cache and its workspace
 }
@@ -82,8 +81,8 @@ func attnParams(a *backend.Attention) attention.Params {
 	return attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window}
 }
 
-func (b *Backend) NewKVCache(cfg kv.Config, a *backend.Attention, maxBatch int) (backend.KVCache, error) {
-	k := &kvCache{p: attnParams(a), b: b}
+func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCache, error) {
+	k := &kvCache{b: b}
 	alloc := func(n int) []byte {
 		p := b.allocRaw(n)
 		k.owned = append(k.owned, p)
@@ -94,7 +93,8 @@ func (b *Backend) NewKVCache(cfg kv.Config, a *backend.Attention, maxBatch int) 
 		k.Close()
 		return nil, err
 	}
-	k.c, k.ws = c, attention.NewWorkspace(k.p, cfg.Ctx, maxBatch, b.pool.Threads(), alloc)
+	geometry := attention.Params{Heads: heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim}
+	k.c, k.ws = c, attention.NewWorkspace(geometry, cfg.Ctx, maxBatch, b.pool.Threads(), alloc)
 	return k, nil
 }
 
@@ -229,12 +229,12 @@ func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos
 
 func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, n int, a *backend.Attention) {
 	kc := c.(*kvCache)
-	b.fail(attention.Decode(b.pool, kc.ws, f(out), f(q), kc.c, layer, n, kc.p))
+	b.fail(attention.Decode(b.pool, kc.ws, f(out), f(q), kc.c, layer, n, attnParams(a)))
 }
 
 func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, layer, past, rows int, a *backend.Attention) {
 	kc := c.(*kvCache)
-	b.fail(attention.Prefill(b.pool, kc.ws, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, kc.p))
+	b.fail(attention.Prefill(b.pool, kc.ws, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, attnParams(a)))
 }
 
 func (b *Backend) SwiGLU(dst, gate, up backend.Tensor, n int) {

@@ -37,7 +37,7 @@ func (m *Model) NewState(b backend.Backend, kvc kv.Config, maxBatch int) (*State
 	s.attn = backend.Attention{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
 		Scale: float32(1 / math.Sqrt(float64(hp.HeadDim))), Window: hp.Window}
 	s.rope = backend.RoPE{Neox: hp.RopeNeox, Dims: hp.RopeDims, Base: hp.RopeBase, FreqFactors: m.RopeFreqs, PosScale: hp.RopeScale}
-	cache, err := b.NewKVCache(kvc, &s.attn, maxBatch)
+	cache, err := b.NewKVCache(kvc, hp.Heads, maxBatch)
 	if err != nil {
 		return nil, err
 	}
