@@ -123,6 +123,16 @@ vet:
 cross-vet:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./engine/... $(wildcard ./metal/...)
 
+# The Mac app without a Mac: its darwin files (darwinkit, Wails' Cocoa
+# frontend, sqweek/dialog: all cgo, so go vet cannot) type-checked with
+# go/types as `wails build` would compile them, import "C" faked; and the
+# CLI, which needs no cgo, built for the Mac.
+.PHONY: darwin-check
+darwin-check:
+	go run ./app/desktop/darwincheck
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./app/... .
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o /dev/null .
+
 lint:
 	go run $(STATICCHECK) ./...
 
