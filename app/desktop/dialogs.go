@@ -1,8 +1,11 @@
 package desktop
 
 // Dialogs are the native dialogs the app shows: macOS uses
-// github.com/sqweek/dialog (dialogs_darwin.go); other systems use Wails'
-// runtime dialogs (run_cgo.go), so there is never a second GTK loop.
+// github.com/sqweek/dialog for its open and save panels and an NSAlert
+// (through darwinkit) for questions, whose buttons carry their own titles
+// (dialogs_darwin.go); other systems use Wails' runtime dialogs
+// (run_cgo.go), so there is never a second GTK loop. Each method may be
+// called from any goroutine and returns when the dialog closes.
 type Dialogs interface {
 	// OpenFile asks for a file to open; "" when the user cancels.
 	OpenFile(title string, patterns []FilePattern) (string, error)
@@ -24,7 +27,7 @@ type FilePattern struct {
 type Question struct {
 	Title   string
 	Message string
-	Buttons []string // in display order
+	Buttons []string // in display order; on macOS the first is the rightmost
 	Default string   // the button Return presses
 	Cancel  string   // the button Escape presses, and the answer when dismissed
 	Warning bool     // a caution icon (the load will not fit, data may be lost)
