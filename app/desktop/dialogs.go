@@ -4,8 +4,9 @@ package desktop
 // github.com/sqweek/dialog for its open and save panels and an NSAlert
 // (through darwinkit) for questions, whose buttons carry their own titles
 // (dialogs_darwin.go); other systems use Wails' runtime dialogs
-// (run_cgo.go), so there is never a second GTK loop. Each method may be
-// called from any goroutine and returns when the dialog closes.
+// (run_cgo.go), so there is never a second GTK loop. The methods are
+// called from the bound methods' goroutines and return when the dialog
+// closes.
 type Dialogs interface {
 	// OpenFile asks for a file to open; "" when the user cancels.
 	OpenFile(title string, patterns []FilePattern) (string, error)
