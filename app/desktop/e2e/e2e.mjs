@@ -1,0 +1,632 @@
+// The app's end-to-end steps: headless Chromium (Debian's, through
+// playwright-core) opens the app's dev server, whose websocket bridge
+// reaches the real Go bindings and events, and uses the app through its
+// data-testids. TestAppE2E (e2e_test.go) prepares everything and runs
+//
+//	node e2e.mjs CONFIG.json
+//
+// Each step saves a screenshot (its path on a "screenshot:" line); a
+// failed step saves one too, the next steps still run, and the exit status
+// is 1. Bindings are called directly only to set up (the memory budget)
+// and to check what the UI cannot show (that nothing was stored).
+import { chromium } from 'playwright-core';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const fx = cfg.fixtures;
+const started = Date.now();
+const deadline = started + cfg.timeoutMs;
+
+const browser = await chromium.launch({
+  executablePath: cfg.chromium,
+  args: ['--no-sandbox', '--disable-gpu'],
+});
+// The popover's size.
+const context = await browser.newContext({ viewport: { width: 420, height: 640 }, deviceScaleFactor: 1 });
+let page = await context.newPage();
+page.setDefaultTimeout(15_000);
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(String(e)));
+let appURL = cfg.url;
+
+// ---- helpers
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const tid = (id) => page.getByTestId(id);
+const within = (loc, id) => loc.getByTestId(id);
+
+class StepError extends Error {}
+function check(cond, msg) {
+  if (!cond) throw new StepError(msg);
+}
+
+/** poll calls fn until it returns something truthy, or fails with what. */
+async function poll(fn, what, timeoutMs = 15_000, everyMs = 100) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+      last = v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) {
+      throw new StepError(`timed out after ${timeoutMs / 1000}s waiting for ${what}` + (last instanceof Error ? ` (${last.message.split('\n')[0]})` : ''));
+    }
+    await sleep(everyMs);
+  }
+}
+
+/** bind calls a bound Go method: {ok, value} or {ok: false, error}. */
+async function bind(method, ...args) {
+  return page.evaluate(
+    async ({ method, args }) => {
+      try {
+        return { ok: true, value: await window.go.desktop.App[method](...args) };
+      } catch (e) {
+        return { ok: false, error: String(e && e.message ? e.message : e) };
+      }
+    },
+    { method, args },
+  );
+}
+async function bindOK(method, ...args) {
+  const r = await bind(method, ...args);
+  check(r.ok, `${method}: ${r.error}`);
+  return r.value;
+}
+
+async function openApp(url) {
+  await page.goto(url);
+  await page.waitForFunction(() => window.go && window.go.desktop && window.go.desktop.App && window.runtime, null, { timeout: 30_000 });
+}
+
+async function ready(what = 'a loaded model') {
+  return poll(async () => {
+    const s = await bindOK('Status');
+    check(s.state !== 'error', `the engine reports an error: ${s.error}`);
+    return s.state === 'ready' && s.model ? s : null;
+  }, what, 60_000, 250);
+}
+
+async function tab(name) {
+  await tid(`tab-${name}`).click();
+}
+
+/** appOutput is everything the app printed on stdout and stderr so far. */
+async function appOutput() {
+  const r = await fetch(`${cfg.ctl}/ctl/output`);
+  return r.text();
+}
+async function dialogLines() {
+  return (await appOutput()).split('\n').filter((l) => l.startsWith('dialog: '));
+}
+async function fileRequests() {
+  return (await fetch(`${cfg.ctl}/ctl/requests`)).json();
+}
+
+const modelRow = (p) => page.locator(`[data-testid="local-model"][data-path="${p}"]`);
+const catalogEntry = (id) => page.locator(`[data-testid="catalog-entry"][data-id="${id}"]`);
+
+async function text(loc) {
+  return ((await loc.innerText()) || '').trim();
+}
+async function count(loc) {
+  return loc.count();
+}
+async function visible(loc) {
+  return (await loc.count()) > 0 && (await loc.first().isVisible());
+}
+
+async function progressValue(loc) {
+  return loc.evaluate((el) => {
+    const v = el.getAttribute('aria-valuenow') ?? (el.value !== undefined ? String(el.value) : null);
+    const max = el.getAttribute('aria-valuemax') ?? (el.max !== undefined ? String(el.max) : '100');
+    return v === null ? null : Number(v) / Number(max || 100);
+  });
+}
+
+/** Sends prompt through the prompt box and returns the new assistant message. */
+async function sendPrompt(prompt) {
+  const before = await count(page.locator('[data-testid="message"][data-role="assistant"]'));
+  await tid('prompt-input').fill(prompt);
+  await tid('send-button').click();
+  const msg = page.locator('[data-testid="message"][data-role="assistant"]').nth(before);
+  await msg.waitFor({ state: 'attached', timeout: 15_000 });
+  return msg;
+}
+
+/**
+ * watchReply records, in the page, every state and text length of the
+ * assistant message at index n, so a step can tell text streamed in pieces
+ * from text that appeared at once; with stopAfterText it also clicks Stop
+ * the moment the first text shows (a reply of a small model can end in a
+ * fraction of a second, too soon for a round trip from here).
+ */
+async function watchReply(n, { stopAfterText = false } = {}) {
+  await page.evaluate(
+    ({ n, stopAfterText }) => {
+      const seen = (window.__e2eSeen = []);
+      let clicked = false;
+      const look = () => {
+        const m = document.querySelectorAll('[data-testid="message"][data-role="assistant"]')[n];
+        if (!m) return;
+        const state = m.getAttribute('data-state');
+        const len = (m.innerText || '').trim().length;
+        const last = seen[seen.length - 1];
+        if (!last || last.state !== state || last.len !== len) seen.push({ state, len, t: performance.now() });
+        if (stopAfterText && !clicked && state === 'streaming' && m.querySelector('[data-testid="markdown"]')?.innerText.trim()) {
+          const stop = document.querySelector('[data-testid="stop-button"]');
+          if (stop) {
+            clicked = true;
+            window.__e2eStopClickedAt = len;
+            stop.click();
+          }
+        }
+      };
+      window.__e2eObserver?.disconnect();
+      window.__e2eObserver = new MutationObserver(look);
+      window.__e2eObserver.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+      look();
+    },
+    { n, stopAfterText },
+  );
+}
+const replySeen = () => page.evaluate(() => window.__e2eSeen || []);
+
+async function waitState(msg, states, timeoutMs = 60_000) {
+  const want = [].concat(states);
+  return poll(async () => {
+    const s = await msg.getAttribute('data-state');
+    return want.includes(s) ? s : null;
+  }, `the reply to end as ${want.join(' or ')}`, timeoutMs, 100);
+}
+
+// ---- steps
+
+const results = [];
+let stepNo = 0;
+let current = '';
+
+async function shot(name) {
+  const file = path.join(cfg.shots, `${name}.png`);
+  await page.screenshot({ path: file });
+  console.log(`screenshot: ${file}`);
+  return file;
+}
+
+/** extraShot saves a screenshot in the middle of the current step. */
+const extraShot = (suffix) => shot(`${current}-${suffix}`);
+
+async function step(name, fn, timeoutMs = 60_000) {
+  stepNo++;
+  current = `${String(stepNo).padStart(2, '0')}-${name}`;
+  const t0 = Date.now();
+  const errorsBefore = pageErrors.length;
+  if (Date.now() > deadline) {
+    results.push({ id: current, ok: false, error: 'not run: the run is out of time' });
+    console.log(`FAIL ${current}: not run, the run is out of time`);
+    return false;
+  }
+  let error;
+  try {
+    let timer;
+    await Promise.race([
+      fn(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new StepError(`the step took longer than ${timeoutMs / 1000}s`)), timeoutMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    const newErrors = pageErrors.slice(errorsBefore);
+    check(newErrors.length === 0, `uncaught errors in the page: ${newErrors.join('; ')}`);
+  } catch (e) {
+    error = e instanceof StepError ? e.message : String(e && e.stack ? e.stack : e);
+  }
+  const secs = ((Date.now() - t0) / 1000).toFixed(1);
+  try {
+    await shot(error ? `${current}-FAILED` : current);
+  } catch (e) {
+    console.log(`(no screenshot: ${e.message})`);
+  }
+  results.push({ id: current, ok: !error, error, secs });
+  console.log(error ? `FAIL ${current} (${secs}s): ${error}` : `PASS ${current} (${secs}s)`);
+  return !error;
+}
+
+const state = {}; // what later steps need from earlier ones
+
+await step('demo-model-ready', async () => {
+  await openApp(appURL);
+  const s = await ready('the demo model to load at start-up');
+  check(s.model.demo, `the model loaded at start-up is not the demo model: ${JSON.stringify(s.model)}`);
+  state.demoPath = s.model.path;
+  await tid('demo-badge').waitFor();
+  const note = await text(tid('demo-note'));
+  check(/random weights/i.test(note), `the demo note does not say the weights are random: "${note}"`);
+  const name = await text(tid('model-name'));
+  check(/demo/i.test(name), `the header names the model "${name}", not the demo model`);
+
+  // Setup: a memory budget small enough that "past the budget" and "will
+  // not fit" happen on any machine. The app's own estimates choose it: the
+  // demo and the chat model fit with room to spare, the chat model at its
+  // full trained context does not, nor does the big model at all.
+  const est = async (p, ctx) => (await bindOK('CheckLoad', { path: p, ctx, kv: 'q4' })).total;
+  const demo = await est(state.demoPath, 4096);
+  const long = await est(fx.long, 4096);
+  const longMax = await est(fx.long, fx.longCtx);
+  const budget = Math.ceil(Math.max(demo, long) / 0.8 / 1048576) * 1048576;
+  check(longMax > budget * 1.1, `the chat model at ${fx.longCtx} tokens needs ${longMax} bytes, not clearly more than the budget ${budget}`);
+  check(fx.bigBytes > budget, `the big model (${fx.bigBytes} bytes) is not bigger than the budget ${budget}`);
+  const settings = await bindOK('Settings');
+  const saved = await bindOK('UpdateSettings', { ...settings, memory_limit: budget });
+  check(saved.memory_limit === budget, `UpdateSettings kept memory_limit ${saved.memory_limit}, want ${budget}`);
+  state.budget = budget;
+  console.log(`  memory budget ${(budget / 1048576).toFixed(0)} MiB (demo ${(demo / 1048576).toFixed(1)} MiB, chat model ${(long / 1048576).toFixed(1)} MiB, at ${fx.longCtx} tokens ${(longMax / 1048576).toFixed(1)} MiB)`);
+});
+
+await step('prompt-streams', async () => {
+  await tab('chat');
+  state.firstPrompt = 'Write a haiku about a tiny kettle';
+  const n = await count(page.locator('[data-testid="message"][data-role="assistant"]'));
+  await watchReply(n);
+  await page.evaluate(() => {
+    window.__e2eDeltas = 0;
+    window.runtime.EventsOn('chat:delta', () => window.__e2eDeltas++);
+  });
+  const msg = await sendPrompt(state.firstPrompt);
+  const user = page.locator('[data-testid="message"][data-role="user"]').last();
+  check((await text(user)).includes(state.firstPrompt), 'the prompt is not shown as the user message');
+  await waitState(msg, 'done');
+  const reply = await text(within(msg, 'markdown'));
+  check(reply.length > 0, 'the reply is empty');
+  const seen = await replySeen();
+  const streamed = seen.filter((s) => s.state === 'streaming' && s.len > 0).map((s) => s.len);
+  check(new Set(streamed).size >= 2, `the text did not grow while streaming (states and lengths seen: ${JSON.stringify(seen.slice(0, 12))})`);
+  const d = await page.evaluate(() => window.__e2eDeltas);
+  check(d >= 2, `only ${d} chat:delta events`);
+  await within(msg, 'message-stats').waitFor();
+  const ttft = await text(within(msg, 'ttft'));
+  const tps = await text(within(msg, 'tok-per-sec'));
+  check(/\d/.test(ttft) && /\d/.test(tps), `the stats show no numbers: ttft "${ttft}", tok/s "${tps}"`);
+  console.log(`  ${reply.length} characters in ${d} deltas; ${ttft}; ${tps}`);
+});
+
+await step('empty-prompt', async () => {
+  await tab('chat');
+  const before = await count(tid('message'));
+  const convs = (await bindOK('Conversations', '')).length;
+  await tid('prompt-input').fill('   ');
+  await tid('prompt-input').press('Enter');
+  if (!(await visible(tid('prompt-error'))) && (await tid('send-button').isEnabled())) {
+    await tid('send-button').click();
+  }
+  await tid('prompt-error').waitFor({ timeout: 5_000 });
+  const msg = await text(tid('prompt-error'));
+  check(/empty|type|write|enter/i.test(msg), `the prompt error does not say what is wrong: "${msg}"`);
+  await sleep(500);
+  check((await count(tid('message'))) === before, 'a message was added for an empty prompt');
+  check((await bindOK('Conversations', '')).length === convs, 'an empty prompt was stored in the history');
+});
+
+await step('load-chat-model', async () => {
+  await tab('models');
+  await tid('local-models').waitFor();
+  const dialogsBefore = (await dialogLines()).length;
+  const row = modelRow(fx.long);
+  await row.waitFor();
+  await within(row, 'load-model').click();
+  await poll(async () => (await row.getAttribute('data-loaded')) === 'true', 'the chat model to show as loaded', 60_000);
+  const s = await ready('the chat model');
+  check(s.model.path === fx.long, `the loaded model is ${s.model.path}`);
+  check(!(await visible(tid('demo-badge'))), 'the demo badge still shows');
+  const demoRow = modelRow(state.demoPath);
+  if (await demoRow.count()) check((await demoRow.getAttribute('data-loaded')) === 'false', 'the demo model still shows as loaded');
+  const asked = (await dialogLines()).slice(dialogsBefore);
+  check(asked.length === 0, `a model that fits asked first: ${asked.join(' | ')}`);
+});
+
+await step('stop-mid-reply', async () => {
+  await tab('chat');
+  await tid('new-chat').click();
+  const n = await count(page.locator('[data-testid="message"][data-role="assistant"]'));
+  await watchReply(n, { stopAfterText: true });
+  const msg = await sendPrompt('Tell me a very long story about the sea');
+  const end = await waitState(msg, ['stopped', 'done', 'error'], 60_000);
+  const clickedAt = await page.evaluate(() => window.__e2eStopClickedAt);
+  check(clickedAt !== undefined, 'Stop was never clicked: no text streamed');
+  check(end === 'stopped', `the reply ended "${end}" after Stop was clicked`);
+  const kept = await text(within(msg, 'markdown'));
+  check(kept.length > 0, 'the stopped reply lost the text that had streamed');
+  await tid('send-button').waitFor();
+  check(!(await visible(tid('stop-button'))), 'the Stop button still shows after the reply stopped');
+  const s = await bindOK('Status');
+  check(!s.busy, 'the engine is still busy after Stop');
+});
+
+await step('context-past-budget', async () => {
+  await tab('models');
+  await tid('context-panel').waitFor();
+  const slider = tid('ctx-slider');
+  const min = Number(await slider.getAttribute('min'));
+  const max = Number(await slider.getAttribute('max'));
+  check(min === 2048 && max === fx.longCtx, `the slider runs ${min}..${max}, want 2048..${fx.longCtx} (the trained context)`);
+  await tid('kv-select').selectOption('q4');
+  await slider.fill(String(min));
+  await poll(async () => ['fits', 'tight'].includes(await tid('verdict').getAttribute('data-verdict')), 'a fitting verdict at the smallest context');
+  for (const id of ['budget-bar', 'bar-weights', 'bar-kv', 'bar-budget', 'budget-total', 'kv-limit-q4', 'kv-limit-q8', 'kv-limit-f16']) {
+    check(await visible(tid(id)), `${id} is not shown`);
+  }
+  await slider.fill(String(max));
+  await poll(async () => (await tid('verdict').getAttribute('data-verdict')) === 'will-not-fit', 'the verdict "will-not-fit" past the budget');
+  const value = await text(tid('ctx-value'));
+  check(/131|128\s*K/i.test(value.replace(/[ ,.\u202f]/g, '')) || value.includes(String(max)), `the context value shows "${value}" at the slider's end`);
+  await tid('ctx-warning').waitFor();
+  const advice = await tid('advice-item').allInnerTexts();
+  check(advice.length >= 1 && advice.every((a) => a.trim().length > 0), `no advice past the budget: ${JSON.stringify(advice)}`);
+  console.log(`  warning: ${(await text(tid('ctx-warning'))).split('\n')[0]}`);
+  console.log(`  advice: ${advice.join(' | ')}`);
+  await tid('ctx-warning').scrollIntoViewIfNeeded();
+  await extraShot('warning');
+
+  // Applying it is refused and keeps the context in force.
+  const ctxBefore = (await bindOK('Status')).model.ctx;
+  await tid('apply-context').click();
+  await tid('context-error').waitFor();
+  const err = await text(tid('context-error'));
+  check(/fit/i.test(err), `the refusal does not say it will not fit: "${err}"`);
+  const after = await bindOK('Status');
+  check(after.state === 'ready' && after.model.ctx === ctxBefore && after.model.path === fx.long, `after a refused apply: ${JSON.stringify(after.model)}`);
+  await extraShot('refused');
+
+  // Back under the budget: the warning goes, and applying works.
+  await slider.fill(String(min));
+  await poll(async () => (await tid('verdict').getAttribute('data-verdict')) === 'fits', 'the verdict "fits" back at the smallest context');
+  check(!(await visible(tid('ctx-warning'))), 'the warning still shows under the budget');
+  await tid('apply-context').click();
+  await poll(async () => (await bindOK('Status')).model?.ctx === min, `the context ${min} to be applied`, 30_000);
+});
+
+await step('refuse-load-that-does-not-fit', async () => {
+  await tab('models');
+  const dialogsBefore = (await dialogLines()).length;
+  const row = modelRow(fx.big);
+  await row.waitFor();
+  await within(row, 'load-model').click();
+  await tid('load-error').waitFor({ timeout: 30_000 });
+  const msg = await text(tid('load-error'));
+  check(/will not fit/i.test(msg) && /needs/i.test(msg), `the refusal does not say it will not fit and what it needs: "${msg}"`);
+  check(msg.split('\n').filter((l) => l.trim()).length >= 2, `the refusal carries no advice: "${msg}"`);
+  const s = await bindOK('Status');
+  check(s.state === 'ready' && s.model.path === fx.long, `the previous model is no longer loaded: ${JSON.stringify(s)}`);
+  check((await row.getAttribute('data-loaded')) === 'false', 'the refused model shows as loaded');
+  check((await modelRow(fx.long).getAttribute('data-loaded')) === 'true', 'the previous model no longer shows as loaded');
+  // Nothing smaller fits either, so nothing was asked.
+  const asked = (await dialogLines()).slice(dialogsBefore);
+  check(asked.length === 0, `a load that fits at no context asked: ${asked.join(' | ')}`);
+  console.log(`  ${msg.replace(/\n/g, ' / ')}`);
+  await tid('load-error').scrollIntoViewIfNeeded();
+
+  // A context too long for the budget, when a shorter one fits, asks
+  // first; the scripted answer is Cancel, so the load is refused too.
+  const r = await bind('LoadModel', { path: fx.long, ctx: fx.longCtx, kv: 'q4' });
+  check(!r.ok && /will not fit/i.test(r.error), `loading ${fx.longCtx} tokens: ${JSON.stringify(r)}`);
+  const asked2 = (await dialogLines()).slice(dialogsBefore);
+  check(asked2.some((l) => /Load with \d+\s?K context/i.test(l)), `no "Load with N K context?" question was asked: ${asked2.join(' | ') || 'none'}`);
+  console.log(`  asked: ${asked2.join(' | ')}`);
+  const s2 = await bindOK('Status');
+  check(s2.state === 'ready' && s2.model.path === fx.long, `after the cancelled question the model changed: ${JSON.stringify(s2.model)}`);
+});
+
+await step('bad-model-files', async () => {
+  await tab('models');
+  // In the models folder: listed with the reason, and not loadable.
+  for (const [p, want] of [
+    [fx.badFolder, /not a GGUF/i],
+    [fx.cutFolder, /cut short|truncated|incomplete/i],
+  ]) {
+    const row = modelRow(p);
+    await row.waitFor();
+    const problem = await text(within(row, 'model-problem'));
+    check(want.test(problem), `${path.basename(p)}: the problem shown is "${problem}", want ${want}`);
+    const load = within(row, 'load-model');
+    check((await load.count()) === 0 || (await load.isDisabled()), `${path.basename(p)} can be loaded`);
+  }
+  // Added from elsewhere (a file dropped on the window, or the open
+  // dialog): refused with the reason, and not listed.
+  const before = (await bindOK('Models')).length;
+  for (const [p, want] of [
+    [fx.badAdd, /not a GGUF/i],
+    [fx.cutAdd, /cut short|truncated|incomplete/i],
+  ]) {
+    const r = await bind('AddModel', p);
+    check(!r.ok && want.test(r.error), `AddModel(${path.basename(p)}): ${JSON.stringify(r)}, want an error matching ${want}`);
+    console.log(`  ${path.basename(p)}: ${r.error}`);
+  }
+  const models = await bindOK('Models');
+  check(models.length === before && !models.some((m) => m.path === fx.badAdd || m.path === fx.cutAdd), 'a refused file is listed');
+  check((await modelRow(fx.badAdd).count()) === 0 && (await modelRow(fx.cutAdd).count()) === 0, 'a refused file shows in the list');
+  // The open dialog, cancelled: nothing is added and nothing breaks.
+  await tid('open-model-file').click();
+  await sleep(500);
+  check((await bindOK('Models')).length === before, 'cancelling the open dialog added a model');
+  await tid('local-models').scrollIntoViewIfNeeded();
+});
+
+await step('download-interrupt-resume', async () => {
+  await tab('models');
+  const entry = catalogEntry(fx.tiny.id);
+  await entry.scrollIntoViewIfNeeded();
+  const file = entry.locator(`[data-testid="catalog-file"][data-quant="${fx.tiny.quant}"]`);
+  await file.waitFor();
+  check((await text(within(file, 'catalog-estimate'))).length > 0, 'no estimate is shown before the download');
+  // The exact estimate reads the header by range requests.
+  await within(file, 'catalog-exact').click();
+  await poll(async () => (await fileRequests()).some((r) => r.path === fx.tiny.urlPath && r.status === 206 && r.start === 0), 'a range request for the header');
+
+  await within(file, 'download-button').click();
+  const progress = within(file, 'download-progress');
+  await progress.waitFor({ timeout: 15_000 });
+  await poll(async () => (await progressValue(progress)) > 0.05, 'download progress');
+  check(await visible(within(file, 'download-speed')), 'no download speed is shown');
+  check(await visible(within(file, 'download-eta')), 'no time left is shown');
+  await extraShot('progress');
+  // The server cuts the first transfer at 35%; the app reconnects and asks
+  // for the rest.
+  await poll(async () => (await fileRequests()).some((r) => r.path === fx.tiny.urlPath && r.dropped), 'the server to cut the transfer', 30_000);
+  await poll(async () => (await fileRequests()).some((r) => r.path === fx.tiny.urlPath && r.status === 206 && r.start > 0), 'the app to reconnect with a Range request', 30_000);
+  // Cancel past half-way, then resume by hand.
+  await poll(async () => (await progressValue(progress)) > 0.5, 'the download past half-way', 30_000);
+  await within(file, 'download-cancel').click();
+  await poll(async () => !(await visible(within(file, 'download-cancel'))), 'the download to stop');
+  const cancelledAt = Math.max(...(await fileRequests()).filter((r) => r.path === fx.tiny.urlPath).map((r) => r.start + r.sent));
+  await extraShot('cancelled');
+  check(!fs.existsSync(path.join(fx.modelsDir, fx.tiny.fileName)), 'a cancelled download is in the models folder under its final name');
+  await within(file, 'download-button').click();
+  await within(file, 'download-done').waitFor({ timeout: 60_000 });
+  const reqs = (await fileRequests()).filter((r) => r.path === fx.tiny.urlPath && r.method === 'GET' && r.status !== 416);
+  const resume = reqs.filter((r) => r.status === 206 && r.start >= Math.min(cancelledAt, fx.tiny.size) * 0.5 && r.start > 0);
+  check(resume.length >= 2, `the download did not resume where it stopped (stopped near byte ${cancelledAt}); requests: ${JSON.stringify(reqs)}`);
+  const local = path.join(fx.modelsDir, fx.tiny.fileName);
+  await modelRow(local).waitFor({ timeout: 15_000 });
+  check(!(await visible(within(modelRow(local), 'model-problem'))), 'the downloaded model shows a problem');
+  await within(file, 'download-done').scrollIntoViewIfNeeded();
+});
+
+await step('download-corrupt-rejected', async () => {
+  await tab('models');
+  const entry = catalogEntry(fx.corrupt.id);
+  await entry.scrollIntoViewIfNeeded();
+  const file = entry.locator(`[data-testid="catalog-file"][data-quant="${fx.corrupt.quant}"]`);
+  await within(file, 'download-button').click();
+  await within(file, 'download-error').waitFor({ timeout: 60_000 });
+  const msg = await text(within(file, 'download-error'));
+  check(/sha256|corrupt|damaged|does not match/i.test(msg), `the corrupt download's error is "${msg}"`);
+  console.log(`  ${msg}`);
+  check(!(await visible(within(file, 'download-done'))), 'the corrupt download shows as done');
+  const local = path.join(fx.modelsDir, fx.corrupt.fileName);
+  await sleep(2500); // the folder watcher's poll
+  check((await modelRow(local).count()) === 0, 'the corrupt download is listed');
+  check(!(await bindOK('Models')).some((m) => m.path === local), 'the corrupt download is in Models()');
+});
+
+await step('load-demo-model', async () => {
+  await tab('models');
+  const row = modelRow(state.demoPath);
+  await row.waitFor();
+  await within(row, 'load-model').click();
+  await poll(async () => (await row.getAttribute('data-loaded')) === 'true', 'the demo model to show as loaded', 60_000);
+  const s = await ready('the demo model');
+  check(s.model.demo, `the loaded model is not the demo: ${JSON.stringify(s.model)}`);
+  await tid('demo-badge').waitFor();
+  await tid('demo-note').waitFor();
+  await tab('chat');
+});
+
+await step('reload-finds-history', async () => {
+  await page.reload();
+  await page.waitForFunction(() => window.go && window.go.desktop && window.go.desktop.App && window.runtime);
+  await tab('history');
+  await tid('history-list').waitFor();
+  const items = tid('history-item');
+  await poll(async () => (await items.count()) >= 2, 'the two conversations in the history');
+  await tid('history-search').fill('kettle');
+  await poll(async () => (await items.count()) === 1, 'one search result for "kettle"');
+  const item = items.first();
+  check((await text(item)).toLowerCase().includes('kettle'), `the search result is "${await text(item)}"`);
+  state.firstConversation = Number(await item.getAttribute('data-id'));
+  await within(item, 'history-open').click();
+  await poll(async () => (await count(tid('message'))) >= 2, 'the conversation to be restored');
+  const user = page.locator('[data-testid="message"][data-role="user"]').first();
+  check((await text(user)).includes(state.firstPrompt), 'the restored conversation does not start with the prompt');
+  const reply = page.locator('[data-testid="message"][data-role="assistant"]').first();
+  check((await text(within(reply, 'markdown'))).length > 0, 'the restored reply is empty');
+  // Export writes Markdown where the (scripted) save dialog says.
+  await tab('history');
+  await tid('history-search').fill('');
+  const again = page.locator(`[data-testid="history-item"][data-id="${state.firstConversation}"]`);
+  await within(again, 'history-export').click();
+  const saved = await poll(() => fs.readdirSync(fx.saveDir).find((f) => f.endsWith('.md')), 'the exported Markdown file', 10_000);
+  const md = fs.readFileSync(path.join(fx.saveDir, saved), 'utf8');
+  check(md.includes(state.firstPrompt), `the exported ${saved} lacks the prompt`);
+  await tab('chat');
+});
+
+await step('quit-mid-reply-keeps-history', async () => {
+  // A model whose replies run long, so the quit lands mid-reply.
+  await tab('models');
+  const row = modelRow(fx.long);
+  await within(row, 'load-model').click();
+  await poll(async () => (await bindOK('Status')).model?.path === fx.long && (await bindOK('Status')).state === 'ready', 'the chat model', 60_000);
+  await tab('chat');
+  await tid('new-chat').click();
+  const before = await bindOK('Conversations', '');
+  const n = await count(page.locator('[data-testid="message"][data-role="assistant"]'));
+  await watchReply(n);
+  const msg = await sendPrompt('Describe every lighthouse on the coast');
+  await poll(async () => (await msg.getAttribute('data-state')) === 'streaming' && (await text(within(msg, 'markdown'))).length > 0, 'streamed text', 30_000, 20);
+  await extraShot('before-quit');
+  // As if the window were closed and the app quit: SIGTERM (Wails quits
+  // through its shutdown path), then the app again on the same data.
+  const r = await fetch(`${cfg.ctl}/ctl/restart`, { method: 'POST' });
+  const body = await r.text();
+  check(r.ok, `restarting the app: ${body}`);
+  const restarted = JSON.parse(body);
+  check(restarted.graceful, `the app did not quit on SIGTERM (exit: ${restarted.exit})`);
+  appURL = restarted.url;
+  await openApp(appURL);
+  await ready('the model after the restart');
+  const after = await bindOK('Conversations', '');
+  check(after.length === before.length + 1, `the history holds ${after.length} conversations after the restart, want ${before.length + 1}`);
+  const newest = after.find((c) => !before.some((b) => b.id === c.id));
+  check(newest, 'the interrupted conversation is not in the history');
+  const conv = await bindOK('Conversation', newest.id);
+  check(conv.messages.length === 2 && conv.messages[1].role === 'assistant', `the interrupted conversation holds ${JSON.stringify(conv.messages.map((m) => m.role))}`);
+  const partial = conv.messages[1];
+  check(partial.content.length > 0, 'the partial reply was not kept');
+  check(partial.stats && partial.stats.finishReason !== 'stop', `the partial reply is stored as finished: ${JSON.stringify(partial.stats)}`);
+  console.log(`  kept ${partial.content.length} characters, finish reason "${partial.stats?.finishReason}"`);
+  // Everything stored before is still there.
+  for (const b of before) {
+    check(after.some((c) => c.id === b.id && c.messages === b.messages), `conversation ${b.id} changed across the restart`);
+  }
+  await tab('history');
+  const item = page.locator(`[data-testid="history-item"][data-id="${newest.id}"]`);
+  await within(item, 'history-open').click();
+  const restored = page.locator('[data-testid="message"][data-role="assistant"]').last();
+  await poll(async () => (await text(within(restored, 'markdown'))).length > 0, 'the partial reply in the restored conversation');
+});
+
+await step('diagnostics-and-settings', async () => {
+  await tab('diagnostics');
+  await tid('diagnostics').waitFor();
+  const src = await text(tid('diag-budget-source'));
+  check(/setting/i.test(src), `the budget source is "${src}", not the limit in Settings`);
+  check((await text(tid('diag-backend'))).toLowerCase().includes('cpu'), 'the backend is not named');
+  check((await text(tid('diag-dirs'))).includes(fx.home), 'the folders shown are not under NIBBLE_HOME');
+  for (const id of ['diag-device', 'diag-budget', 'diag-template', 'diag-versions']) {
+    check((await text(tid(id))).length > 0, `${id} is empty`);
+  }
+  await extraShot('diagnostics');
+  await tab('settings');
+  await tid('settings-form').waitFor();
+  const limit = Number(await tid('setting-memory-limit').inputValue());
+  check(limit > 0 && limit < 1, `the memory limit field shows ${limit} GiB for ${state.budget} bytes`);
+  // A bad value is refused with a message and nothing is saved.
+  const before = await bindOK('Settings');
+  await tid('setting-temperature').fill('-3');
+  await tid('settings-save').click();
+  await tid('settings-error').waitFor();
+  const after = await bindOK('Settings');
+  check(after.sampling.temperature === before.sampling.temperature, 'a negative temperature was saved');
+});
+
+// ---- summary
+
+await browser.close();
+const failed = results.filter((r) => !r.ok);
+console.log(`\n${results.length - failed.length} of ${results.length} steps passed in ${((Date.now() - started) / 1000).toFixed(0)}s`);
+for (const r of results) console.log(`  ${r.ok ? 'PASS' : 'FAIL'} ${r.id}${r.ok ? '' : ': ' + r.error.split('\n')[0]}`);
+process.exit(failed.length ? 1 : 0);
