@@ -181,10 +181,10 @@ type checker struct {
 	cwd     string
 }
 
-// check type-checks p, whose imports are already done. It returns the
-// type errors of a full check; a dependency's own errors are its
-// maintainers' business unless they make it unusable, so they are
-// returned only when it fails to load at all.
+// check type-checks p, whose imports are already done, and returns its
+// errors: all of them when full, else those of its declarations (a
+// dependency's unused imports and the like are its maintainers' business),
+// summed up in one line.
 func (c *checker) check(p *listed, full bool) ([]string, error) {
 	var files []*ast.File
 	var errs []string
@@ -202,20 +202,20 @@ func (c *checker) check(p *listed, full bool) ([]string, error) {
 		f, err := parser.ParseFile(c.fset, path, src, mode)
 		if err != nil {
 			var list scanner.ErrorList
-			if errors.As(err, &list) {
-				for _, e := range list {
-					errs = append(errs, fmt.Sprintf("%s: %s", c.position(e.Pos), e.Msg))
-				}
-				continue
+			if !errors.As(err, &list) {
+				return nil, fmt.Errorf("parse %s: %w", path, err)
 			}
-			return nil, fmt.Errorf("parse %s: %w", path, err)
+			for _, e := range list {
+				errs = append(errs, fmt.Sprintf("%s: %s", c.position(e.Pos), e.Msg))
+			}
 		}
-		files = append(files, f)
+		if f != nil {
+			// What parsed is still checked, so that the packages that
+			// import this one find it.
+			files = append(files, f)
+		}
 	}
-	if len(errs) > 0 {
-		return errs, nil
-	}
-	var typeErrs []string
+	typeErrs := errs
 	conf := types.Config{
 		Importer: importer(func(path string) (*types.Package, error) {
 			if mapped, ok := p.ImportMap[path]; ok {

@@ -44,9 +44,9 @@ func TestAppTypeChecksForDarwin(t *testing.T) {
 }
 
 // Errors planted in the darwin build are reported with their file and
-// line, in plain files and in files that import "C", whether they misuse
-// darwinkit or Wails; an error in a Linux-only file is not the darwin
-// build's.
+// line: in plain files and in files that import "C", misusing darwinkit or
+// Wails, and syntax errors; an error in a Linux-only file is not the
+// darwin build's.
 func TestPlantedErrorsAreReported(t *testing.T) {
 	dir := t.TempDir()
 	planted := map[string]string{
@@ -70,6 +70,10 @@ func plantedWails() {
 	runtime.WindowSetPosition(nil, 1.5, 2)
 	_ = C.free
 }
+`,
+		"zz_planted_syntax_darwin.go": `package desktop
+
+func plantedSyntax() { _ = }
 `,
 		"zz_planted_linux.go": `package desktop
 
@@ -100,6 +104,7 @@ func plantedLinux() { var s string = 1; _ = s }
 	want := []string{
 		"zz_planted_cgo_darwin.go:9:33: cannot use 1.5 (untyped float constant) as int value",
 		"zz_planted_darwin.go:7:16: item.Button().SetTooltip undefined",
+		"zz_planted_syntax_darwin.go:3:28: expected operand",
 	}
 	if len(res.Errors) != len(want) {
 		t.Errorf("got %d errors, want %d:\n%s", len(res.Errors), len(want), strings.Join(res.Errors, "\n"))

@@ -40,7 +40,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, e)
 	}
 	if len(res.Errors) > 0 {
-		fmt.Fprintf(os.Stderr, "darwincheck: %d type errors in the darwin/arm64 build\n", len(res.Errors))
+		fmt.Fprintf(os.Stderr, "darwincheck: %d errors in the darwin/arm64 build\n", len(res.Errors))
 		os.Exit(1)
 	}
 	fmt.Printf("darwincheck: darwin/arm64 (cgo, tags %s): %d packages type-checked, %d of them in full, in %.1fs\n",
