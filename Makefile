@@ -14,7 +14,8 @@ TESTDATA := ../shared/testdata
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0
 
 .PHONY: all deps build run run-cli test vet lint fmt-check cross-vet go-test fuzz clean \
-	app app-deps run-deps frontend frontend-check bindings app-vet app-check
+	app app-deps run-deps frontend frontend-check bindings app-vet app-check \
+	e2e-deps app-dev frontend-test app-e2e app-shot
 
 all: build
 
@@ -57,6 +58,11 @@ APP_TAGS := webkit2_41,production
 APP_SHOT := bin/nibble-app.png
 APP_SHOT_STOPPED := bin/nibble-app-stopped.png
 XWD2PNG := bin/xwd2png
+SHOTCHECK := bin/shotcheck
+# The app in Wails' dev mode: besides its window it serves the frontend and
+# a websocket bridge to its bindings, which the end-to-end test drives.
+APP_DEV := bin/nibble-app-dev
+APP_DEV_TAGS := dev,webkit2_41
 WAILS := github.com/wailsapp/wails/v2/cmd/wails@v2.11.0
 NPM_STAMP := frontend/node_modules/.package-lock.json
 FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/index.html \
@@ -90,6 +96,17 @@ frontend: app-deps frontend/dist/index.html
 app: frontend
 	CGO_ENABLED=1 go build -trimpath -tags $(APP_TAGS) -o $(APP) .
 	go build -o $(XWD2PNG) ./app/desktop/xwd2png
+	go build -o $(SHOTCHECK) ./app/desktop/e2e/cmd/shotcheck
+
+app-dev: frontend
+	CGO_ENABLED=1 go build -trimpath -tags $(APP_DEV_TAGS) -o $(APP_DEV) .
+
+# What the end-to-end test needs besides run-deps: Debian's Chromium, which
+# playwright-core drives headless, and the fonts it renders the UI with.
+e2e-deps: run-deps
+	@missing=; for p in chromium fonts-liberation; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	[ -z "$$missing" ] || { echo "installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
 
 # Regenerate frontend/src/lib/wailsjs (the typed bindings of desktop.App)
 # after changing a bound method or its types.
@@ -98,6 +115,23 @@ bindings: frontend
 
 frontend-check: app-deps $(NPM_STAMP)
 	cd frontend && npm run --silent check && npm run --silent lint
+
+# The frontend's unit tests (vitest, no Go side).
+frontend-test: app-deps $(NPM_STAMP)
+	cd frontend && npm run --silent test
+
+# The app end to end: the dev build under Xvfb, driven from headless
+# Chromium through its real bindings (app/desktop/e2e); screenshots of each
+# step land in bin/e2e.
+app-e2e: app-dev e2e-deps
+	NIBBLE_E2E_APP=$(CURDIR)/$(APP_DEV) NIBBLE_E2E_SHOTS=$(CURDIR)/bin/e2e \
+	  go test -count=1 -v -timeout 8m -run '^TestAppE2E$$' ./app/desktop/e2e
+
+# The production window under Xvfb (WebKitGTK) after a streamed reply, on a
+# fresh NIBBLE_HOME; smoke.sh fails when the screenshot is blank.
+app-shot: app run-deps
+	@home=$$(mktemp -d); NIBBLE_HOME=$$home build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT); \
+	  rc=$$?; rm -rf $$home; exit $$rc
 
 app-vet: frontend
 	CGO_ENABLED=1 go vet -tags webkit2_41 ./app/desktop/... ./frontend .
@@ -111,7 +145,8 @@ app-check: frontend-check app-vet app run-deps
 	build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT)
 	SMOKE_STOP_AFTER=40 build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT_STOPPED)
 
-test: deps fmt-check vet cross-vet lint go-test
+# The Go tests first, then the frontend and the app end to end.
+test: deps fmt-check vet cross-vet lint go-test frontend-check frontend-test app-e2e app-shot
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }

@@ -5,7 +5,8 @@
 # once the model is ready (NIBBLE_AUTOTEST_PROMPT: typed into the prompt box
 # and sent as a user would), waits until the reply has finished streaming,
 # and saves a screenshot of the window as OUT.png. Exits non-zero, with the
-# app's output, when the app dies or no reply ends in time.
+# app's output, when the app dies, no reply ends in time, or the screenshot
+# is blank (checked by shotcheck, next to XWD2PNG unless SHOTCHECK names it).
 #
 # SMOKE_STOP_AFTER=N: the frontend clicks Stop after N streamed pieces, and
 # the reply must end cancelled.
@@ -15,6 +16,8 @@ app=$1 xwd2png=$2 out=$3
 prompt=${4:-"Nibble keeps its KV cache in four bits because"}
 timeout_s=${SMOKE_TIMEOUT:-240} # a first run synthesizes the demo model first
 stop_after=${SMOKE_STOP_AFTER:-0}
+shotcheck=${SHOTCHECK:-$(dirname "$xwd2png")/shotcheck}
+[ -x "$shotcheck" ] || { echo "smoke: $shotcheck is missing (go build -o $shotcheck ./app/desktop/e2e/cmd/shotcheck)" >&2; exit 1; }
 
 tmp=$(mktemp -d)
 xpid= apid=
@@ -59,4 +62,8 @@ if [ "$stop_after" -gt 0 ] && [[ $line != *"(cancelled)"* ]]; then
 fi
 sleep 1 # let the last frame (the reply's stats) paint
 "$xwd2png" -trim "$tmp/Xvfb_screen0" "$out"
+if ! "$shotcheck" "$out"; then
+  cat "$tmp/app.out" "$tmp/app.err" >&2
+  exit 1
+fi
 echo "screenshot: $out ($line)"
