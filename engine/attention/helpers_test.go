@@ -49,7 +49,7 @@ func randomVec(r *rand.Rand, n int) []float32 {
 }
 
 // newCache returns a cache holding rows [0, n) of k and v, smoothing its
-// channels as sessions do.
+// channels as sessions do (calibrated on those rows).
 func newCache(t testing.TB, p Params, typ kv.Type, gs, ctx int, k, v []float32, n int) *kv.Cache {
 	t.Helper()
 	return fillCache(t, kv.Config{Type: typ, GroupSize: gs, Layers: 1, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Ctx: ctx, Smooth: true}, k, v, n)
@@ -61,10 +61,21 @@ func fillCache(t testing.TB, cfg kv.Config, k, v []float32, n int) *kv.Cache {
 	if err != nil {
 		t.Fatal(err)
 	}
+	calibrate(t, c, k, n)
 	if err := c.Append(0, 0, k, v, n); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// calibrate sets the smoothing of layer 0 from the first n rows of k, as
+// the forward pass does before a batch that starts the cache.
+func calibrate(t testing.TB, c *kv.Cache, k []float32, n int) {
+	t.Helper()
+	cfg := c.Config()
+	if err := c.SetLambda(0, kv.Calibrate(k, n, cfg.KVHeads, cfg.HeadDim)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // storedKV reads back what the cache holds for positions [0, n).

@@ -13,7 +13,8 @@ import (
 // sees the cached prefix [max(0, past+i+1-Window), past) of layer, read
 // from the cache with the decode kernels, and new rows 0..i of k and v
 // (rows×KVHeads·HeadDim) rounded through f16 as an f16 cache would hold
-// them. The caller stores k and v with Cache.Append afterwards.
+// them. The caller stores k and v with Cache.Append afterwards, and sets
+// the layer's smoothing (Cache.SetLambda) before, when rows start the cache.
 func Prefill(pool *parallel.Pool, ws *Workspace, out, q, k, v []float32, rows int, c *kv.Cache, layer, past int, p Params) error {
 	if err := ws.check(p, c, layer); err != nil {
 		return err
@@ -31,9 +32,6 @@ func Prefill(pool *parallel.Pool, ws *Workspace, out, q, k, v []float32, rows in
 	}
 	if rows == 0 {
 		return nil
-	}
-	if past == 0 { // the prompt's first rows: what Append(pos 0) will calibrate on
-		c.Calibrate(layer, k, rows)
 	}
 	lv := c.Layer(layer)
 	ws.job = job{p: p, lv: lv, out: out, q: q, k: k, v: v, rows: rows, past: past,

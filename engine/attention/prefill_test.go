@@ -19,7 +19,7 @@ var looseCosine = map[kv.Type]float64{kv.Q4: 0.98, kv.Q8: 0.9995, kv.F16: 0.9999
 // over what the cache holds (prefix and the decode step quantized, prefill's
 // own rows through f16) and, loosely, over the original values. With the
 // 100× K channel, the smoothing is calibrated on the first rows written
-// (by Prefill when past is 0, by Append otherwise).
+// (the prefill's when past is 0, the prefix's otherwise).
 func TestPrefillThenDecode(t *testing.T) {
 	withKernels(t, func(t *testing.T) {
 		pool := testPool(t, 2)
@@ -40,6 +40,9 @@ func TestPrefillThenDecode(t *testing.T) {
 				total := c.past + c.rows + 1
 				k, v := randomKV(r, p, total, c.outlier)
 				cache := newCache(t, p, typ, 32, total, k, v, c.past)
+				if c.past == 0 {
+					calibrate(t, cache, k, c.rows)
+				}
 				ws := NewWorkspace(p, total, c.rows, 2, nil)
 				qw, kw := p.Heads*c.d, p.KVHeads*c.d
 				q := randomVec(r, c.rows*qw)

@@ -69,6 +69,11 @@ type Backend interface {
 	AddBias(x Tensor, b *Weight, rows int)
 	// RoPE rotates rows of `heads` heads, row r at position pos[r].
 	RoPE(x Tensor, heads, headDim, rows int, pos []int32, r *RoPE)
+	// KVSetSmoothing sets the layer's K channel smoothing factors
+	// (KVHeads·HeadDim powers of two from a kv.Calibration; nil: none) for
+	// the K rows stored and the queries attended from now on; a cache that
+	// does not smooth (kv.Config.Smooths) ignores them.
+	KVSetSmoothing(c KVCache, layer int, lambda []float32)
 	// KVStore writes rows of K and V (KVHeads*HeadDim wide) at pos..pos+rows-1.
 	KVStore(c KVCache, layer int, k, v Tensor, pos, rows int)
 	// AttendDecode: one query row against the first n cached positions.

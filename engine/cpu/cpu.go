@@ -223,6 +223,10 @@ func ropeFrequencies(r *backend.RoPE) []float64 {
 	return freq
 }
 
+func (b *Backend) KVSetSmoothing(c backend.KVCache, layer int, lambda []float32) {
+	b.fail(c.(*kvCache).c.SetLambda(layer, lambda))
+}
+
 func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos, rows int) {
 	b.fail(c.(*kvCache).c.Append(layer, pos, f(k), f(v), rows))
 }

@@ -42,11 +42,8 @@ type Cache struct {
 	cfg    Config
 	layers []LayerView
 	bytes  int64
-	keyBuf []float32 // one transformed K head vector (Append)
-	// primed marks layers whose smoothing Calibrate set from rows that
-	// Append has not stored yet (prefill stages them first), so that
-	// Append at position 0 does not calibrate on the same rows again.
-	primed []bool
+	keyBuf []float32   // one transformed K head vector (Append)
+	lambda [][]float32 // per layer, where SetLambda copies λ (made on first use)
 }
 
 // New allocates the cache through alloc (nil: make), one call per layer for
@@ -64,7 +61,7 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 		return nil, fmt.Errorf("kv: cache of %d layers × %d heads × %d positions is too large", cfg.Layers, cfg.KVHeads, cfg.Ctx)
 	}
 	planeBytes := cfg.KVHeads * cfg.Ctx * bpth
-	c := &Cache{cfg: cfg, layers: make([]LayerView, cfg.Layers), primed: make([]bool, cfg.Layers)}
+	c := &Cache{cfg: cfg, layers: make([]LayerView, cfg.Layers), lambda: make([][]float32, cfg.Layers)}
 	var rot *Rotation
 	if cfg.Rotate {
 		var err error
@@ -123,31 +120,33 @@ func (c *Cache) Bytes() int64 { return c.bytes }
 // Layer returns the view the kernels read; l must be in [0, Layers).
 func (c *Cache) Layer(l int) *LayerView { return &c.layers[l] }
 
-// Calibrate sets the layer's channel smoothing from n rows of K (see
-// smooth.go) when the cache smooths, ahead of Append storing those rows at
-// position 0: rows written there start the cache afresh. The prefill kernel
-// calls it because it stages K before Append; Append calibrates by itself
-// otherwise. Too few rows leave the layer unsmoothed.
-func (c *Cache) Calibrate(layer int, k []float32, n int) {
-	if layer < 0 || layer >= c.cfg.Layers {
-		return
+// SetLambda sets the layer's channel smoothing factors (KVHeads·HeadDim
+// powers of two, from a Calibration) for the K rows appended from now on and
+// for the queries that read them; nil turns smoothing off for the layer. A
+// cache that does not smooth ignores λ. The factors are copied.
+func (c *Cache) SetLambda(layer int, lambda []float32) error {
+	switch {
+	case layer < 0 || layer >= c.cfg.Layers:
+		return fmt.Errorf("kv smoothing: layer %d outside [0, %d)", layer, c.cfg.Layers)
+	case lambda == nil || !c.cfg.Smooths():
+		c.layers[layer].Lambda = nil
+		return nil
 	}
-	c.calibrate(layer, k, n)
-	c.primed[layer] = true
-}
-
-func (c *Cache) calibrate(layer int, k []float32, n int) {
-	if !c.cfg.Smooth || c.cfg.Type == F16 {
-		return
+	if err := checkLambda(lambda, c.cfg.KVHeads, c.cfg.HeadDim); err != nil {
+		return fmt.Errorf("layer %d: %w", layer, err)
 	}
-	n = min(n, len(k)/(c.cfg.KVHeads*c.cfg.HeadDim))
-	c.layers[layer].Lambda = calibrate(k, n, c.cfg.KVHeads, c.cfg.HeadDim)
+	if c.lambda[layer] == nil {
+		c.lambda[layer] = make([]float32, len(lambda))
+	}
+	copy(c.lambda[layer], lambda)
+	c.layers[layer].Lambda = c.lambda[layer]
+	return nil
 }
 
 // Append stores n rows of K and V at positions pos..pos+n-1 of layer,
 // quantizing on store. A row is one position: KVHeads·HeadDim floats, heads
-// concatenated. Rows at position 0 recalibrate the channel smoothing unless
-// Calibrate already did on them.
+// concatenated. K is stored as the layer's smoothing and rotation make it
+// (TransformKey).
 func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 	cfg := c.cfg
 	row := cfg.KVHeads * cfg.HeadDim
@@ -159,10 +158,6 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 	case len(k) < n*row || len(v) < n*row:
 		return fmt.Errorf("kv append: %d rows need %d floats each for K and V, got %d and %d", n, n*row, len(k), len(v))
 	}
-	if pos == 0 && !c.primed[layer] {
-		c.calibrate(layer, k, n)
-	}
-	c.primed[layer] = false
 	lv := &c.layers[layer]
 	for t := 0; t < n; t++ {
 		for h := 0; h < cfg.KVHeads; h++ {

@@ -61,6 +61,10 @@ type Config struct {
 	Smooth    bool // per-channel λ for K, calibrated on the prompt (smooth.go); q8 and q4 only
 }
 
+// Smooths reports whether a cache of c smooths K channels: Smooth on a
+// quantized type (an f16 cache has no groups for an outlier to spoil).
+func (c Config) Smooths() bool { return c.Smooth && c.Type != F16 }
+
 // BytesPerTokenHead is the storage for one position of one kv head, for K or
 // for V alone: f16 2D; q8 D + 4D/gs; q4 D/2 + 4D/gs (a half2 per group).
 func BytesPerTokenHead(t Type, headDim, groupSize int) int {

@@ -21,6 +21,11 @@ type State struct {
 	x, h, q, k, v, att, gate, up, last, logits backend.Tensor
 	allLogits                                  backend.Tensor // maxBatch×vocab, made on first ForwardAll
 	pos                                        []int32
+	// Channel smoothing calibration (nil when the cache does not smooth):
+	// the K rows of a batch at position 0 are read back one at a time into
+	// kRow and summed in calib; lambda receives the factors.
+	calib        *kv.Calibration
+	kRow, lambda []float32
 }
 
 // NewState allocates a cache of kvc and activations for batches of maxBatch.
@@ -48,6 +53,10 @@ func (m *Model) NewState(b backend.Backend, kvc kv.Config, maxBatch int) (*State
 	}
 	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits = t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]
 	s.pos = make([]int32, maxBatch)
+	if kvc.Smooths() {
+		s.calib = kv.NewCalibration(hp.KVHeads, hp.HeadDim)
+		s.kRow, s.lambda = make([]float32, hp.KVDim()), make([]float32, hp.KVDim())
+	}
 	return s, nil
 }
 
@@ -96,6 +105,12 @@ func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int
 		return fmt.Errorf("forward: positions %d..%d exceed the context of %d", pos, pos+n, s.Ctx())
 	}
 	m, b, hp := s.m, s.b, s.m.HP
+	// Ops never fail on data: every token is checked before the first op.
+	for i, t := range tokens {
+		if t < 0 || int(t) >= hp.Vocab {
+			return fmt.Errorf("forward: token %d (at position %d) is outside the vocabulary of %d", t, pos+i, hp.Vocab)
+		}
+	}
 	for i := range tokens {
 		s.pos[i] = int32(pos + i)
 	}
@@ -115,6 +130,13 @@ func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int
 		}
 		b.RoPE(s.q, hp.Heads, hp.HeadDim, n, s.pos[:n], &s.rope)
 		b.RoPE(s.k, hp.KVHeads, hp.HeadDim, n, s.pos[:n], &s.rope)
+		if pos == 0 && s.calib != nil {
+			lambda, err := s.calibrate(n)
+			if err != nil {
+				return err
+			}
+			b.KVSetSmoothing(s.Cache, li, lambda)
+		}
 		if n == 1 {
 			b.KVStore(s.Cache, li, s.k, s.v, pos, 1)
 			b.AttendDecode(s.att, s.q, s.Cache, li, pos+1, &s.attn)
@@ -158,4 +180,25 @@ func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int
 	}
 	b.Read(logits[:hp.Vocab], s.logits, 0)
 	return nil
+}
+
+// calibrate returns the channel smoothing factors for the n K rows of a
+// batch that starts the cache (nil when there are too few rows or nothing
+// to correct). It is the pass's explicit host step (docs/ARCHITECTURE.md,
+// "Channel smoothing"): it syncs the backend, reads the rows back and
+// computes λ here, so every backend smooths alike. It costs one sync per
+// layer, on the first batch of a sequence only.
+func (s *State) calibrate(n int) ([]float32, error) {
+	if n < kv.MinCalibrationRows {
+		return nil, nil
+	}
+	if err := s.b.Sync(); err != nil {
+		return nil, err
+	}
+	s.calib.Reset()
+	for r := 0; r < n; r++ {
+		s.b.Read(s.kRow, s.k, r*len(s.kRow))
+		s.calib.Add(s.kRow)
+	}
+	return s.calib.Lambda(s.lambda), nil
 }
