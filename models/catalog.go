@@ -6,12 +6,26 @@ package models
 
 import (
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/url"
+	"os"
+	"path"
 	"strings"
 	"sync"
 )
+
+// CatalogFileEnv names the environment variable with the path of a catalog
+// file (this package's JSON format) that replaces the built-in catalog in
+// Active, so tests can point the app at models served locally.
+const CatalogFileEnv = "NIBBLE_CATALOG_FILE"
+
+// maxCatalogBytes bounds a catalog file read from disk.
+const maxCatalogBytes = 16 << 20
 
 //go:embed catalog.json
 var catalogJSON []byte
@@ -50,19 +64,69 @@ type Model struct {
 
 // File is one downloadable quantization of a model.
 type File struct {
-	Quant      string `json:"quant"` // llama.cpp file type, e.g. Q4_K_M
-	Repo       string `json:"repo,omitempty"`
-	File       string `json:"file,omitempty"`
+	Quant string `json:"quant"` // llama.cpp file type, e.g. Q4_K_M
+	Repo  string `json:"repo,omitempty"`
+	File  string `json:"file,omitempty"`
+	// DirectURL is a download address that overrides the Hugging Face one
+	// made of Repo and File (a mirror, or a test's local server).
+	DirectURL  string `json:"url,omitempty"`
+	SHA256     string `json:"sha256,omitempty"` // hex digest of the file, checked after download
 	SizeBytes  int64  `json:"size_bytes"`
 	SizeApprox bool   `json:"size_approx"` // listed size, not yet read from the header
 }
 
-// URL is the Hugging Face download address, or "" for a sizing-only entry.
+// URL is the download address (DirectURL, else Hugging Face's), or "" for a
+// sizing-only entry.
 func (f File) URL() string {
+	if f.DirectURL != "" {
+		return f.DirectURL
+	}
 	if f.Repo == "" || f.File == "" {
 		return ""
 	}
 	return "https://huggingface.co/" + f.Repo + "/resolve/main/" + f.File
+}
+
+// FileName is the name the download is saved under: File, else the last
+// element of DirectURL's path; "" for a sizing-only entry.
+func (f File) FileName() string {
+	if f.File != "" {
+		return path.Base(f.File)
+	}
+	if u, err := url.Parse(f.DirectURL); err == nil && f.DirectURL != "" {
+		if b := path.Base(u.Path); b != "/" && b != "." {
+			return b
+		}
+	}
+	return ""
+}
+
+func (f File) validate() error {
+	if f.Quant == "" || f.SizeBytes <= 0 {
+		return errors.New("quant and a positive size_bytes are required")
+	}
+	if f.DirectURL == "" {
+		if (f.Repo == "") != (f.File == "") {
+			return errors.New("both repo and file (or neither) are required")
+		}
+	} else {
+		u, err := url.Parse(f.DirectURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("url %q: want an http:// or https:// address", f.DirectURL)
+		}
+	}
+	if f.URL() != "" {
+		name := f.FileName()
+		if !strings.EqualFold(path.Ext(name), ".gguf") || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+			return fmt.Errorf("file name %q: want a plain name ending in .gguf", name)
+		}
+	}
+	if f.SHA256 != "" {
+		if b, err := hex.DecodeString(f.SHA256); err != nil || len(b) != 32 {
+			return fmt.Errorf("sha256 %q: want 64 hex digits", f.SHA256)
+		}
+	}
+	return nil
 }
 
 // Quant finds a file by quantization name (case-insensitive).
@@ -98,10 +162,12 @@ func Parse(data []byte) (*Catalog, error) {
 		if err := m.validate(); err != nil {
 			return nil, fmt.Errorf("models: catalog entry %d: %w", i, err)
 		}
-		if _, dup := c.byID[m.ID]; dup {
+		// ByID is case-insensitive, so ids differing only in case clash.
+		key := strings.ToLower(m.ID)
+		if _, dup := c.byID[key]; dup {
 			return nil, fmt.Errorf("models: catalog: duplicate id %q", m.ID)
 		}
-		c.byID[m.ID] = i
+		c.byID[key] = i
 	}
 	return &c, nil
 }
@@ -131,9 +197,9 @@ func (m *Model) validate() error {
 	if len(m.Files) == 0 {
 		return fmt.Errorf("%s: no files", m.ID)
 	}
-	for _, f := range m.Files {
-		if f.Quant == "" || f.SizeBytes <= 0 || (f.Repo == "") != (f.File == "") {
-			return fmt.Errorf("%s: file %+v: quant, size and both repo and file (or neither) are required", m.ID, f)
+	for i, f := range m.Files {
+		if err := f.validate(); err != nil {
+			return fmt.Errorf("%s: file %d (%s): %w", m.ID, i, f.Quant, err)
 		}
 	}
 	return nil
@@ -152,6 +218,37 @@ var builtin = sync.OnceValues(func() (*Catalog, error) { return Parse(catalogJSO
 
 // Load returns the catalog built into the binary.
 func Load() (*Catalog, error) { return builtin() }
+
+// LoadFile reads and validates a catalog file.
+func LoadFile(name string) (*Catalog, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("models: catalog: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxCatalogBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("models: catalog %s: %w", name, err)
+	}
+	if len(data) > maxCatalogBytes {
+		return nil, fmt.Errorf("models: catalog %s is larger than %d MiB", name, maxCatalogBytes>>20)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, name)
+	}
+	return c, nil
+}
+
+// Active is the catalog the app offers: the file $NIBBLE_CATALOG_FILE
+// names when set (read again on each call, so an edit shows at once),
+// else the built-in one.
+func Active() (*Catalog, error) {
+	if name := os.Getenv(CatalogFileEnv); name != "" {
+		return LoadFile(name)
+	}
+	return Load()
+}
 
 // All lists the built-in models in catalog order (nil if the embedded file
 // is broken, which the package tests rule out).

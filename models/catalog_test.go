@@ -2,6 +2,7 @@ package models
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -78,5 +79,69 @@ func TestParseRejects(t *testing.T) {
 	}
 	if _, err := ByID("no-such-model"); err == nil || !strings.Contains(err.Error(), "llama-3.2-1b-instruct") {
 		t.Errorf("unknown id error should list the ids: %v", err)
+	}
+}
+
+func TestDirectURLAndSHA256(t *testing.T) {
+	good := `{"version":1,"models":[{"id":"Tiny-Test","name":"T","arch":"llama","layers":2,"embd":64,"heads":4,"kv_heads":2,"head_dim":16,"ff":128,"vocab":100,"ctx_train":512,"attn_scale":0.25,"rope_base":10000,"rms_eps":1e-5,"files":[{"quant":"Q8_0","url":"http://127.0.0.1:1/files/tiny-q8_0.gguf?x=1","sha256":"` + strings.Repeat("ab", 32) + `","size_bytes":1000}]}]}`
+	c, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := c.ByID("tiny-test") // ids are case-insensitive
+	if !ok {
+		t.Fatal("ByID(tiny-test) did not find Tiny-Test")
+	}
+	f := m.Files[0]
+	if f.URL() != "http://127.0.0.1:1/files/tiny-q8_0.gguf?x=1" || f.FileName() != "tiny-q8_0.gguf" || f.SHA256 != strings.Repeat("ab", 32) {
+		t.Fatalf("file %+v: URL %q, name %q", f, f.URL(), f.FileName())
+	}
+	// A direct URL wins over the Hugging Face address; File names the download.
+	hf := File{Quant: "Q4_0", Repo: "a/b", File: "Model-Q4_0.gguf", DirectURL: "https://mirror.example/x", SizeBytes: 1}
+	if hf.URL() != "https://mirror.example/x" || hf.FileName() != "Model-Q4_0.gguf" {
+		t.Fatalf("URL %q name %q", hf.URL(), hf.FileName())
+	}
+	for name, bad := range map[string]string{
+		"scheme":    strings.Replace(good, "http://127.0.0.1:1", "ftp://127.0.0.1:1", 1),
+		"no host":   strings.Replace(good, "http://127.0.0.1:1", "http://", 1),
+		"not gguf":  strings.Replace(good, "tiny-q8_0.gguf", "tiny-q8_0.bin", 1),
+		"sha short": strings.Replace(good, strings.Repeat("ab", 32), "abcd", 1),
+		"sha hex":   strings.Replace(good, strings.Repeat("ab", 32), strings.Repeat("zz", 32), 1),
+		"dup case":  strings.Replace(good, `]}]}`, `]},`+strings.Replace(good[strings.Index(good, `{"id"`):], "Tiny-Test", "tiny-TEST", 1), 1),
+	} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestActiveCatalogFile(t *testing.T) {
+	t.Setenv(CatalogFileEnv, "")
+	c, err := Active()
+	if err != nil || len(c.Models) < 15 {
+		t.Fatalf("built-in catalog: %v", err)
+	}
+	path := t.TempDir() + "/catalog.json"
+	doc := `{"version":1,"models":[{"id":"local","name":"Local","arch":"llama","layers":2,"embd":64,"heads":4,"kv_heads":2,"head_dim":16,"ff":128,"vocab":100,"ctx_train":512,"attn_scale":0.25,"rope_base":10000,"rms_eps":1e-5,"files":[{"quant":"Q8_0","url":"http://127.0.0.1:9/local.gguf","size_bytes":1000}]}]}`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(CatalogFileEnv, path)
+	c, err = Active()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Models) != 1 || c.Models[0].ID != "local" {
+		t.Fatalf("catalog file not used: %d models", len(c.Models))
+	}
+	if err := os.WriteFile(path, []byte(`{"version":1,`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Active(); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("broken catalog file: %v, want an error naming it", err)
+	}
+	t.Setenv(CatalogFileEnv, path+".missing")
+	if _, err := Active(); err == nil {
+		t.Fatal("a missing catalog file was accepted")
 	}
 }

@@ -59,7 +59,9 @@ func ExampleSave() {
 	//       "name": "Explain",
 	//       "prompt": "Explain the following in simple terms:\n\n{{text}}"
 	//     }
-	//   ]
+	//   ],
+	//   "memory_limit": 0,
+	//   "model_files": []
 	// }
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"unicode"
@@ -99,10 +100,11 @@ func Defaults() Settings {
 			MinP:          sp.MinP,
 			RepeatPenalty: sp.RepeatPenalty,
 		},
-		Theme:   "system",
-		Server:  Server{Address: DefaultServerAddress}, // off until the user turns it on
-		Slots:   2,
-		Threads: 0,
+		Theme:      "system",
+		Server:     Server{Address: DefaultServerAddress}, // off until the user turns it on
+		Slots:      2,
+		Threads:    0,
+		ModelFiles: []string{},
 		QuickActions: []QuickAction{
 			{"Summarize", "Summarize the following text in a few sentences:\n\n" + Placeholder},
 			{"Explain", "Explain the following in simple terms:\n\n" + Placeholder},
@@ -125,6 +127,10 @@ func (s Sampling) Params() sample.Params {
 func (s Settings) Clone() Settings {
 	s.QuickActions = slices.Clone(s.QuickActions)
 	s.ModelFiles = slices.Clone(s.ModelFiles)
+	if s.ModelFiles == nil {
+		// [] rather than null in JSON: the frontend iterates it.
+		s.ModelFiles = []string{}
+	}
 	return s
 }
 
@@ -184,6 +190,25 @@ func (s Settings) Validate() error {
 	}
 	intIn("slots", s.Slots, 1, MaxSlots, "")
 	intIn("threads", s.Threads, 0, MaxThreads, " (0 = auto)")
+	if s.MemoryLimit < 0 {
+		bad("memory_limit", "%d is negative (0 = the machine's own budget)", s.MemoryLimit)
+	}
+	seen := map[string]int{}
+	for i, p := range s.ModelFiles {
+		field := fmt.Sprintf("model_files[%d]", i)
+		switch {
+		case strings.ContainsRune(p, 0):
+			bad(field, "contains a NUL byte")
+		case !filepath.IsAbs(p):
+			bad(field, "%q is not an absolute path", p)
+		default:
+			if j, dup := seen[filepath.Clean(p)]; dup {
+				bad(field, "%q is also model_files[%d]", p, j)
+			} else {
+				seen[filepath.Clean(p)] = i
+			}
+		}
+	}
 
 	names := map[string]int{}
 	for i, q := range s.QuickActions {

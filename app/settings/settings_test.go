@@ -67,6 +67,10 @@ func TestValidateNamesFields(t *testing.T) {
 		{"quick_actions[2].name", func(s *Settings) { s.QuickActions[2].Name = "summarize" }},
 		{"quick_actions[0].prompt", func(s *Settings) { s.QuickActions[0].Prompt = "Summarize {text}" }},
 		{"last_model", func(s *Settings) { s.LastModel = "a\x00b" }},
+		{"memory_limit", func(s *Settings) { s.MemoryLimit = -1 }},
+		{"model_files[0]", func(s *Settings) { s.ModelFiles = []string{"relative/model.gguf"} }},
+		{"model_files[1]", func(s *Settings) { s.ModelFiles = []string{"/m/a.gguf", "/m/a\x00.gguf"} }},
+		{"model_files[1]", func(s *Settings) { s.ModelFiles = []string{"/m/a.gguf", "/m/./a.gguf"} }},
 	} {
 		s := Defaults()
 		tc.edit(&s)
@@ -95,6 +99,7 @@ func TestValidateNamesFields(t *testing.T) {
 	s = Defaults()
 	s.ContextTokens, s.Sampling.Temperature, s.Sampling.TopP, s.Sampling.TopK, s.Sampling.MinP = MinContext, 0, 1, 0, 0
 	s.Hotkey, s.Threads, s.Slots, s.QuickActions = "cmd+shift+space", MaxThreads, MaxSlots, nil
+	s.MemoryLimit, s.ModelFiles = 1<<30, []string{"/models/a.gguf", "/other/a.gguf"}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
