@@ -67,17 +67,16 @@ type conformance struct {
 
 func measureConformance(t *testing.T, m *Model, ref *reference, prompt string, last []float32, kvt kv.Type) conformance {
 	t.Helper()
-	b := cpu.New(2)
-	defer b.Close()
 	ids := m.EncodePrompt(prompt)
 	if !slices.Equal(ids, ref.Tokens) {
 		t.Fatalf("tokens differ from llama.cpp:\n got %v\nwant %v", ids, ref.Tokens)
 	}
 	n := len(ids)
-	st, err := m.NewState(b, kv.Config{Type: kvt, GroupSize: 32, Ctx: n + len(ref.Greedy) + 1}, n)
+	st, err := m.NewState(kv.Config{Type: kvt, GroupSize: 32, Ctx: n + len(ref.Greedy) + 1}, n)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer st.Close()
 	var c conformance
 	hits := 0
 	var lastRow []float32
@@ -128,7 +127,8 @@ func measureConformance(t *testing.T, m *Model, ref *reference, prompt string, l
 func TestConformanceWithLlamaCpp(t *testing.T) {
 	td := testdata.Dir(t)
 	for _, file := range testdata.Models {
-		m, err := LoadModel(filepath.Join(td, "models", file))
+		b := cpu.New(2)
+		m, err := LoadModel(filepath.Join(td, "models", file), b)
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
@@ -158,5 +158,6 @@ func TestConformanceWithLlamaCpp(t *testing.T) {
 			})
 		}
 		m.Close()
+		b.Close()
 	}
 }

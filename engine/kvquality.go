@@ -50,6 +50,9 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("kv quality: empty prompt")
 	}
+	if err := onBackend(m, b); err != nil {
+		return nil, fmt.Errorf("kv quality: %w", err)
+	}
 	o.Batch = max(o.Batch, 1)
 	if o.GroupSize == 0 {
 		o.GroupSize = kv.DefaultGroupSize
@@ -58,10 +61,11 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	// continuation step; forced (when set) is fed as the continuation.
 	run := func(t kv.Type, batch int, forced []int32) (rows [][]float32, greedy []int32, err error) {
 		ctx := len(prompt) + o.Greedy + 1
-		st, err := m.NewState(b, kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth}, min(batch, len(prompt)))
+		st, err := m.NewState(kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth}, min(batch, len(prompt)))
 		if err != nil {
 			return nil, nil, err
 		}
+		defer st.Close()
 		for pos := 0; pos < len(prompt); pos += batch {
 			end := min(len(prompt), pos+batch)
 			if err := st.ForwardAll(prompt[pos:end], pos, func(_ int, l []float32) { rows = append(rows, slices.Clone(l)) }); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"nibble/engine/chat"
+	"nibble/engine/cpu"
 	"nibble/engine/gguf"
 	"nibble/engine/tokenizer"
 	"nibble/internal/testdata"
@@ -37,7 +38,7 @@ func chatModel(t testing.TB, file string) *Model {
 	if m, ok := chatModels[file]; ok {
 		return m
 	}
-	m, err := LoadModel(filepath.Join(testdata.Dir(t), "models", file))
+	m, err := LoadModel(filepath.Join(testdata.Dir(t), "models", file), cpu.New(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,13 @@ import (
 func TestSessionRefusesWhatDoesNotFit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "llama-8b-shape.gguf")
 	testmodel.WriteSparse(t, path, 32, 4096, 32, 8, 14336, 32000, ggml.Q4_0, true, nil)
-	m, err := LoadModel(path)
+	b := cpu.New(2)
+	defer b.Close()
+	m, err := LoadModel(path, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	b := cpu.New(2)
-	defer b.Close()
 	budget := estimate.Simulated(1 << 30)
 	_, err = NewSession(m, b, Options{Ctx: 8192, KV: kv.Q4, Budget: &budget})
 	var nf *estimate.NotFitError

@@ -37,11 +37,11 @@ func (m *Model) Name() string {
 	return filepath.Base(m.Path)
 }
 
-// LoadModel maps a GGUF and builds its tokenizer and chat template. It does
-// not allocate the KV cache or activations (NewSession does, after the
-// memory check).
-func LoadModel(path string) (*Model, error) {
-	m, err := model.Open(path)
+// LoadModel maps a GGUF, makes b's handles to its weights (the model runs
+// on b) and builds its tokenizer and chat template. It does not allocate the
+// KV cache or activations (NewSession does, after the memory check).
+func LoadModel(path string, b backend.Backend) (*Model, error) {
+	m, err := model.Open(path, b)
 	if err != nil {
 		return nil, err
 	}
@@ -100,18 +100,29 @@ type Session struct {
 }
 
 // NewSession checks the configuration against the memory budget, then
-// allocates the cache and activations on b. A configuration that will not
+// allocates the cache and activations on b, the backend m was loaded on. A configuration that will not
 // fit returns *estimate.NotFitError (with advice) and allocates nothing.
 func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	o = o.withDefaults(m.HP)
+	if err := onBackend(m, b); err != nil {
+		return nil, err
+	}
 	if err := checkFits(m, b, o); err != nil {
 		return nil, err
 	}
-	st, err := m.NewState(b, o.KVConfig(m.HP), o.Batch)
+	st, err := m.NewState(o.KVConfig(m.HP), o.Batch)
 	if err != nil {
 		return nil, err
 	}
 	return &Session{M: m, B: b, State: st, Opts: o, logits: make([]float32, m.HP.Vocab)}, nil
+}
+
+// onBackend reports a backend other than the one m's weights were mapped on.
+func onBackend(m *Model, b backend.Backend) error {
+	if b != m.Backend {
+		return fmt.Errorf("%s: the model was loaded on another backend", m.Name())
+	}
+	return nil
 }
 
 // Close gives the session's cache and activations back to the backend.

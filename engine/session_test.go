@@ -32,21 +32,25 @@ func TestStopMatcherHoldsBackPartialStops(t *testing.T) {
 	}
 }
 
-func openTiny(t *testing.T, name string) *Model {
+// openTiny loads a test model on a CPU backend of threads workers
+// (m.Backend).
+func openTiny(t *testing.T, name string, threads int) *Model {
 	t.Helper()
 	td := testdata.Dir(t)
-	m, err := LoadModel(filepath.Join(td, "models", name))
+	b := cpu.New(threads)
+	m, err := LoadModel(filepath.Join(td, "models", name), b)
 	if err != nil {
+		b.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() { m.Close(); b.Close() })
 	return m
 }
 
 // A second question about the same document prefills only the question's
 // tokens, and answers exactly as a fresh session would.
 func TestPrefixReuseAcrossQuestions(t *testing.T) {
-	m := openTiny(t, "tiny-llama-spm-q4_0.gguf")
+	m := openTiny(t, "tiny-llama-spm-q4_0.gguf", 2)
 	td := testdata.Dir(t)
 	text, err := os.ReadFile(filepath.Join(td, "long_prompt.txt"))
 	if err != nil {
@@ -55,8 +59,7 @@ func TestPrefixReuseAcrossQuestions(t *testing.T) {
 	doc := m.EncodePrompt(strings.Repeat(string(text), 3))[:2000]
 	q1 := m.Tok.Encode("\nQuestion: what is the first number in the text?\nAnswer:", false, false)
 	q2 := m.Tok.Encode("\nQuestion: who wrote it?\nAnswer:", false, false)
-	b := cpu.New(2)
-	defer b.Close()
+	b := m.Backend
 	s, err := NewSession(m, b, Options{Ctx: 2200, KV: kv.Q4})
 	if err != nil {
 		t.Fatal(err)
@@ -96,9 +99,8 @@ func TestPrefixReuseAcrossQuestions(t *testing.T) {
 }
 
 func TestContextBudgetIsAClearError(t *testing.T) {
-	m := openTiny(t, "tiny-llama-spm-q4_0.gguf")
-	b := cpu.New(2)
-	defer b.Close()
+	m := openTiny(t, "tiny-llama-spm-q4_0.gguf", 2)
+	b := m.Backend
 	s, err := NewSession(m, b, Options{Ctx: 64, KV: kv.Q4})
 	if err != nil {
 		t.Fatal(err)
@@ -119,9 +121,8 @@ func TestContextBudgetIsAClearError(t *testing.T) {
 }
 
 func TestGenerateCancels(t *testing.T) {
-	m := openTiny(t, "tiny-llama-spm-q4_0.gguf")
-	b := cpu.New(1)
-	defer b.Close()
+	m := openTiny(t, "tiny-llama-spm-q4_0.gguf", 1)
+	b := m.Backend
 	s, err := NewSession(m, b, Options{Ctx: 256})
 	if err != nil {
 		t.Fatal(err)
@@ -141,9 +142,8 @@ func TestGenerateCancels(t *testing.T) {
 
 // RepeatLastN = -1 penalizes the whole context, not nothing.
 func TestRepeatWindowMinusOneIsWholeContext(t *testing.T) {
-	m := openTiny(t, "tiny-llama-spm-q4_0.gguf")
-	b := cpu.New(2)
-	defer b.Close()
+	m := openTiny(t, "tiny-llama-spm-q4_0.gguf", 2)
+	b := m.Backend
 	s, err := NewSession(m, b, Options{Ctx: 256})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,9 @@ func TestBrokenTemplateFallsBackByVocabulary(t *testing.T) {
 	if err := w.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
-	m, err := LoadModel(path)
+	b := cpu.New(1)
+	defer b.Close()
+	m, err := LoadModel(path, b)
 	if err != nil {
 		t.Fatal(err)
 	}

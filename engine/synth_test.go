@@ -24,7 +24,9 @@ func TestSynthModelsLoadAndGenerate(t *testing.T) {
 			if err := synth.Generate(path, o); err != nil {
 				t.Fatal(err)
 			}
-			m, err := LoadModel(path)
+			b := cpu.New(2)
+			defer b.Close()
+			m, err := LoadModel(path, b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -32,8 +34,6 @@ func TestSynthModelsLoadAndGenerate(t *testing.T) {
 			if m.HP.Arch != arch || m.HP.TiedOutput != (arch == "llama") || m.HP.QKVBias != (arch == "qwen2") {
 				t.Fatalf("hparams %+v", m.HP)
 			}
-			b := cpu.New(2)
-			defer b.Close()
 			s, err := NewSession(m, b, Options{Ctx: 128})
 			if err != nil {
 				t.Fatal(err)

@@ -90,13 +90,13 @@ func benchDecodeCmd(env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	m, err := engine.LoadModel(mf.path)
+	b := cpu.New(mf.threads)
+	defer b.Close()
+	m, err := engine.LoadModel(mf.path, b)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	b := cpu.New(mf.threads)
-	defer b.Close()
 	sessions := make([]*engine.Session, len(kvTypes))
 	for i, t := range kvTypes {
 		o.KV = t

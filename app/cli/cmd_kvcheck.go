@@ -44,13 +44,13 @@ func kvcheckCmd(env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	m, err := engine.LoadModel(*path)
+	b := cpu.New(*threads)
+	defer b.Close()
+	m, err := engine.LoadModel(*path, b)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	b := cpu.New(*threads)
-	defer b.Close()
 	ids := m.EncodePrompt(text)
 	rep, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
 		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: *rotate, NoSmooth: !*smooth})

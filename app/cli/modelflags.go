@@ -72,19 +72,20 @@ func (mf *modelFlags) open(env *Env) (*engine.Session, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := engine.LoadModel(mf.path)
-	if err != nil {
-		return nil, nil, err
-	}
 	b := cpu.New(mf.threads)
-	s, err := engine.NewSession(m, b, o)
+	m, err := engine.LoadModel(mf.path, b)
 	if err != nil {
 		b.Close()
+		return nil, nil, err
+	}
+	s, err := engine.NewSession(m, b, o)
+	if err != nil {
 		m.Close()
+		b.Close()
 		return nil, nil, err
 	}
 	warnAboveTrained(env, s.Opts.Ctx, m.HP.CtxTrain)
-	return s, func() { s.Close(); b.Close(); m.Close() }, nil
+	return s, func() { s.Close(); m.Close(); b.Close() }, nil
 }
 
 // openScheduler loads the model into an engine scheduler with one slot:

@@ -13,13 +13,35 @@ import (
 // only the backend that made it looks inside.
 type Tensor any
 
-// Weight is one tensor of the model file: a read-only view into the mapped
-// GGUF. Cols is ne[0] (the contiguous dimension), Rows the product of the rest.
-type Weight struct {
+// WeightDesc locates one tensor of a model file in the region given to
+// MapWeights. Cols is ne[0] (the contiguous dimension), Rows the product of
+// the rest.
+type WeightDesc struct {
 	Name       string
 	Type       ggml.Type
 	Rows, Cols int
-	Data       []byte
+	Offset     int64 // of the tensor's first byte in the region
+}
+
+// Bytes is the tensor's size in the file.
+func (d *WeightDesc) Bytes() int64 { return int64(d.Rows) * int64(d.Type.RowBytes(d.Cols)) }
+
+// Weight is a backend's handle to one tensor of a mapped model file, made by
+// MapWeights when the model is loaded: the CPU backend keeps a slice of the
+// mapping, a GPU backend a buffer wrapping it and an offset. Only the backend
+// that made it looks inside.
+type Weight interface {
+	Desc() WeightDesc
+}
+
+// Mapping is what MapWeights made of one region of a model file.
+type Mapping interface {
+	// Weights are the handles, one per descriptor, in the descriptors' order.
+	Weights() []Weight
+	// Close releases what the backend made of the region (a GPU backend's
+	// buffers); its weights must not be used afterwards, and the caller
+	// unmaps the region only after Close. Closing twice is harmless.
+	Close() error
 }
 
 // RoPE describes rotary position embedding for one model.
@@ -57,16 +79,23 @@ type Backend interface {
 	AllocatedBytes() int64
 	// Free gives a tensor back; AllocatedBytes drops by its size.
 	Free(t Tensor)
+	// MapWeights makes weight handles for the tensors ds of a model file
+	// whose bytes lie in region, a read-only mapping the caller keeps until
+	// the Mapping is closed. Nothing is copied. Every descriptor is checked
+	// here (a type this backend computes with, whole blocks, bytes inside the
+	// region), so that no op fails on a weight later. The weights are not
+	// counted in AllocatedBytes: they are the file's pages.
+	MapWeights(region []byte, ds []WeightDesc) (Mapping, error)
 	// NewKVCache allocates the cache cfg describes and the attention
 	// workspace for heads query heads and prefill batches of up to maxBatch
 	// rows.
 	NewKVCache(cfg kv.Config, heads, maxBatch int) (KVCache, error)
 
-	Embed(dst Tensor, table *Weight, tokens []int32)
-	RMSNorm(dst, x Tensor, w *Weight, eps float32, rows int)
+	Embed(dst Tensor, table Weight, tokens []int32)
+	RMSNorm(dst, x Tensor, w Weight, eps float32, rows int)
 	// MatMul: dst[r] = W·x[r] for r < rows; dst rows are W.Rows wide.
-	MatMul(dst Tensor, w *Weight, x Tensor, rows int)
-	AddBias(x Tensor, b *Weight, rows int)
+	MatMul(dst Tensor, w Weight, x Tensor, rows int)
+	AddBias(x Tensor, b Weight, rows int)
 	// RoPE rotates rows of `heads` heads, row r at position pos[r].
 	RoPE(x Tensor, heads, headDim, rows int, pos []int32, r *RoPE)
 	// KVSetSmoothing sets the layer's K channel smoothing factors

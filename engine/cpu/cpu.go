@@ -13,7 +13,6 @@ import (
 	"nibble/engine/attention"
 	"nibble/engine/backend"
 	"nibble/engine/fastmath"
-	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
 	"nibble/engine/quant"
@@ -98,10 +97,6 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 	return k, nil
 }
 
-func matrix(w *backend.Weight) quant.Matrix {
-	return quant.Matrix{Type: w.Type, Rows: w.Rows, Cols: w.Cols, Data: w.Data}
-}
-
 // fail records the first kernel error until Sync. The lock makes a stray
 // concurrent user a wrong answer rather than a data race; the engine service
 // never lets two goroutines use one backend at a time.
@@ -116,36 +111,21 @@ func (b *Backend) fail(err error) {
 	b.mu.Unlock()
 }
 
-func (b *Backend) Embed(dst backend.Tensor, table *backend.Weight, tokens []int32) {
+func (b *Backend) Embed(dst backend.Tensor, table backend.Weight, tokens []int32) {
 	d := f(dst)
 	m := matrix(table)
 	for i, t := range tokens {
-		if t < 0 || int(t) >= table.Rows {
-			b.fail(fmt.Errorf("embed: token %d outside vocabulary of %d", t, table.Rows))
+		// The forward pass checks tokens first; this keeps a stray caller's
+		// bad id an error rather than a panic.
+		if t < 0 || int(t) >= m.Rows {
+			b.fail(fmt.Errorf("embed: token %d outside vocabulary of %d", t, m.Rows))
 			return
 		}
-		b.fail(quant.DequantizeRow(m, int(t), d[i*table.Cols:(i+1)*table.Cols]))
+		b.fail(quant.DequantizeRow(m, int(t), d[i*m.Cols:(i+1)*m.Cols]))
 	}
 }
 
-// weightF32 returns a small F32 weight (norms, biases) as floats.
-func weightF32(w *backend.Weight) []float32 {
-	if w.Type != ggml.F32 {
-		return nil
-	}
-	return unsafeF32(w.Data)
-}
-
-func (b *Backend) vector(w *backend.Weight) []float32 {
-	if v := weightF32(w); v != nil {
-		return v
-	}
-	v := make([]float32, w.Rows*w.Cols)
-	b.fail(quant.Dequantize(w.Type, v, w.Data))
-	return v
-}
-
-func (b *Backend) RMSNorm(dst, x backend.Tensor, w *backend.Weight, eps float32, rows int) {
+func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32, rows int) {
 	d, s, g := f(dst), f(x), b.vector(w)
 	n := len(g)
 	b.pool.For(rows, 1, func(lo, hi int) {
@@ -163,11 +143,11 @@ func (b *Backend) RMSNorm(dst, x backend.Tensor, w *backend.Weight, eps float32,
 	})
 }
 
-func (b *Backend) MatMul(dst backend.Tensor, w *backend.Weight, x backend.Tensor, rows int) {
+func (b *Backend) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor, rows int) {
 	b.fail(quant.MatMul(b.pool, f(dst), matrix(w), f(x), rows))
 }
 
-func (b *Backend) AddBias(x backend.Tensor, bias *backend.Weight, rows int) {
+func (b *Backend) AddBias(x backend.Tensor, bias backend.Weight, rows int) {
 	d, v := f(x), b.vector(bias)
 	n := len(v)
 	for r := 0; r < rows; r++ {

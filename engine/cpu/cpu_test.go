@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 
@@ -10,10 +11,14 @@ import (
 	"nibble/engine/ggml"
 )
 
-func f32Weight(v []float32) *backend.Weight {
-	b := make([]byte, 4*len(v))
-	copy(bytesAsFloats(b), v)
-	return &backend.Weight{Type: ggml.F32, Rows: 1, Cols: len(v), Data: b}
+func f32Weight(t *testing.T, b *Backend, v []float32) backend.Weight {
+	region := make([]byte, 4*len(v))
+	copy(bytesAsFloats(region), v)
+	m, err := b.MapWeights(region, []backend.WeightDesc{{Name: "w", Type: ggml.F32, Rows: 1, Cols: len(v)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Weights()[0]
 }
 
 func TestAllocCountsAndZeroesOnAndOffHeap(t *testing.T) {
@@ -45,7 +50,7 @@ func TestRMSNormAndSwiGLU(t *testing.T) {
 	defer b.Close()
 	x, out := b.Alloc(4).(*Tensor), b.Alloc(4).(*Tensor)
 	copy(x.D, []float32{1, 2, 3, 4})
-	b.RMSNorm(out, x, f32Weight([]float32{1, 1, 2, 2}), 0, 1)
+	b.RMSNorm(out, x, f32Weight(t, b, []float32{1, 1, 2, 2}), 0, 1)
 	rms := math.Sqrt((1 + 4 + 9 + 16) / 4.0)
 	for i, want := range []float64{1 / rms, 2 / rms, 6 / rms, 8 / rms} {
 		if math.Abs(float64(out.D[i])-want) > 1e-6 {
@@ -115,5 +120,42 @@ func TestFreeReturnsToBaseline(t *testing.T) {
 	b.Free(x) // twice is harmless
 	if n := b.AllocatedBytes(); n != 0 || len(b.mappings) != 0 {
 		t.Fatalf("after Free: %d bytes counted, %d mappings", n, len(b.mappings))
+	}
+}
+
+// MapWeights refuses, when the model is mapped, any descriptor an op could
+// not use: an unsupported type, partial blocks, bytes outside the region.
+func TestMapWeightsChecksEveryDescriptor(t *testing.T) {
+	b := New(1)
+	defer b.Close()
+	region := make([]byte, 4096)
+	ok := backend.WeightDesc{Name: "ok", Type: ggml.Q4_0, Rows: 4, Cols: 64, Offset: 100}
+	m, err := b.MapWeights(region, []backend.WeightDesc{ok, {Name: "f", Type: ggml.F32, Rows: 2, Cols: 3, Offset: 4072}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Weights(); len(got) != 2 || got[0].Desc() != ok || got[1].Desc().Name != "f" {
+		t.Fatalf("handles %v", got)
+	}
+	if mat := matrix(m.Weights()[0]); &mat.Data[0] != &region[100] || len(mat.Data) != 4*36 {
+		t.Fatal("the handle does not view the region in place")
+	}
+	if err := m.Close(); err != nil || m.Close() != nil {
+		t.Fatal("Close", err)
+	}
+	for _, c := range []struct {
+		d    backend.WeightDesc
+		want string
+	}{
+		{backend.WeightDesc{Name: "iq", Type: ggml.IQ2_XXS, Rows: 1, Cols: 256}, `"iq" has type IQ2_XXS, which the cpu backend cannot compute with`},
+		{backend.WeightDesc{Name: "part", Type: ggml.Q4_0, Rows: 1, Cols: 48}, `"part": 1×48 is not a matrix of whole Q4_0 blocks`},
+		{backend.WeightDesc{Name: "empty", Type: ggml.F32, Rows: 0, Cols: 4}, `"empty": 0×4`},
+		{backend.WeightDesc{Name: "past", Type: ggml.F32, Rows: 2, Cols: 4, Offset: 4072}, `"past": 32 bytes at offset 4072 run past the region of 4096 bytes`},
+		{backend.WeightDesc{Name: "neg", Type: ggml.F32, Rows: 1, Cols: 4, Offset: -4}, `"neg": 16 bytes at offset -4`},
+		{backend.WeightDesc{Name: "huge", Type: ggml.F32, Rows: 1 << 40, Cols: 1 << 30}, `"huge": 1099511627776 rows of 1073741824 elements is too large`},
+	} {
+		if _, err := b.MapWeights(region, []backend.WeightDesc{ok, c.d}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.d.Name, err, c.want)
+		}
 	}
 }

@@ -18,10 +18,10 @@ import (
 // The estimate's KV and scratch terms are what the CPU backend's allocator
 // really counts, byte for byte: for every test model and a
 // Llama-3.2-1B-shaped sparse file, at three contexts and every KV type, a
-// session is created and AllocatedBytes read around it. The KV term is the
-// count around building that session's cache config (kv.New through the
-// backend's allocator, as the backend does); the scratch term is the rest of
-// the session (activations and attention workspace).
+// session is created and AllocatedBytes read around it. The KV term is what
+// building that session's cache config counts (kv.New through another CPU
+// backend's allocator, as the backend does); the scratch term is the rest
+// of the session (activations and attention workspace).
 func TestEstimateMatchesCPUAllocations(t *testing.T) {
 	td := testdata.Dir(t)
 	paths := []string{}
@@ -39,13 +39,13 @@ func TestEstimateMatchesCPUAllocations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := engine.LoadModel(path)
+		b := cpu.New(2)
+		m, err := engine.LoadModel(path, b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, ctx := range []int{512, 4096, 32768} {
 			for _, kt := range kv.Types {
-				b := cpu.New(2)
 				e, err := estimate.Compute(d, estimate.Options{Ctx: ctx, KV: kt, Batch: 512, Threads: b.Threads()})
 				if err != nil {
 					t.Fatal(err)
@@ -60,21 +60,22 @@ func TestEstimateMatchesCPUAllocations(t *testing.T) {
 				if err := s.Close(); err != nil {
 					t.Fatal(err)
 				}
-				mark := b.AllocatedBytes()
-				if _, err := kv.New(cfg, b.AllocBytes); err != nil {
+				counter := cpu.New(1)
+				if _, err := kv.New(cfg, counter.AllocBytes); err != nil {
 					t.Fatal(err)
 				}
-				cache := b.AllocatedBytes() - mark
+				cache := counter.AllocatedBytes()
+				counter.Close()
 				scratch := session - cache
 				fmt.Fprintf(&table, "%-28s %6d %4s %12d %12d %12d %12d\n", filepath.Base(path), ctx, kt, e.KV, cache, e.Scratch, scratch)
 				if e.KV != cache || e.Scratch != scratch {
 					t.Errorf("%s ctx %d %s: estimate KV %d scratch %d, backend counted KV %d scratch %d",
 						filepath.Base(path), ctx, kt, e.KV, e.Scratch, cache, scratch)
 				}
-				b.Close()
 			}
 		}
 		m.Close()
+		b.Close()
 	}
 	t.Logf("estimate terms vs CPU backend allocations:\n%s", table.String())
 }

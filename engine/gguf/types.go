@@ -144,6 +144,11 @@ func (f *File) TensorData(t *TensorInfo) []byte {
 	return f.mapping[start:end:end]
 }
 
+// Mapping is the whole file as mapped by Open (nil for ReadHeader): the
+// region a backend makes its weight handles of, tensor t's bytes at offset
+// DataOffset+t.Offset. It is read-only and valid until Close.
+func (f *File) Mapping() []byte { return f.mapping }
+
 // Close releases the mapping. Tensor data views must not be used afterwards.
 func (f *File) Close() error {
 	if f.unmap == nil {

@@ -19,7 +19,7 @@ type recorder struct {
 
 func (r *recorder) log(op string) { r.ops = append(r.ops, op) }
 
-func (r *recorder) Embed(dst backend.Tensor, table *backend.Weight, tokens []int32) {
+func (r *recorder) Embed(dst backend.Tensor, table backend.Weight, tokens []int32) {
 	r.log("embed")
 	r.Backend.Embed(dst, table, tokens)
 }
@@ -61,12 +61,12 @@ func newRecordedState(t *testing.T, kvc kv.Config, layers int) (*State, *recorde
 				}
 			}
 		}
-	}))
+	}), rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	st, err := m.NewState(rec, kvc, 32)
+	st, err := m.NewState(kvc, 32)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func FamilyHParams(arch string) HParams {
 
 // weight is the field of m that holds s, or nil for rope_freqs (kept as
 // floats, not as a Weight).
-func (m *Model) weight(s *TensorSpec) **backend.Weight {
+func (m *Model) weight(s *TensorSpec) *backend.Weight {
 	var l *Layer
 	if s.Layer >= 0 {
 		l = &m.Layers[s.Layer]

@@ -28,9 +28,10 @@ type State struct {
 	kRow, lambda []float32
 }
 
-// NewState allocates a cache of kvc and activations for batches of maxBatch.
-func (m *Model) NewState(b backend.Backend, kvc kv.Config, maxBatch int) (*State, error) {
-	hp := m.HP
+// NewState allocates a cache of kvc and activations for batches of maxBatch
+// on the model's backend.
+func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
+	hp, b := m.HP, m.Backend
 	if maxBatch <= 0 {
 		return nil, fmt.Errorf("batch size %d must be positive", maxBatch)
 	}

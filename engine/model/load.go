@@ -1,41 +1,47 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"nibble/engine/backend"
 	"nibble/engine/ggml"
 	"nibble/engine/gguf"
-	"nibble/engine/quant"
 )
 
-// Model is a loaded GGUF: hyper-parameters and weight views into the mapping.
+// Model is a loaded GGUF: hyper-parameters and the backend's handles to the
+// weights in the file's mapping.
 type Model struct {
-	HP         HParams
-	File       *gguf.File
-	Path       string
-	TokEmbd    *backend.Weight
-	OutputNorm *backend.Weight
-	Output     *backend.Weight // token_embd when tied
+	HP      HParams
+	File    *gguf.File
+	Path    string
+	Backend backend.Backend // the backend the weights were mapped on
+	weights backend.Mapping
+
+	TokEmbd    backend.Weight
+	OutputNorm backend.Weight
+	Output     backend.Weight // token_embd when tied
 	Layers     []Layer
 	RopeFreqs  []float32 // Llama 3.1 per-pair divisors, or nil
 }
 
 // Layer holds one transformer block's weights.
 type Layer struct {
-	AttnNorm, Wq, Wk, Wv, Wo *backend.Weight
-	Bq, Bk, Bv               *backend.Weight // qwen2 only
-	FFNNorm, Gate, Up, Down  *backend.Weight
+	AttnNorm, Wq, Wk, Wv, Wo backend.Weight
+	Bq, Bk, Bv               backend.Weight // qwen2 only
+	FFNNorm, Gate, Up, Down  backend.Weight
 }
 
-// Open maps a GGUF file and checks every tensor the family needs has the
-// name, shape and type the forward pass expects (as llama.cpp's loader does).
-func Open(path string) (*Model, error) {
+// Open maps a GGUF file, checks every tensor the family needs has the name
+// and shape the forward pass expects (as llama.cpp's loader does), and makes
+// b's handles to them (Backend.MapWeights): the model runs on b.
+func Open(path string, b backend.Backend) (*Model, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	m, err := FromFile(f)
+	m, err := FromFile(f, b)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("load %s: %w", path, err)
@@ -44,78 +50,94 @@ func Open(path string) (*Model, error) {
 	return m, nil
 }
 
-// Close unmaps the file.
-func (m *Model) Close() error { return m.File.Close() }
+// Close releases the backend's handles, then unmaps the file.
+func (m *Model) Close() error {
+	var err error
+	if m.weights != nil {
+		err = m.weights.Close()
+		m.weights = nil
+	}
+	if cerr := m.File.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // FromFile binds the weights of an opened GGUF, every tensor TensorLayout
-// lists.
-func FromFile(f *gguf.File) (*Model, error) {
+// lists, as handles of b.
+func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 	hp, err := HParamsFromGGUF(f)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{HP: hp, File: f, Layers: make([]Layer, hp.Layers)}
-	w := &binder{f: f}
-	var ropeFreqs *backend.Weight
+	m := &Model{HP: hp, File: f, Backend: b, Layers: make([]Layer, hp.Layers)}
+	var (
+		descs []backend.WeightDesc
+		dsts  []*backend.Weight
+	)
 	for _, s := range TensorLayout(hp) {
-		if _, ok := f.Tensor(s.Name); s.Optional && !ok {
+		t, ok := f.Tensor(s.Name)
+		if s.Optional && !ok {
 			continue
 		}
-		dst := m.weight(&s)
-		if dst == nil {
-			dst = &ropeFreqs
-		}
-		*dst = w.get(s.Name, s.Dims)
-	}
-	if w.err != nil {
-		return nil, w.err
-	}
-	if hp.TiedOutput {
-		m.Output = m.TokEmbd
-	}
-	// Converters write rope_freqs as F32; divisors of another type are not
-	// applied.
-	if ropeFreqs != nil && ropeFreqs.Type == ggml.F32 {
-		m.RopeFreqs = make([]float32, ropeFreqs.Cols)
-		if err := quant.Dequantize(ggml.F32, m.RopeFreqs, ropeFreqs.Data); err != nil {
+		d, err := describe(f, t, s.Name, s.Dims)
+		if err != nil {
 			return nil, err
 		}
+		if s.Kind == RopeFreqs {
+			// Read on the host: the RoPE op takes the divisors as floats.
+			// Converters write them as F32; divisors of another type are not applied.
+			if t.Type == ggml.F32 {
+				m.RopeFreqs = float32s(f.TensorData(t))
+			}
+			continue
+		}
+		descs = append(descs, d)
+		dsts = append(dsts, m.weight(&s))
+	}
+	mapped, err := b.MapWeights(f.Mapping(), descs)
+	if err != nil {
+		return nil, err
+	}
+	for i, w := range mapped.Weights() {
+		*dsts[i] = w
+	}
+	m.weights = mapped
+	if hp.TiedOutput {
+		m.Output = m.TokEmbd
 	}
 	return m, nil
 }
 
-// binder looks tensors up and records the first problem.
-type binder struct {
-	f   *gguf.File
-	err error
-}
-
-func (b *binder) get(name string, dims []uint64) *backend.Weight {
-	if b.err != nil {
-		return nil
-	}
-	t, ok := b.f.Tensor(name)
-	if !ok {
-		b.err = fmt.Errorf("missing tensor %q", name)
-		return nil
+// describe checks that tensor t (nil: missing) has dims and locates it in
+// the file mapping.
+func describe(f *gguf.File, t *gguf.TensorInfo, name string, dims []uint64) (backend.WeightDesc, error) {
+	if t == nil {
+		return backend.WeightDesc{}, fmt.Errorf("missing tensor %q", name)
 	}
 	if len(t.Dims) != len(dims) {
-		b.err = fmt.Errorf("tensor %q has %d dimensions, want %d (%v)", name, len(t.Dims), len(dims), dims)
-		return nil
+		return backend.WeightDesc{}, fmt.Errorf("tensor %q has %d dimensions, want %d (%v)", name, len(t.Dims), len(dims), dims)
 	}
 	for i, d := range dims {
 		if t.Dims[i] != d {
-			b.err = fmt.Errorf("tensor %q has wrong shape %v, want %v", name, t.Dims, dims)
-			return nil
+			return backend.WeightDesc{}, fmt.Errorf("tensor %q has wrong shape %v, want %v", name, t.Dims, dims)
 		}
 	}
-	if !quant.Supported(t.Type) {
-		b.err = fmt.Errorf("tensor %q has type %s, which this engine cannot compute with", name, t.Type)
-		return nil
+	if f.TensorData(t) == nil {
+		return backend.WeightDesc{}, fmt.Errorf("tensor %q has no data in the mapping", name)
 	}
 	rows := 1
 	if len(dims) == 2 {
 		rows = int(dims[1])
 	}
-	return &backend.Weight{Name: name, Type: t.Type, Rows: rows, Cols: int(dims[0]), Data: b.f.TensorData(t)}
+	return backend.WeightDesc{Name: name, Type: t.Type, Rows: rows, Cols: int(dims[0]), Offset: int64(f.DataOffset + t.Offset)}, nil
+}
+
+// float32s decodes little-endian F32 tensor bytes.
+func float32s(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/gguf"
 )
@@ -49,8 +50,14 @@ func writeTiny(t *testing.T, mutate func(kv map[string]any, tensors map[string][
 	return path
 }
 
+func testBackend(t *testing.T) *cpu.Backend {
+	b := cpu.New(1)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 func TestOpenBindsEveryTensor(t *testing.T) {
-	m, err := Open(writeTiny(t, nil))
+	m, err := Open(writeTiny(t, nil), testBackend(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +66,8 @@ func TestOpenBindsEveryTensor(t *testing.T) {
 	if hp.Layers != 1 || hp.HeadDim != 16 || hp.KVHeads != 2 || !hp.TiedOutput || m.Output != m.TokEmbd || hp.RopeBase != 10000 {
 		t.Fatalf("hparams %+v", hp)
 	}
-	if l := m.Layers[0]; l.Wk.Rows != 32 || l.Wk.Cols != 64 || len(l.Wk.Data) != 32*64*4 {
-		t.Fatalf("attn_k bound as %d×%d with %d bytes", l.Wk.Rows, l.Wk.Cols, len(l.Wk.Data))
+	if d := m.Layers[0].Wk.Desc(); d.Rows != 32 || d.Cols != 64 || d.Bytes() != 32*64*4 || d.Name != "blk.0.attn_k.weight" {
+		t.Fatalf("attn_k bound as %+v (%d bytes)", d, d.Bytes())
 	}
 }
 
@@ -81,7 +88,7 @@ func TestOpenRejectsWhatLlamaCppRejects(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Open(writeTiny(t, c.mutate))
+			_, err := Open(writeTiny(t, c.mutate), testBackend(t))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}

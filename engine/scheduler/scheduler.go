@@ -264,7 +264,7 @@ func (s *Scheduler) Load(path string, o engine.Options) (ModelInfo, error) {
 		if err := s.unload(ErrUnloaded); err != nil {
 			return err
 		}
-		m, err := engine.LoadModel(path)
+		m, err := engine.LoadModel(path, s.b)
 		if err != nil {
 			return err
 		}
