@@ -9,6 +9,7 @@ import (
 
 	"nibble/engine/backend"
 	"nibble/engine/ggml"
+	"nibble/engine/kv"
 )
 
 func f32Weight(t *testing.T, b *Backend, v []float32) backend.Weight {
@@ -157,5 +158,35 @@ func TestMapWeightsChecksEveryDescriptor(t *testing.T) {
 		if _, err := b.MapWeights(region, []backend.WeightDesc{ok, c.d}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.d.Name, err, c.want)
 		}
+	}
+}
+
+// The footprint the estimator reads is what NewKVCache allocates besides
+// the cache, for every cache type and a few geometries.
+func TestFootprintIsWhatNewKVCacheAllocates(t *testing.T) {
+	f, err := backend.FootprintOf("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, threads := range []int{1, 3} {
+		b := New(threads)
+		for _, c := range []struct{ heads, kvHeads, d, ctx, batch int }{{8, 2, 64, 100, 16}, {32, 8, 128, 5000, 512}, {4, 4, 256, 300, 0}} {
+			for _, typ := range kv.Types {
+				cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 3, KVHeads: c.kvHeads, HeadDim: c.d, Ctx: c.ctx}
+				before := b.AllocatedBytes()
+				cache, err := b.NewKVCache(cfg, c.heads, c.batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := b.AllocatedBytes()-before, cfg.Bytes()+f.WorkspaceBytes(cfg, c.heads, c.batch, threads); got != want {
+					t.Errorf("threads %d %+v %v: NewKVCache counted %d bytes, footprint says %d", threads, c, typ, got, want)
+				}
+				cache.Close()
+			}
+		}
+		b.Close()
+	}
+	if _, err := backend.FootprintOf("tpu"); err == nil || !strings.Contains(err.Error(), `no backend "tpu" in this build (have cpu`) {
+		t.Fatalf("unknown backend: %v", err)
 	}
 }

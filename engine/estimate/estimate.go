@@ -46,9 +46,9 @@ type Options struct {
 	KV       kv.Type // cache element type
 	KVGroup  int     // q8/q4 group size (0: 32)
 	Batch    int     // prefill batch (0: 512); never more than Ctx, as in the loader
-	Backend  string  // "cpu" (default) or "metal"
+	Backend  string  // a backend's name: "cpu" (default), "metal" (the CPU's figures until it exists)
 	Threads  int     // worker threads (0: GOMAXPROCS, the CPU backend's default)
-	Overhead int64   // runtime overhead in bytes (0: RuntimeOverhead, measured per backend)
+	Overhead int64   // runtime overhead in bytes (0: the backend's, measured per backend)
 }
 
 // withDefaults applies the session's size defaults and the CPU backend's.
@@ -144,17 +144,18 @@ func Compute(d Desc, o Options) (*Estimate, error) {
 	if d.WeightsBytes < 0 {
 		return nil, fmt.Errorf("estimate %s: negative weights size %d", d.Name, d.WeightsBytes)
 	}
+	f, err := footprint(o.Backend)
+	if err != nil {
+		return nil, err
+	}
 	over := o.Overhead
 	if over <= 0 {
-		var err error
-		if over, err = RuntimeOverhead(o.Backend, hp, o.Batch); err != nil {
-			return nil, err
-		}
+		over = f.OverheadBytes(shape(hp), o.Batch)
 	}
 	e := &Estimate{
 		Model: d.Name, Ctx: o.Ctx, KVType: o.KV, KVGroup: o.KVGroup, Batch: o.Batch,
 		Backend: o.Backend, Threads: o.Threads, WeightsExact: d.Exact,
-		Weights: d.WeightsBytes, KV: cfg.Bytes(), Scratch: scratchBytes(hp, cfg, o.Batch, o.Threads), Overhead: over,
+		Weights: d.WeightsBytes, KV: cfg.Bytes(), Scratch: scratchBytes(f, hp, cfg, o.Batch, o.Threads), Overhead: over,
 	}
 	e.Total = e.Weights + e.KV + e.Scratch + e.Overhead
 	return e, nil

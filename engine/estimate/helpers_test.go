@@ -1,10 +1,10 @@
 package estimate
 
 import (
-	"nibble/internal/testdata"
 	"testing"
-)
 
-func repoRoot(t testing.TB) string { return testdata.RepoRoot(t) }
+	_ "nibble/engine/cpu" // registers the CPU footprint the estimates use
+	"nibble/internal/testdata"
+)
 
 func testdataDir(t testing.TB) string { return testdata.Dir(t) }

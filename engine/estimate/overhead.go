@@ -3,72 +3,48 @@ package estimate
 import (
 	"fmt"
 
+	"nibble/engine/backend"
 	"nibble/engine/model"
 )
 
-// Runtime overhead: what the process needs beyond the mapped weights and
-// the memory the backend counts (KV cache, activations, attention
-// workspace). Three parts:
-//
-//   - a per-backend base: Go runtime, binary text, chat template, parsed
-//     metadata scalars, GC slack (measured);
-//   - the tokenizer and the parsed vocabulary arrays, proportional to the
-//     vocabulary (measured: merges add to it for BPE vocabularies);
-//   - the matmul activation pool (quant.MatMul keeps the quantized or
-//     fp16-rounded copy of its input in a sync.Pool, outside the backend's
-//     count): at most 4 bytes per element of the widest input of a batch,
-//     computed from the shape.
-//
-// Measured with TestMeasureCPUOverhead (overhead_measure_test.go) on the
-// five test models, Linux x86-64, Go 1.26: peak RSS (wait4 rusage) of
-// `nibble run` on the LONG prompt (ctx 1024, f16 KV, batch 512, 8 tokens,
-// 2 threads, worst of 3 runs) minus the file size (every page is touched)
-// and the counted KV + scratch. `nibble help` alone peaks at 11-13 MiB.
-//
-//	model                  vocab   peak RSS  file  KV+scratch  overhead  this model
-//	tiny-llama-spm-f16     32000   54-56     19.3  7.2         27-29     32.1 MiB
-//	tiny-llama-spm-q4_0    32000   35-36      7.9  7.2         20-21     32.1
-//	tiny-llama-spm-q4_k_m  32000   33-34      8.0  7.2         18-19     32.1
-//	tiny-llama3-q8_0      128256  103-118    41.9  6.5         54-69     75.7
-//	tiny-qwen2-q4_0        50257   46-48     19.3  6.2         21-23     40.0
-//
-// The spread comes from when the GC runs. The fit is a line through the
-// worst spm (32k entries) and llama-bpe (128k entries + 280k merges)
-// figures with ~10% added: 16 MiB + 480 B per vocabulary entry. On real
-// models the pool term dominates the difference: Llama-3.1-8B at batch 512
-// gets 16 + 58.7 + 28.0 = 103 MiB, Llama-3.1-70B 16 + 58.7 + 56.0 = 131 MiB.
-// Not covered: garbage the GC lets pile up against a multi-GB live heap
-// (GOGC=100 waits for the heap to double) if the KV cache lives in the Go
-// heap; a memory limit (debug.SetMemoryLimit) keeps that bounded.
-const (
-	cpuBaseOverhead     = 16 << 20
-	cpuPerVocabOverhead = 480 // bytes per vocabulary entry
-)
-
-// BackendOverhead checks the backend name and returns its base overhead.
-func BackendOverhead(backend string) (int64, error) {
-	switch backend {
-	case "", "cpu":
-		return cpuBaseOverhead, nil
-	case "metal":
-		// Not measured yet (no Metal backend): the CPU figure stands in.
-		return cpuBaseOverhead, nil
+// footprint is what the backend called name registered for the estimator
+// (backend.RegisterFootprint): its workspace and overhead.
+func footprint(name string) (backend.Footprint, error) {
+	f, err := backend.FootprintOf(name)
+	if err == nil {
+		return f, nil
 	}
-	return 0, fmt.Errorf("estimate: unknown backend %q (want cpu or metal)", backend)
+	if name == "metal" {
+		// Planned backend, not built yet, so not measured: the CPU's
+		// figures stand in until the metal package registers its own.
+		if f, cerr := backend.FootprintOf("cpu"); cerr == nil {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("estimate: %w", err)
 }
 
-// RuntimeOverhead is the full overhead term for a model and batch.
-func RuntimeOverhead(backend string, hp model.HParams, batch int) (int64, error) {
-	base, err := BackendOverhead(backend)
+// shape is what a backend's footprint needs of hp.
+func shape(hp model.HParams) backend.Shape {
+	return backend.Shape{Embd: hp.Embd, Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, FF: hp.FF, Vocab: hp.Vocab}
+}
+
+// BackendOverhead checks the backend name and returns its base overhead
+// (the overhead of no model at all).
+func BackendOverhead(backend string) (int64, error) {
+	f, err := footprint(backend)
 	if err != nil {
 		return 0, err
 	}
-	return base + cpuPerVocabOverhead*int64(hp.Vocab) + activationPoolBytes(hp, batch), nil
+	return f.OverheadBytes(shape(model.HParams{}), 0), nil
 }
 
-// activationPoolBytes bounds quant.MatMul's pooled input copy: batch rows
-// of the widest matmul input, 4 bytes per element (the f16/bf16 path keeps
-// float32s; the q8 paths need less).
-func activationPoolBytes(hp model.HParams, batch int) int64 {
-	return 4 * int64(batch) * int64(max(hp.Embd, hp.QDim(), hp.FF))
+// RuntimeOverhead is the full overhead term for a model and batch on the
+// backend called name, as the backend reports it.
+func RuntimeOverhead(backend string, hp model.HParams, batch int) (int64, error) {
+	f, err := footprint(backend)
+	if err != nil {
+		return 0, err
+	}
+	return f.OverheadBytes(shape(hp), batch), nil
 }

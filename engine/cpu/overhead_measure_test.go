@@ -1,6 +1,6 @@
 //go:build linux
 
-package estimate
+package cpu
 
 import (
 	"os"
@@ -9,14 +9,17 @@ import (
 	"syscall"
 	"testing"
 
+	"nibble/engine/backend"
+	"nibble/engine/estimate"
 	"nibble/engine/kv"
+	"nibble/internal/testdata"
 )
 
-// TestMeasureCPUOverhead is how the CPU constants in overhead.go were
+// TestMeasureOverhead is how the overhead constants in footprint.go were
 // measured. It is slow (builds nibble, runs it 15 times), so it only runs
 // with NIBBLE_MEASURE_OVERHEAD=1:
 //
-//	NIBBLE_MEASURE_OVERHEAD=1 go test ./engine/estimate -run MeasureCPUOverhead -v
+//	NIBBLE_MEASURE_OVERHEAD=1 go test ./engine/cpu -run MeasureOverhead -v
 //
 // For every test model it runs `nibble run` on the LONG prompt (one full
 // prefill batch of 512, then 8 decoded tokens; ctx 1024, f16 KV, 2 threads)
@@ -27,14 +30,14 @@ import (
 // as the backend) is runtime overhead: the Go runtime and binary text, the
 // parsed metadata, tokenizer and chat template, the matmul activation pool
 // and the garbage the GC lets accumulate.
-func TestMeasureCPUOverhead(t *testing.T) {
+func TestMeasureOverhead(t *testing.T) {
 	if os.Getenv("NIBBLE_MEASURE_OVERHEAD") == "" {
 		t.Skip("set NIBBLE_MEASURE_OVERHEAD=1 to measure the runtime overhead (slow)")
 	}
-	dir := testdataDir(t)
+	dir := testdata.Dir(t)
 	bin := filepath.Join(t.TempDir(), "nibble")
 	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = repoRoot(t)
+	build.Dir = testdata.RepoRoot(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
@@ -56,20 +59,22 @@ func TestMeasureCPUOverhead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := FromFile(path)
+		d, err := estimate.FromFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := Options{Ctx: 1024, KV: kv.F16, Batch: 512, Threads: 2, Overhead: 1}
-		e, err := Compute(d, o)
+		o := estimate.Options{Ctx: 1024, KV: kv.F16, Batch: 512, Threads: 2, Overhead: 1}
+		e, err := estimate.Compute(d, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rss := peak("run", "-m", path, "--prompt-file", filepath.Join(dir, "long_prompt.txt"), "-n", "8", "--temp", "0",
 			"--ctx", "1024", "--kv", "f16", "--threads", "2", "--batch", "512")
 		over := rss - st.Size() - e.KV - e.Scratch
-		pool := activationPoolBytes(d.HParams, 512)
-		fit := cpuBaseOverhead + cpuPerVocabOverhead*int64(d.HParams.Vocab) + pool
+		hp := d.HParams
+		s := backend.Shape{Embd: hp.Embd, Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, FF: hp.FF, Vocab: hp.Vocab}
+		pool := activationPoolBytes(s, 512)
+		fit := footprint{}.OverheadBytes(s, 512)
 		t.Logf("%-22s vocab %6d: peak RSS %6.1f MiB - file %5.1f - KV+scratch %4.1f = overhead %5.1f MiB (pool %.1f); model %5.1f MiB (%+.0f%%)",
 			name, d.HParams.Vocab, mib(rss), mib(st.Size()), mib(e.KV+e.Scratch), mib(over), mib(pool), mib(fit), 100*(float64(fit)/float64(over)-1))
 		if fit < over {
