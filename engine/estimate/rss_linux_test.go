@@ -33,7 +33,7 @@ import (
 // The tiny fixtures (7-42 MiB files) are only held to the safe side
 // (never more than 5% under): there the runtime overhead is 55-65% of the
 // total, and its model, a line through measured peaks with ~10% added
-// (overhead.go), comes out 11-34% high. Runs vary by a few MiB with GC
+// (engine/cpu/footprint.go), comes out 11-34% high. Runs vary by a few MiB with GC
 // timing, which on a 35 MiB process alone is ±5%.
 func TestEstimateMatchesPeakRSS(t *testing.T) {
 	td := testdata.Dir(t)
