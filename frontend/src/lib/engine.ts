@@ -2,12 +2,30 @@
 // `make bindings` (wails generate module) writes into ./wailsjs: the
 // methods bound as window.go.desktop.App and the window.runtime events.
 // Everything else imports from here, so a change of transport touches this
-// file only.
+// file only (and tests replace this one module).
 
 import * as App from './wailsjs/go/desktop/App';
-import { service } from './wailsjs/go/models';
-import { EventsOn } from './wailsjs/runtime/runtime';
-import type { Autotest, Delta, Estimate, Final, Message, Prepare, Progress, SendResult, Status } from './types';
+import { service, settings } from './wailsjs/go/models';
+import { BrowserOpenURL, EventsOn, OnFileDrop, OnFileDropOff } from './wailsjs/runtime/runtime';
+import type {
+  Autotest,
+  CatalogEntry,
+  Conversation,
+  ConversationSummary,
+  Delta,
+  Diagnostics,
+  Download,
+  Estimate,
+  Final,
+  HistoryChanged,
+  LocalModel,
+  Message,
+  Prepare,
+  Progress,
+  SendResult,
+  Settings,
+  Status,
+} from './types';
 
 /** The page runs outside the app (a plain browser, a test without Go). */
 export class EngineUnavailable extends Error {
@@ -20,9 +38,12 @@ export class EngineUnavailable extends Error {
 declare global {
   interface Window {
     go?: { desktop?: { App?: unknown } };
-    runtime?: unknown;
+    runtime?: Record<string, unknown>;
   }
 }
+
+/** runtimeHas says whether the Wails runtime offers name (not in a browser). */
+const runtimeHas = (name: string): boolean => typeof window.runtime?.[name] === 'function';
 
 /** call runs a bound method; Go's errors arrive as strings, made Errors here. */
 async function call<T>(f: () => Promise<T>): Promise<T> {
@@ -34,26 +55,79 @@ async function call<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
+// ---- the engine and chat
 export const status = (): Promise<Status> => call(() => App.Status());
-export const loadModel = (path: string, ctx = 0, kv = ''): Promise<Status> =>
-  call(() => App.LoadModel(new service.LoadRequest({ path, ctx, kv })));
 export const send = (messages: Message[], maxTokens = 0, conversationId = 0): Promise<SendResult> =>
-  call(() => App.Send(new service.SendRequest({ messages, maxTokens, conversationId })));
+  call(() => App.Send(service.SendRequest.createFrom({ messages, maxTokens, conversationId })));
 export const stop = (id: string): Promise<void> => call(() => App.Stop(id));
-export const estimate = (ctx: number, kv: string): Promise<Estimate> => call(() => App.Estimate(ctx, kv));
 export const autotest = (): Promise<Autotest> => call(() => App.Autotest());
 
+// ---- models and the context budget
+export const models = (): Promise<LocalModel[]> => call(() => App.Models()).then((l) => l ?? []);
+export const addModel = (path: string): Promise<LocalModel> => call(() => App.AddModel(path));
+export const forgetModel = (path: string): Promise<void> => call(() => App.ForgetModel(path));
+export const chooseModelFile = (): Promise<string> => call(() => App.ChooseModelFile());
+export const checkLoad = (path: string, ctx = 0, kv = ''): Promise<Estimate> =>
+  call(() => App.CheckLoad(service.LoadRequest.createFrom({ path, ctx, kv })));
+export const loadModel = (path: string, ctx = 0, kv = ''): Promise<Status> =>
+  call(() => App.LoadModel(service.LoadRequest.createFrom({ path, ctx, kv })));
+export const estimate = (ctx: number, kv: string): Promise<Estimate> => call(() => App.Estimate(ctx, kv));
+export const applyContext = (ctx: number, kv: string): Promise<Status> => call(() => App.ApplyContext(ctx, kv));
+
+// ---- catalog and downloads
+export const catalog = (): Promise<CatalogEntry[]> => call(() => App.Catalog()).then((l) => l ?? []);
+export const catalogEstimate = (id: string, quant: string): Promise<Estimate> =>
+  call(() => App.CatalogEstimate(id, quant));
+export const download = (id: string, quant: string): Promise<Download> => call(() => App.Download(id, quant));
+export const cancelDownload = (id: string, quant: string): Promise<void> =>
+  call(() => App.CancelDownload(id, quant));
+export const downloads = (): Promise<Download[]> => call(() => App.Downloads()).then((l) => l ?? []);
+
+// ---- history
+export const conversations = (query: string): Promise<ConversationSummary[]> =>
+  call(() => App.Conversations(query)).then((l) => l ?? []);
+export const conversation = (id: number): Promise<Conversation> => call(() => App.Conversation(id));
+export const deleteConversation = (id: number): Promise<void> => call(() => App.DeleteConversation(id));
+export const exportConversation = (id: number): Promise<string> => call(() => App.ExportConversation(id));
+export const saveConversation = (id: number): Promise<string> => call(() => App.SaveConversation(id));
+
+// ---- settings, diagnostics, the window
+export const getSettings = (): Promise<Settings> => call(() => App.Settings());
+export const updateSettings = (s: Settings): Promise<Settings> =>
+  call(() => App.UpdateSettings(settings.Settings.createFrom(s)));
+export const diagnostics = (): Promise<Diagnostics> => call(() => App.Diagnostics());
+export const hideWindow = (): Promise<void> => call(() => App.HideWindow());
+
+/** openURL opens a link in the user's browser, not in the popover. */
+export function openURL(url: string): void {
+  if (runtimeHas('BrowserOpenURL')) BrowserOpenURL(url);
+  else window.open(url, '_blank', 'noopener');
+}
+
 /** The events of app/desktop/service and what each carries. */
-interface Events {
+export interface Events {
   'model:status': Status;
   'model:progress': Prepare;
   'chat:delta': Delta;
   'chat:progress': Progress;
   'chat:final': Final;
+  'models:changed': LocalModel[];
+  'download:progress': Download;
+  'history:changed': HistoryChanged;
 }
 
 /** on subscribes to an event of the Go side; it returns the unsubscriber. */
 export function on<K extends keyof Events>(name: K, handler: (data: Events[K]) => void): () => void {
-  if (!window.runtime) return () => {};
+  if (!runtimeHas('EventsOnMultiple')) return () => {};
   return EventsOn(name, (data: unknown) => handler(data as Events[K]));
+}
+
+/**
+ * onFileDrop receives the paths of files dropped on the window (the app
+ * only: the Go side enables file drops, and a browser gives no paths).
+ */
+export function onFileDrop(handler: (paths: string[]) => void): () => void {
+  if (!runtimeHas('OnFileDrop')) return () => {};
+  OnFileDrop((_x, _y, paths) => handler(paths ?? []), false);
+  return () => OnFileDropOff();
 }

@@ -1,13 +1,20 @@
-// Small formatters for sizes, rates and durations.
+// Small formatters for sizes, rates, durations and context lengths.
 
 export function bytes(n: number): string {
+  if (!Number.isFinite(n)) return '?';
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let i = 0;
-  while (n >= 1024 && i < units.length - 1) {
-    n /= 1024;
+  let v = Math.abs(n);
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
     i++;
   }
-  return `${n.toFixed(i === 0 ? 0 : 1)} ${units[i] ?? ''}`;
+  return `${n < 0 ? '-' : ''}${v.toFixed(i === 0 ? 0 : 1)} ${units[i] ?? ''}`;
+}
+
+/** gib is n bytes in GiB with two decimals, the unit left to the caller. */
+export function gib(n: number): string {
+  return (n / 2 ** 30).toFixed(2);
 }
 
 export function ms(n: number): string {
@@ -16,4 +23,47 @@ export function ms(n: number): string {
 
 export function rate(tokPerSec: number): string {
   return `${tokPerSec.toFixed(1)} tok/s`;
+}
+
+/** speed is a transfer rate in bytes per second. */
+export function speed(bytesPerSec: number): string {
+  return `${bytes(bytesPerSec)}/s`;
+}
+
+/** eta is a time left in seconds, as "12 s", "3 min 5 s" or "1 h 4 min". */
+export function eta(sec: number): string {
+  if (!Number.isFinite(sec) || sec < 0) return '—';
+  const s = Math.round(sec);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+/** tokens is a context length the way model cards write it: 4K, 128K, 1M. */
+export function tokens(n: number): string {
+  if (n >= 1 << 20 && n % (1 << 20) === 0) return `${n / (1 << 20)}M`;
+  if (n >= 1024 && n % 1024 === 0) return `${n / 1024}K`;
+  if (n >= 1024) return `${(n / 1024).toFixed(1)}K`;
+  return String(n);
+}
+
+/** exact is a token count with thousands separators: 131,072. */
+export function exact(n: number): string {
+  return n.toLocaleString('en-US');
+}
+
+/** date is an RFC 3339 time as a short local date, today's as a time. */
+export function date(rfc3339: string, now = new Date()): string {
+  const d = new Date(rfc3339);
+  if (Number.isNaN(d.getTime())) return rfc3339;
+  if (d.toDateString() === now.toDateString()) {
+    return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  }
+  const sameYear = d.getFullYear() === now.getFullYear();
+  return d.toLocaleDateString(undefined, sameYear ? { month: 'short', day: 'numeric' } : { year: 'numeric', month: 'short', day: 'numeric' });
+}
+
+/** message is what went wrong, from anything thrown. */
+export function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }

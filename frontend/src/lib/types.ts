@@ -3,21 +3,51 @@
 // the event payloads, which the generator does not see, are written out
 // here to match service/types.go.
 
-import type { desktop, service } from './wailsjs/go/models';
+import type { desktop, service, settings } from './wailsjs/go/models';
 
-/** Fields is a generated class as plain JSON: its data, not its helpers. */
-type Fields<T> = { [K in keyof T as T[K] extends (...args: never[]) => unknown ? never : K]: T[K] };
+/**
+ * Fields is a generated class as plain JSON: its data, not its helpers,
+ * down through nested classes, so stores and tests can build values as
+ * object literals.
+ */
+export type Fields<T> = T extends (infer U)[]
+  ? Fields<U>[]
+  : T extends object
+    ? { [K in keyof T as T[K] extends (...args: never[]) => unknown ? never : K]: Fields<T[K]> }
+    : T;
 
 export type Status = Fields<service.Status>;
 export type Model = Fields<service.Model>;
 export type Prepare = Fields<service.Prepare>;
 export type Estimate = Fields<service.Estimate>;
+export type KVLimit = Fields<service.KVLimit>;
 export type Message = Fields<service.Message>;
 export type SendRequest = Fields<service.SendRequest>;
 export type SendResult = Fields<service.SendResult>;
 export type Autotest = Fields<desktop.Autotest>;
+export type LocalModel = Fields<service.LocalModel>;
+export type LoadRequest = Fields<service.LoadRequest>;
+export type CatalogEntry = Fields<service.CatalogEntry>;
+export type CatalogFile = Fields<service.CatalogFile>;
+export type Download = Fields<service.Download>;
+export type ConversationSummary = Fields<service.ConversationSummary>;
+export type Conversation = Fields<service.Conversation>;
+export type StoredMessage = Fields<service.StoredMessage>;
+export type ReplyStats = Fields<service.ReplyStats>;
+export type Diagnostics = Fields<service.Diagnostics>;
+export type Settings = Fields<settings.Settings>;
 
 export type Role = 'system' | 'user' | 'assistant';
+
+/** The KV cache types the context panel and settings offer. */
+export const kvTypes = ['auto', 'q4', 'q8', 'f16'] as const;
+export type KVType = (typeof kvTypes)[number];
+
+/** Estimate.verdict. */
+export type Verdict = 'fits' | 'tight' | 'will-not-fit' | 'unknown';
+
+/** Download.state. */
+export type DownloadState = 'starting' | 'downloading' | 'verifying' | 'done' | 'failed' | 'cancelled';
 
 /** chat:delta: streamed text of reply id. */
 export interface Delta {
@@ -46,4 +76,9 @@ export interface Final {
   ttftMs: number;
   prefillTokPerSec: number;
   decodeTokPerSec: number;
+}
+
+/** history:changed: conversation id was created, appended to or deleted. */
+export interface HistoryChanged {
+  id: number;
 }

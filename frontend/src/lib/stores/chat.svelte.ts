@@ -1,7 +1,9 @@
-// The conversation: its turns, the draft being typed, the reply streaming.
+// The conversation: its turns, the draft being typed, the reply streaming,
+// and the kept conversation (history) the turns belong to.
 
 import * as engine from '../engine';
-import type { Delta, Final, Message, Progress, Role } from '../types';
+import { message } from '../format';
+import type { Conversation, Delta, Final, FinishReason, Message, Progress, ReplyStats, Role } from '../types';
 
 export type TurnState = 'waiting' | 'streaming' | 'done' | 'stopped' | 'error';
 
@@ -21,15 +23,33 @@ export interface Turn {
 
 type Pending = { kind: 'delta'; data: Delta } | { kind: 'progress'; data: Progress } | { kind: 'final'; data: Final };
 
-class Chat {
+/** The prompt-error text for an empty prompt. */
+export const emptyPromptError = 'Type a message first: the prompt is empty.';
+
+export class Chat {
   turns = $state<Turn[]>([]);
   draft = $state('');
   /** Why the last Send failed to start, else null. */
   error = $state<string | null>(null);
+  /** What is wrong with the prompt (empty), shown by the prompt box. */
+  promptError = $state<string | null>(null);
+  /** The kept conversation the turns continue (0: a new one). */
+  conversationId = $state(0);
+  /** The conversation's title when restored from the history. */
+  title = $state('');
 
   #key = 0;
-  // Events can beat Send's answer: hold them until the id is known.
+  // Events can beat Send's answer: they are held until the id is known,
+  // but only while a Send is in flight (else they belong to nobody, e.g.
+  // the reply of a chat that New chat cleared).
+  // eslint-disable-next-line svelte/prefer-svelte-reactivity -- held events are not shown
   #early = new Map<string, Pending[]>();
+  #inflight = 0;
+  // Bumped by New chat and restore, so a Send that returns afterwards does
+  // not attach itself to the new conversation.
+  #session = 0;
+  // Stop was clicked before Send returned the reply's id.
+  #stopAsked = false;
 
   get streaming(): Turn | undefined {
     return this.turns.find((t) => t.role === 'assistant' && (t.state === 'waiting' || t.state === 'streaming'));
@@ -52,45 +72,112 @@ class Chat {
       .map((t) => ({ role: t.role, content: t.content }));
   }
 
+  /** setDraft is typing: it clears the prompt error. */
+  setDraft(text: string): void {
+    this.draft = text;
+    if (text.trim() !== '') this.promptError = null;
+  }
+
   async submit(): Promise<void> {
     const text = this.draft.trim();
-    if (text === '' || this.streaming) return;
+    if (this.streaming) return;
+    if (text === '') {
+      this.promptError = emptyPromptError;
+      return;
+    }
     this.error = null;
+    this.promptError = null;
     this.draft = '';
+    this.#stopAsked = false;
     this.turns.push({ key: ++this.#key, role: 'user', content: text, state: 'done', deltas: 0 });
     const messages = this.#history();
     this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting', deltas: 0 });
+    // The proxy the store hands out, so changes below are seen.
     const reply = this.turns[this.turns.length - 1];
     if (!reply) return;
+    const session = this.#session;
+    this.#inflight++;
     try {
-      const { replyId: id } = await engine.send(messages);
-      reply.id = id;
-      for (const p of this.#early.get(id) ?? []) this.#apply(p);
-      this.#early.delete(id);
+      const r = await engine.send(messages, 0, this.conversationId);
+      reply.id = r.replyId;
+      if (session === this.#session && r.conversationId) this.conversationId = r.conversationId;
+      for (const p of this.#early.get(r.replyId) ?? []) this.#apply(p);
+      this.#early.delete(r.replyId);
+      if (this.#stopAsked && (reply.state === 'waiting' || reply.state === 'streaming')) await engine.stop(r.replyId);
     } catch (e) {
       reply.state = 'error';
-      reply.error = e instanceof Error ? e.message : String(e);
+      reply.error = message(e);
+    } finally {
+      this.#inflight--;
+      if (this.#inflight === 0) this.#early.clear();
     }
   }
 
   async stop(): Promise<void> {
-    const id = this.streaming?.id;
-    if (id) await engine.stop(id);
+    const turn = this.streaming;
+    if (!turn) return;
+    if (!turn.id) {
+      this.#stopAsked = true;
+      return;
+    }
+    try {
+      await engine.stop(turn.id);
+    } catch (e) {
+      this.error = `Stop: ${message(e)}`;
+    }
+  }
+
+  /** newChat starts a fresh conversation; a reply still streaming is stopped. */
+  newChat(): void {
+    const live = this.streaming;
+    if (live?.id) engine.stop(live.id).catch(() => {});
+    this.#session++;
+    this.turns = [];
+    this.conversationId = 0;
+    this.title = '';
+    this.error = null;
+    this.promptError = null;
+    this.#early.clear();
+  }
+
+  /** restore shows a kept conversation; Send continues it. */
+  restore(c: Conversation): void {
+    this.newChat();
+    this.conversationId = c.id;
+    this.title = c.title;
+    this.turns = (c.messages ?? [])
+      .filter((m) => m.role === 'user' || m.role === 'assistant')
+      .map((m) => ({
+        key: ++this.#key,
+        role: m.role as Role,
+        content: m.content,
+        state: stateOf(m.stats),
+        deltas: 0,
+        final: m.stats ? finalOf(m.stats, m.content) : undefined,
+      }));
+  }
+
+  /** forget is told a kept conversation was deleted: Send starts a new one. */
+  forget(id: number): void {
+    if (this.conversationId === id) this.conversationId = 0;
   }
 
   #apply(p: Pending): void {
     const turn = this.turns.find((t) => t.id === p.data.id);
     if (!turn) {
+      if (this.#inflight === 0) return;
       const list = this.#early.get(p.data.id) ?? [];
       list.push(p);
       this.#early.set(p.data.id, list);
       return;
     }
+    if (turn.state !== 'waiting' && turn.state !== 'streaming') return; // ended already
     switch (p.kind) {
       case 'delta':
         turn.content += p.data.text;
         turn.deltas++;
         turn.state = 'streaming';
+        turn.prefill = undefined;
         break;
       case 'progress':
         turn.prefill = { done: p.data.prefilled, total: p.data.promptTokens };
@@ -98,14 +185,37 @@ class Chat {
       case 'final':
         turn.final = p.data;
         turn.prefill = undefined;
+        // The final text is the whole reply: it mends a delta that was lost.
+        if (p.data.text && p.data.text.length >= turn.content.length) turn.content = p.data.text;
         if (p.data.finishReason === 'cancelled') turn.state = 'stopped';
         else if (p.data.finishReason === 'error') {
           turn.state = 'error';
-          turn.error = p.data.error ?? 'the engine failed';
+          turn.error = p.data.error || 'the engine failed';
         } else turn.state = 'done';
         break;
     }
   }
+}
+
+function stateOf(stats: ReplyStats | undefined): TurnState {
+  if (!stats) return 'done';
+  if (stats.finishReason === 'cancelled') return 'stopped';
+  if (stats.finishReason === 'error') return 'error';
+  return 'done';
+}
+
+function finalOf(s: ReplyStats, text: string): Final {
+  return {
+    id: '',
+    finishReason: s.finishReason as FinishReason,
+    text,
+    promptTokens: s.promptTokens,
+    reusedTokens: 0,
+    genTokens: s.genTokens,
+    ttftMs: s.ttftMs,
+    prefillTokPerSec: s.prefillTokPerSec,
+    decodeTokPerSec: s.decodeTokPerSec,
+  };
 }
 
 export const chat = new Chat();

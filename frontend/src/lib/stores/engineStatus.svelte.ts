@@ -3,7 +3,7 @@
 import * as engine from '../engine';
 import type { Prepare, Status } from '../types';
 
-class EngineStatus {
+export class EngineStatus {
   status = $state<Status>({ state: 'starting', busy: false, running: 0 });
   /** Why the engine cannot be reached at all (outside the app), else null. */
   unreachable = $state<string | null>(null);
@@ -14,6 +14,11 @@ class EngineStatus {
 
   get prepare(): Prepare | undefined {
     return this.status.prepare;
+  }
+
+  /** set takes a Status a bound method returned (LoadModel, ApplyContext). */
+  set(s: Status): void {
+    if (s?.state) this.status = s;
   }
 
   /** connect subscribes first, then asks, so no change falls in between. */

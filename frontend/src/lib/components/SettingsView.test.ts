@@ -1,0 +1,109 @@
+import { fireEvent, render, screen } from '@testing-library/svelte';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import * as engine from '../engine';
+import { settings } from '../stores/settings.svelte';
+import type { Settings } from '../types';
+import SettingsView from './SettingsView.svelte';
+
+vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEngine());
+
+const GiB = 2 ** 30;
+const base: Settings = {
+  version: 1,
+  last_model: '',
+  context_tokens: 4096,
+  kv_type: 'auto',
+  sampling: { temperature: 0.8, top_p: 0.95, top_k: 40, min_p: 0.05, repeat_penalty: 1 },
+  system_prompt: '',
+  theme: 'system',
+  start_at_login: false,
+  hotkey: '',
+  server: { enabled: false, address: '127.0.0.1:11435' },
+  slots: 2,
+  threads: 0,
+  quick_actions: [],
+  memory_limit: 52428800, // 50 MiB: not a round number of GiB
+  model_files: [],
+};
+
+const update = vi.mocked(engine.updateSettings);
+
+beforeEach(() => {
+  vi.clearAllMocks();
+  settings.saved = null;
+  settings.errors = [];
+  settings.badFields = {};
+  settings.justSaved = false;
+  vi.mocked(engine.getSettings).mockResolvedValue(base);
+});
+
+async function open(): Promise<void> {
+  render(SettingsView);
+  await vi.waitFor(() => expect(settings.saved).not.toBeNull());
+  expect((screen.getByTestId('setting-context') as HTMLInputElement).value).toBe('4096');
+}
+
+const input = (id: string): HTMLInputElement => screen.getByTestId(id) as HTMLInputElement;
+
+describe('settings', () => {
+  it('shows the memory limit in GiB', async () => {
+    await open();
+    const v = Number(input('setting-memory-limit').value);
+    expect(v).toBeGreaterThan(0);
+    expect(v).toBeLessThan(1);
+  });
+
+  it('saves the fields, the memory limit as bytes, and says so', async () => {
+    update.mockImplementation(async (s) => s);
+    await open();
+    await fireEvent.input(input('setting-system-prompt'), { target: { value: 'Be brief.' } });
+    await fireEvent.input(input('setting-temperature'), { target: { value: '0.2' } });
+    await fireEvent.input(input('setting-memory-limit'), { target: { value: '6' } });
+    await fireEvent.change(screen.getByTestId('setting-theme'), { target: { value: 'dark' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    await vi.waitFor(() => expect(screen.getByTestId('settings-saved')).toBeTruthy());
+    const sent = update.mock.calls[0]?.[0];
+    expect(sent?.system_prompt).toBe('Be brief.');
+    expect(sent?.sampling.temperature).toBe(0.2);
+    expect(sent?.sampling.top_k).toBe(40); // the rest is kept
+    expect(sent?.memory_limit).toBe(6 * GiB);
+    expect(sent?.theme).toBe('dark');
+    expect(document.documentElement.dataset.theme).toBe('dark');
+    expect(screen.queryByTestId('settings-error')).toBeNull();
+  });
+
+  it('keeps an untouched memory limit exact', async () => {
+    update.mockImplementation(async (s) => s);
+    await open();
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    await vi.waitFor(() => expect(update).toHaveBeenCalled());
+    expect(update.mock.calls[0]?.[0].memory_limit).toBe(52428800);
+  });
+
+  it('shows the errors UpdateSettings names, by field', async () => {
+    update.mockRejectedValueOnce(new Error('sampling.temperature: -3 is out of range: want 0 to 5 (0 = greedy)\ncontext_tokens: 100 is out of range: want 512 to 1048576'));
+    await open();
+    await fireEvent.input(input('setting-temperature'), { target: { value: '-3' } });
+    await fireEvent.input(input('setting-context'), { target: { value: '100' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    await vi.waitFor(() => expect(screen.getByTestId('settings-error')).toBeTruthy());
+    const text = screen.getByTestId('settings-error').textContent ?? '';
+    expect(text).toContain('-3 is out of range');
+    expect(text).toContain('100 is out of range');
+    expect(input('setting-temperature').getAttribute('aria-invalid')).toBe('true');
+    expect(input('setting-context').getAttribute('aria-invalid')).toBe('true');
+    expect(input('setting-memory-limit').getAttribute('aria-invalid')).toBeNull();
+    expect(screen.queryByTestId('settings-saved')).toBeNull();
+  });
+
+  it('refuses what is not a number without asking the Go side', async () => {
+    await open();
+    await fireEvent.input(input('setting-memory-limit'), { target: { value: '-1' } });
+    await fireEvent.input(input('setting-temperature'), { target: { value: '' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    expect(update).not.toHaveBeenCalled();
+    const text = screen.getByTestId('settings-error').textContent ?? '';
+    expect(text).toContain('negative');
+    expect(text).toContain('not a number');
+  });
+});

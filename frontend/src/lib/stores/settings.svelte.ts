@@ -1,0 +1,152 @@
+// The Settings tab: the form's fields (as typed), saving them through
+// UpdateSettings, the errors it names by field, and the theme.
+
+import * as engine from '../engine';
+import { message } from '../format';
+import type { KVType, Settings as SettingsData } from '../types';
+
+export type Theme = 'system' | 'light' | 'dark';
+
+/** The form as typed: numbers stay text until Save reads them. */
+export interface Form {
+  systemPrompt: string;
+  temperature: string;
+  context: string;
+  kv: KVType;
+  memoryGiB: string;
+  theme: Theme;
+}
+
+/** The JSON fields of settings.Settings each form field sets. */
+export const fieldNames: Record<keyof Form, string> = {
+  systemPrompt: 'system_prompt',
+  temperature: 'sampling.temperature',
+  context: 'context_tokens',
+  kv: 'kv_type',
+  memoryGiB: 'memory_limit',
+  theme: 'theme',
+};
+
+const GiB = 2 ** 30;
+
+/** giB shows a byte count in GiB with up to three decimals. */
+export function giB(bytes: number): string {
+  return String(Math.round((bytes / GiB) * 1000) / 1000);
+}
+
+/** applyTheme sets the page's colours: the system's, or the one chosen. */
+export function applyTheme(theme: string): void {
+  const root = document.documentElement;
+  if (theme === 'light' || theme === 'dark') root.dataset.theme = theme;
+  else delete root.dataset.theme;
+}
+
+export class Settings {
+  /** What the Go side has in force. */
+  saved = $state<SettingsData | null>(null);
+  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system' });
+  loadError = $state<string | null>(null);
+  /** Every line of the last refusal, else empty. */
+  errors = $state<string[]>([]);
+  /** The form fields the refusal names. */
+  badFields = $state<Partial<Record<keyof Form, string>>>({});
+  saving = $state(false);
+  /** Set by a successful save, cleared by the next edit. */
+  justSaved = $state(false);
+
+  async load(): Promise<void> {
+    try {
+      this.#take(await engine.getSettings());
+      this.loadError = null;
+    } catch (e) {
+      this.loadError = message(e);
+    }
+  }
+
+  #take(s: SettingsData): void {
+    this.saved = s;
+    this.form = {
+      systemPrompt: s.system_prompt ?? '',
+      temperature: String(s.sampling?.temperature ?? ''),
+      context: String(s.context_tokens ?? ''),
+      kv: (s.kv_type || 'auto') as KVType,
+      memoryGiB: giB(s.memory_limit ?? 0),
+      theme: (s.theme || 'system') as Theme,
+    };
+    applyTheme(s.theme);
+  }
+
+  /** edited is called on any change of the form. */
+  edited(): void {
+    this.justSaved = false;
+  }
+
+  /** read turns the form into settings, or names the fields it cannot read. */
+  #read(base: SettingsData): { value?: SettingsData; bad: Partial<Record<keyof Form, string>> } {
+    const bad: Partial<Record<keyof Form, string>> = {};
+    const f = this.form;
+    const num = (k: keyof Form, text: string): number => {
+      const v = text.trim() === '' ? NaN : Number(text);
+      if (!Number.isFinite(v)) bad[k] = `${fieldNames[k]}: "${text}" is not a number`;
+      return v;
+    };
+    const temperature = num('temperature', f.temperature);
+    const context = num('context', f.context);
+    if (!bad.context && !Number.isInteger(context)) bad.context = `${fieldNames.context}: ${f.context} is not a whole number of tokens`;
+    const gib = num('memoryGiB', f.memoryGiB);
+    if (!bad.memoryGiB && gib < 0) bad.memoryGiB = `${fieldNames.memoryGiB}: ${f.memoryGiB} GiB is negative (0 = automatic)`;
+    if (Object.keys(bad).length > 0) return { bad };
+    // An untouched limit keeps its exact bytes (the field shows it rounded).
+    const limit = f.memoryGiB === giB(base.memory_limit ?? 0) ? base.memory_limit : Math.round(gib * GiB);
+    return {
+      bad,
+      value: {
+        ...base,
+        system_prompt: f.systemPrompt,
+        sampling: { ...base.sampling, temperature },
+        context_tokens: context,
+        kv_type: f.kv,
+        memory_limit: limit,
+        theme: f.theme,
+      },
+    };
+  }
+
+  async save(): Promise<boolean> {
+    this.justSaved = false;
+    const base = this.saved;
+    if (!base) {
+      this.errors = [this.loadError ?? 'the settings are not loaded yet'];
+      return false;
+    }
+    const { value, bad } = this.#read(base);
+    if (!value) {
+      this.badFields = bad;
+      this.errors = Object.values(bad);
+      return false;
+    }
+    this.saving = true;
+    try {
+      this.#take(await engine.updateSettings(value));
+      this.errors = [];
+      this.badFields = {};
+      this.justSaved = true;
+      return true;
+    } catch (e) {
+      this.errors = message(e)
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '');
+      this.badFields = {};
+      for (const [k, name] of Object.entries(fieldNames) as [keyof Form, string][]) {
+        const line = this.errors.find((l) => l.includes(`${name}:`));
+        if (line) this.badFields[k] = line;
+      }
+      return false;
+    } finally {
+      this.saving = false;
+    }
+  }
+}
+
+export const settings = new Settings();
