@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"nibble/app/desktop/service"
@@ -43,6 +44,32 @@ type Autotest struct {
 type App struct {
 	svc      *service.Service
 	autotest Autotest
+
+	mu    sync.Mutex
+	shell Shell // set by Startup
+}
+
+// Shell is what the window toolkit gives the app once its run loop is up.
+type Shell struct {
+	Window WindowControl
+	Emit   service.Emitter
+	// Dialogs are the native dialogs (replaced by scripted ones when
+	// NIBBLE_TEST_DIALOGS is set).
+	Dialogs Dialogs
+	// Quit quits the app through the toolkit, so that Shutdown runs.
+	Quit func()
+}
+
+func (a *App) setShell(sh Shell) {
+	a.mu.Lock()
+	a.shell = sh
+	a.mu.Unlock()
+}
+
+func (a *App) getShell() Shell {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.shell
 }
 
 // Status is the engine's state, the loaded model and whether a reply runs.
@@ -164,7 +191,13 @@ type Desktop struct {
 	Platform Platform
 	svc      *service.Service
 	emitTo   atomic.Pointer[service.Emitter]
-	log      io.Writer // where the autotest lines go
+	log      io.Writer // where the autotest and scripted dialogs' lines go
+	// scripted replaces the native dialogs (NIBBLE_TEST_DIALOGS); nil
+	// normally.
+	scripted *scriptedDialogs
+
+	modelMu   sync.Mutex
+	modelName string // last told to Platform.ModelChanged
 }
 
 // New opens the settings in the user's folders and makes the engine
@@ -177,14 +210,18 @@ func New() (*Desktop, error) {
 	if err := dirs.Ensure(); err != nil {
 		return nil, err
 	}
-	store, err := settings.Open(dirs.SettingsFile())
-	if err != nil {
+	store, warn := settings.Open(dirs.SettingsFile())
+	if warn != nil {
 		// A *Warning (the file was set aside) or an unreadable file: the
 		// store holds the defaults either way, and the app can run.
-		fmt.Fprintln(os.Stderr, "nibble:", err)
+		fmt.Fprintln(os.Stderr, "nibble:", warn)
 	}
 	d := &Desktop{Platform: newPlatform(), log: os.Stdout}
+	if d.scripted, err = scriptedFromEnv(func() io.Writer { return d.log }); err != nil {
+		return nil, err
+	}
 	d.svc = service.New(store, dirs, d.emit)
+	d.svc.SetSettingsWarning(warn)
 	d.App = &App{svc: d.svc, autotest: autotestFromEnv()}
 	return d, nil
 }
@@ -197,10 +234,14 @@ func autotestFromEnv() Autotest {
 	return t
 }
 
-// emit forwards an event to the window once it is up.
+// emit forwards an event to the window once it is up, and tells the
+// platform when the loaded model changes (the status item's menu).
 func (d *Desktop) emit(name string, data any) {
 	if f := d.emitTo.Load(); f != nil {
 		(*f)(name, data)
+	}
+	if st, ok := data.(service.Status); ok && name == service.EventStatus {
+		d.modelChanged(st)
 	}
 	if d.App.autotest.Prompt == "" || name != service.EventFinal {
 		return
@@ -211,12 +252,42 @@ func (d *Desktop) emit(name string, data any) {
 	}
 }
 
-// Startup runs when the window's run loop is up: events go to emit from
-// now on, the platform sets itself up, and the model loads in the
-// background (the demo model is synthesized first on a first run).
-func (d *Desktop) Startup(ctx context.Context, w WindowControl, emit service.Emitter) {
+// modelChanged calls Platform.ModelChanged when the loaded model's name
+// is not the one it was last told.
+func (d *Desktop) modelChanged(st service.Status) {
+	name := ""
+	if m := st.Model; m != nil {
+		name = m.Name
+		if m.Demo {
+			name = service.DemoName
+		}
+	} else if st.State == service.StateLoading || st.State == service.StatePreparing {
+		return // between two models: keep the old name until the new one is in
+	}
+	d.modelMu.Lock()
+	changed := name != d.modelName
+	d.modelName = name
+	d.modelMu.Unlock()
+	if changed {
+		d.Platform.ModelChanged(name)
+	}
+}
+
+// Startup runs when the window's run loop is up: events go to sh.Emit
+// from now on, the bound methods get the window and its dialogs, the
+// platform sets itself up, and the model loads in the background (the
+// demo model is synthesized first on a first run).
+func (d *Desktop) Startup(ctx context.Context, sh Shell) {
+	if d.scripted != nil {
+		sh.Dialogs = d.scripted
+	}
+	d.App.setShell(sh)
+	emit := sh.Emit
+	if emit == nil {
+		emit = func(string, any) {}
+	}
 	d.emitTo.Store(&emit)
-	if err := d.Platform.Started(ctx, w); err != nil {
+	if err := d.Platform.Started(ctx, sh.Window); err != nil {
 		fmt.Fprintln(os.Stderr, "nibble:", err)
 	}
 	go func() {

@@ -4,9 +4,12 @@ package desktop
 // github.com/sqweek/dialog for its open and save panels and an NSAlert
 // (through darwinkit) for questions, whose buttons carry their own titles
 // (dialogs_darwin.go); other systems use Wails' runtime dialogs
-// (run_cgo.go), so there is never a second GTK loop. The methods are
-// called from the bound methods' goroutines and return when the dialog
-// closes.
+// (dialogs_wails.go), so there is never a second GTK loop. Each cgo build
+// defines nativeDialogs(ctx context.Context) Dialogs, which run_cgo.go
+// calls with the Wails context once the run loop is up;
+// NIBBLE_TEST_DIALOGS replaces them with scripted answers
+// (dialogs_script.go). The methods are called from the bound methods'
+// goroutines and return when the dialog closes.
 type Dialogs interface {
 	// OpenFile asks for a file to open; "" when the user cancels.
 	OpenFile(title string, patterns []FilePattern) (string, error)

@@ -50,8 +50,16 @@ func run() error {
 		BackgroundColour:  &options.RGBA{R: 0x1c, G: 0x1c, B: 0x1e, A: 0xff},
 		AssetServer:       &assetserver.Options{Assets: frontend.Assets()},
 		Bind:              []any{d.App},
+		// Files dropped on the window reach the frontend as paths
+		// (runtime.OnFileDrop): a .gguf is added to the models.
+		DragAndDrop: &options.DragAndDrop{EnableFileDrop: true},
 		OnStartup: func(ctx context.Context) {
-			d.Startup(ctx, window{ctx}, func(name string, data any) { runtime.EventsEmit(ctx, name, data) })
+			d.Startup(ctx, Shell{
+				Window:  window{ctx},
+				Emit:    func(name string, data any) { runtime.EventsEmit(ctx, name, data) },
+				Dialogs: nativeDialogs(ctx),
+				Quit:    func() { runtime.Quit(ctx) },
+			})
 		},
 		OnShutdown: func(context.Context) { d.Shutdown() },
 		Mac: &mac.Options{

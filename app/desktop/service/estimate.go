@@ -3,9 +3,15 @@ package service
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"runtime"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
+	"nibble/engine/scheduler"
 )
 
 // Estimate is the memory a context and KV cache type would take with the
@@ -34,35 +40,153 @@ type Estimate struct {
 	Approx bool `json:"approx"`
 }
 
-// Estimate evaluates the loaded model at ctx tokens (0: the default) with
-// the KV type kvType ("" or "auto": q4), against this machine's budget.
+// Budget sources, for Estimate.BudgetSource and Diagnostics.
+const (
+	BudgetAvailable  = "available memory"
+	BudgetWired      = "GPU wired limit (iogpu.wired_limit_mb)"
+	BudgetSettings   = "memory limit in Settings"
+	budgetUnknownPre = "unknown: "
+)
+
+// budget is what a model may use here: the machine's budget, or the
+// memory limit in Settings when that is set and smaller; and where it came
+// from.
+func (s *Service) budget() (estimate.Budget, string) {
+	b, err := s.probe()
+	src := BudgetAvailable
+	if err != nil {
+		b, src = estimate.Budget{OS: runtime.GOOS}, budgetUnknownPre+err.Error()
+	} else if b.OS == "darwin" && b.GPUCap > 0 && b.GPUCap < b.AvailableRAM {
+		src = BudgetWired
+	}
+	if lim := s.store.Get().MemoryLimit; lim > 0 && (b.Bytes <= 0 || lim < b.Bytes) {
+		b.Bytes, src = lim, BudgetSettings
+		// The user's limit, not the GPU's, is what binds: no advice to
+		// raise the wired limit.
+		b.GPUCap = 0
+	}
+	return b, src
+}
+
+// parseKV reads a KV cache type name; "" and "auto" are q4, the compact
+// cache Nibble is built around (docs/ARCHITECTURE.md, "KV cache format").
+func parseKV(name string) (kv.Type, error) {
+	if name == "" || name == "auto" {
+		name = "q4"
+	}
+	t, err := kv.ParseType(name)
+	if err != nil {
+		return 0, fmt.Errorf("KV cache type %q: want auto, q4, q8 or f16", name)
+	}
+	return t, nil
+}
+
+// evaluate is the estimate of d under o against b, with every KV type's
+// limit and the estimator's advice.
+func evaluate(d estimate.Desc, o estimate.Options, b estimate.Budget, source string) (Estimate, error) {
+	e, err := estimate.Evaluate(d, o, b.Bytes)
+	if err != nil {
+		return Estimate{}, fmt.Errorf("estimate: %w", err)
+	}
+	out := Estimate{Ctx: e.Ctx, KV: e.KVType.String(), Weights: e.Weights, KVBytes: e.KV, Scratch: e.Scratch,
+		Overhead: e.Overhead, Total: e.Total, Budget: e.Budget, Verdict: e.Verdict.String(), MaxCtx: e.MaxCtx,
+		CtxTrain: d.HParams.CtxTrain, Limits: []KVLimit{}, Advice: []string{}, BudgetSource: source, Approx: !d.Exact}
+	for _, t := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
+		ot := o
+		ot.KV = t
+		et, err := estimate.Compute(d, ot)
+		if err != nil {
+			continue // the head dim does not suit the type's group size
+		}
+		l := KVLimit{KV: t.String(), Bytes: et.KV}
+		if b.Bytes > 0 {
+			l.MaxCtx = estimate.MaxContext(d, ot, b.Bytes)
+		}
+		out.Limits = append(out.Limits, l)
+	}
+	if b.Bytes > 0 {
+		adv, err := estimate.Advise(d, o, b)
+		if err != nil {
+			return Estimate{}, fmt.Errorf("estimate: %w", err)
+		}
+		out.Advice = appAdvice(adv)
+	}
+	return out, nil
+}
+
+var (
+	ctxFlag = regexp.MustCompile(`--ctx (\d+)`)
+	kvFlag  = regexp.MustCompile(`--kv (\w+)`)
+)
+
+// appAdvice puts the estimator's advice, written for the command line, in
+// the app's words: "--ctx 8192" becomes "8192 tokens", "--kv q8" "q8 KV".
+func appAdvice(adv []string) []string {
+	out := make([]string, 0, len(adv))
+	for _, a := range adv {
+		a = ctxFlag.ReplaceAllString(a, "$1 tokens")
+		a = kvFlag.ReplaceAllString(a, "$1 KV")
+		a = strings.TrimSpace(a)
+		if r, n := utf8.DecodeRuneInString(a); n > 0 {
+			a = string(unicode.ToUpper(r)) + a[n:]
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// NotFitError refuses a load or a context change that will not fit: one
+// line with what it needs, then the estimator's advice, a line each.
+type NotFitError struct {
+	Name     string
+	Estimate Estimate
+}
+
+func (e *NotFitError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s will not fit: needs %s.", e.Name, needs(e.Estimate.Total, e.Estimate.Budget))
+	for _, a := range e.Estimate.Advice {
+		b.WriteString("\n" + a)
+	}
+	return b.String()
+}
+
+// needs is "X of Y GiB" (MiB under a GiB), both in the budget's unit.
+func needs(total, budget int64) string {
+	if budget >= 1<<30 {
+		return fmt.Sprintf("%.2f of %.2f GiB", float64(total)/(1<<30), float64(budget)/(1<<30))
+	}
+	return fmt.Sprintf("%.1f of %.1f MiB", float64(total)/(1<<20), float64(budget)/(1<<20))
+}
+
+// Estimate evaluates the loaded model at ctx tokens (0: the context in
+// force) with the KV type kvType ("" or "auto": q4), against this
+// machine's budget (or the memory limit in Settings).
 func (s *Service) Estimate(ctx int, kvType string) (Estimate, error) {
-	info, ok := s.sched.Info()
+	info, ok := s.engine().Info()
 	if !ok {
 		return Estimate{}, errors.New("estimate: no model is loaded")
 	}
 	if ctx < 0 {
 		return Estimate{}, fmt.Errorf("estimate: context %d is negative", ctx)
 	}
-	if kvType == "" || kvType == "auto" {
-		kvType = "q4"
+	if ctx == 0 {
+		ctx = info.Options.Ctx
 	}
-	t, err := kv.ParseType(kvType)
+	t, err := parseKV(kvType)
 	if err != nil {
 		return Estimate{}, fmt.Errorf("estimate: %w", err)
 	}
-	d, err := estimate.FromFile(info.Path)
-	if err != nil {
-		return Estimate{}, fmt.Errorf("estimate: reading %s: %w", info.Path, err)
+	lm, d := s.inspect(info.Path)
+	if d == nil {
+		return Estimate{}, fmt.Errorf("estimate: %s: %s", info.Path, lm.Problem)
 	}
-	var budget int64
-	if b, err := estimate.SystemBudget(); err == nil {
-		budget = b.Bytes
-	}
-	e, err := estimate.Evaluate(d, estimate.Options{Ctx: ctx, KV: t, Batch: info.Options.Batch, Backend: info.Backend}, budget)
-	if err != nil {
-		return Estimate{}, fmt.Errorf("estimate: %w", err)
-	}
-	return Estimate{Ctx: e.Ctx, KV: e.KVType.String(), Weights: e.Weights, KVBytes: e.KV, Scratch: e.Scratch,
-		Overhead: e.Overhead, Total: e.Total, Budget: e.Budget, Verdict: e.Verdict.String(), MaxCtx: e.MaxCtx}, nil
+	b, src := s.budget()
+	return evaluate(*d, loadedOptions(info, ctx, t), b, src)
+}
+
+// loadedOptions are the estimator's options for the loaded model at
+// another context and KV type, as Reconfigure would apply them.
+func loadedOptions(info scheduler.ModelInfo, ctx int, t kv.Type) estimate.Options {
+	return estimate.Options{Ctx: ctx, KV: t, KVGroup: info.Options.KVGroup, Backend: info.Backend, Threads: info.Estimate.Threads}
 }

@@ -1,6 +1,8 @@
 // Package service is the app's side of the engine: it loads the model the
 // settings name (or the demo model on a first run), runs chat requests on
-// the engine scheduler and reports their streams as events. The Wails-bound
+// the engine scheduler and reports their streams as events, keeps the
+// conversations, lists and checks local models, estimates memory, and
+// downloads catalog models. The Wails-bound
 // methods in app/desktop are thin wrappers around it, and it has no Wails
 // or cgo dependency, so it is tested like any other package.
 package service
@@ -9,14 +11,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"nibble/app/desktop/demo"
+	"nibble/app/history"
 	"nibble/app/settings"
-	"nibble/engine"
 	"nibble/engine/chat"
-	"nibble/engine/kv"
+	"nibble/engine/estimate"
 	"nibble/engine/scheduler"
 )
 
@@ -27,7 +32,19 @@ const (
 	EventProgress = "chat:progress"  // Progress
 	EventFinal    = "chat:final"     // Final
 	EventPrepare  = "model:progress" // Prepare
+	// EventModels: the list of local models changed (the models folder,
+	// an added or forgotten file, a finished download, which one is
+	// loaded).
+	EventModels   = "models:changed"    // []LocalModel
+	EventDownload = "download:progress" // Download
+	EventHistory  = "history:changed"   // HistoryChanged
 )
+
+// HistoryChanged says which conversation was created, appended to or
+// deleted (event history:changed).
+type HistoryChanged struct {
+	ID int64 `json:"id"`
+}
 
 // Emitter delivers an event to the frontend (runtime.EventsEmit in the app).
 // It must not block for long: it is called from the goroutines that read
@@ -38,50 +55,122 @@ type Emitter func(name string, data any)
 // end a turn by themselves.
 const DemoMaxTokens = 160
 
-// Service runs the app's chats. Its methods are safe for concurrent use.
+// HistoryFile is the conversations' database inside the data folder.
+const HistoryFile = "history.db"
+
+// Service runs the app's chats, model picker, downloads and history. Its
+// methods are safe for concurrent use.
 type Service struct {
-	sched *scheduler.Scheduler
 	store *settings.Store
 	dirs  settings.Dirs
 	emit  Emitter
+	// probe reads the machine's memory budget (tests pin it).
+	probe func() (estimate.Budget, error)
 
-	mu      sync.Mutex
-	state   State
-	err     string
-	prepare *Prepare
-	demo    bool
-	reqs    map[string]context.CancelFunc
-	nextID  uint64
-	closed  bool
+	// loadMu serializes loads, reconfigurations and scheduler swaps.
+	loadMu sync.Mutex
+
+	mu       sync.Mutex
+	sched    *scheduler.Scheduler
+	schedCfg scheduler.Config
+	state    State
+	err      string
+	prepare  *Prepare
+	demo     bool
+	reqs     map[string]context.CancelFunc
+	nextID   uint64
+	closed   bool
+	// settingsWarning is what was wrong with settings.json at start.
+	settingsWarning string
+
+	streams sync.WaitGroup // reply goroutines, waited for by Close
+
+	hist    *history.Store // nil when it could not be opened
+	histErr error
+
+	models modelWatch
+	cat    catalogState
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New makes a service on store's settings, with dirs for the demo model's
-// cache. Nothing is loaded until Start or LoadModel.
+// cache, the models folder and the history database, which it opens now
+// (if that fails, Status says so and chat works without history). Nothing
+// is loaded until Start or LoadModel. Close releases it all.
 func New(store *settings.Store, dirs settings.Dirs, emit Emitter) *Service {
 	if emit == nil {
 		emit = func(string, any) {}
 	}
-	s := store.Get()
-	sched := scheduler.New(scheduler.Config{Slots: s.Slots, Threads: s.Threads})
-	return &Service{sched: sched, store: store, dirs: dirs, emit: emit, state: StateStarting,
-		reqs: map[string]context.CancelFunc{}}
+	c := store.Get()
+	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads}
+	s := &Service{store: store, dirs: dirs, emit: emit, probe: estimate.SystemBudget,
+		sched: scheduler.New(cfg), schedCfg: cfg, state: StateStarting, reqs: map[string]context.CancelFunc{}}
+	s.hist, s.histErr = history.Open(filepath.Join(dirs.Data, HistoryFile))
+	s.initCatalog()
+	s.startWatch()
+	return s
 }
 
-// Close cancels every request and shuts the engine down.
-func (s *Service) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	for _, cancel := range s.reqs {
-		cancel()
+// SetSettingsWarning records what was wrong with settings.json when it was
+// opened (settings.Open's error), for Diagnostics.
+func (s *Service) SetSettingsWarning(err error) {
+	if err == nil {
+		return
 	}
+	s.mu.Lock()
+	s.settingsWarning = err.Error()
 	s.mu.Unlock()
-	return s.sched.Close()
 }
 
-// Start loads the model of the settings, or on a first run (no model
-// configured) synthesizes the demo model into the cache folder and loads
-// that. It reports through EventPrepare and EventStatus and returns what
-// went wrong (also kept in Status).
+// engine is the scheduler in use (a load may replace it when the settings'
+// slots or threads changed).
+func (s *Service) engine() *scheduler.Scheduler {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sched
+}
+
+// Close stops the downloads (their parts are kept for a resume), ends
+// every reply (each is kept in the history with what had streamed), and
+// shuts the engine and the history down. Later calls return the first
+// call's result.
+func (s *Service) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		for _, cancel := range s.reqs {
+			cancel()
+		}
+		s.mu.Unlock()
+		s.stopWatch()
+		s.closeDownloads()
+		s.loadMu.Lock() // a load in progress finishes first
+		err := s.engine().Close()
+		s.loadMu.Unlock()
+		// The streams end once the scheduler has closed them; each stores
+		// its reply before it returns.
+		done := make(chan struct{})
+		go func() { s.streams.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			err = errors.Join(err, errors.New("a reply was still being saved after 10 s"))
+		}
+		if s.hist != nil {
+			err = errors.Join(err, s.hist.Close())
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+// Start loads the model of the settings (with the settings' context and
+// KV type, refused like LoadModel when it will not fit), or on a first run
+// (no model configured) synthesizes the demo model into the cache folder
+// and loads that. It reports through EventPrepare and EventStatus and
+// returns what went wrong (also kept in Status).
 func (s *Service) Start() error {
 	path := s.store.Get().LastModel
 	if path == "" {
@@ -93,7 +182,7 @@ func (s *Service) Start() error {
 			return err
 		}
 	}
-	_, err := s.load(path)
+	_, err := s.LoadModel(LoadRequest{Path: path})
 	return err
 }
 
@@ -117,58 +206,6 @@ func (s *Service) prepareProgress(label string) func(done, total int64) {
 	}
 }
 
-// LoadModel loads the GGUF at path (replacing the loaded model, whose
-// replies end) and remembers it in the settings.
-func (s *Service) LoadModel(path string) (Status, error) {
-	if path == "" {
-		return s.Status(), errors.New("load model: no path given")
-	}
-	st, err := s.load(path)
-	if err != nil {
-		return st, err
-	}
-	if !demo.Is(s.dirs.Cache, path) {
-		if err := s.store.Update(func(c *settings.Settings) error { c.LastModel = path; return nil }); err != nil {
-			return st, fmt.Errorf("model loaded, but not remembered: %w", err)
-		}
-	}
-	return st, nil
-}
-
-func (s *Service) load(path string) (Status, error) {
-	s.setState(StateLoading, "")
-	opts, err := loadOptions(s.store.Get())
-	if err == nil {
-		_, err = s.sched.Load(path, opts)
-	}
-	if err != nil {
-		err = fmt.Errorf("loading %s: %w", path, err)
-		s.setState(StateError, err.Error())
-		return s.Status(), err
-	}
-	s.mu.Lock()
-	s.demo = demo.Is(s.dirs.Cache, path)
-	s.prepare = nil
-	s.mu.Unlock()
-	s.setState(StateReady, "")
-	return s.Status(), nil
-}
-
-// loadOptions are the engine options the settings ask for. KV type "auto"
-// is q4, the compact cache Nibble is built around (docs/ARCHITECTURE.md,
-// "KV cache format").
-func loadOptions(c settings.Settings) (engine.Options, error) {
-	name := c.KVType
-	if name == "" || name == "auto" {
-		name = "q4"
-	}
-	t, err := kv.ParseType(name)
-	if err != nil {
-		return engine.Options{}, fmt.Errorf("settings kv_type: %w", err)
-	}
-	return engine.Options{Ctx: c.ContextTokens, KV: t}, nil
-}
-
 func (s *Service) setState(st State, msg string) {
 	s.mu.Lock()
 	s.state, s.err = st, msg
@@ -176,14 +213,18 @@ func (s *Service) setState(st State, msg string) {
 	s.emit(EventStatus, s.Status())
 }
 
-// Status describes the engine now.
+// Status describes the engine now. Error is the last start or load
+// failure, else why the history is not kept (chat works regardless).
 func (s *Service) Status() Status {
 	s.mu.Lock()
 	st := Status{State: s.state, Error: s.err, Running: len(s.reqs), Prepare: s.prepare}
 	isDemo := s.demo
 	s.mu.Unlock()
 	st.Busy = st.Running > 0
-	if info, ok := s.sched.Info(); ok {
+	if st.Error == "" && s.histErr != nil {
+		st.Error = "conversations are not being kept: " + s.histErr.Error()
+	}
+	if info, ok := s.engine().Info(); ok {
 		m := modelOf(info)
 		m.Demo = isDemo
 		st.Model = &m
@@ -191,14 +232,22 @@ func (s *Service) Status() Status {
 	return st
 }
 
-// Send starts a reply to req and returns its id at once; the reply streams
-// as EventProgress and EventDelta events and ends with one EventFinal, all
-// carrying the id. Errors that stop it from starting (no model, empty,
-// too long for the context) are returned here instead.
+// Send starts a reply to req and returns its id and conversation at once;
+// the reply streams as EventProgress and EventDelta events and ends with
+// one EventFinal, all carrying the id. Errors that stop it from starting
+// (no model, empty, too long for the context) are returned here instead.
+//
+// The turn is kept in the history: the user's message is written before
+// the reply starts (in a new conversation when req.ConversationID is 0),
+// and the reply when it ends, so a crash loses at most the reply being
+// generated. Replies that end in an error are not kept.
 func (s *Service) Send(req SendRequest) (SendResult, error) {
 	r, err := s.request(req)
 	if err != nil {
 		return SendResult{}, err
+	}
+	if _, ok := s.engine().Info(); !ok { // before anything is kept
+		return SendResult{}, scheduler.ErrNoModel
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
@@ -210,15 +259,22 @@ func (s *Service) Send(req SendRequest) (SendResult, error) {
 	s.nextID++
 	id := "r" + strconv.FormatUint(s.nextID, 10)
 	s.reqs[id] = cancel
+	s.streams.Add(1)
 	s.mu.Unlock()
-	events, err := s.sched.Submit(ctx, r)
+	turn := s.recordTurn(req)
+	events, err := s.engine().Submit(ctx, r)
 	if err != nil {
+		s.streams.Done()
 		s.forget(id)
+		s.dropTurn(turn)
 		return SendResult{}, err
 	}
 	s.emit(EventStatus, s.Status())
-	go s.stream(id, events)
-	return SendResult{ReplyID: id}, nil
+	go func() {
+		defer s.streams.Done()
+		s.stream(id, turn, events)
+	}()
+	return SendResult{ReplyID: id, ConversationID: turn.convID}, nil
 }
 
 func (s *Service) request(req SendRequest) (scheduler.Request, error) {
@@ -232,7 +288,11 @@ func (s *Service) request(req SendRequest) (scheduler.Request, error) {
 		r.Messages = append(r.Messages, chat.Message{Role: m.Role, Content: m.Content})
 	}
 	r.Prompt = req.Prompt
-	if len(r.Messages) == 0 && r.Prompt == "" {
+	empty := len(r.Messages) == 0 && strings.TrimSpace(r.Prompt) == ""
+	if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "user" && strings.TrimSpace(r.Messages[n-1].Content) == "" {
+		empty = true
+	}
+	if empty {
 		return r, errors.New("nothing to send: the message is empty")
 	}
 	c := s.store.Get()
@@ -250,27 +310,34 @@ func (s *Service) request(req SendRequest) (scheduler.Request, error) {
 	return r, nil
 }
 
-// stream forwards one request's events until its channel closes.
-func (s *Service) stream(id string, events <-chan scheduler.Event) {
+// stream forwards one request's events until its channel closes, and
+// keeps the reply in the history before its final event goes out.
+func (s *Service) stream(id string, turn turn, events <-chan scheduler.Event) {
 	defer s.forget(id)
+	var shown strings.Builder // what the window has been sent
 	final := false
 	for ev := range events {
 		switch ev.Kind {
 		case scheduler.Delta:
 			if ev.Text != "" {
+				shown.WriteString(ev.Text)
 				s.emit(EventDelta, Delta{ID: id, Text: ev.Text})
 			}
 		case scheduler.Progress:
 			s.emit(EventProgress, Progress{ID: id, Prefilled: ev.Prefilled, PromptTokens: ev.PromptTokens})
 		case scheduler.Final:
 			final = true
+			f := finalOf(id, ev.Result)
+			s.recordReply(turn, f, shown.String())
 			s.forget(id) // before the event, so Status in its handler is not busy
-			s.emit(EventFinal, finalOf(id, ev.Result))
+			s.emit(EventFinal, f)
 		}
 	}
 	if !final { // the scheduler closes a cancelled stream whose reader was slow
+		f := Final{ID: id, FinishReason: "cancelled", Text: shown.String()}
+		s.recordReply(turn, f, shown.String())
 		s.forget(id)
-		s.emit(EventFinal, Final{ID: id, FinishReason: "cancelled"})
+		s.emit(EventFinal, f)
 	}
 }
 

@@ -75,6 +75,12 @@ func (r *recorder) final(t *testing.T) Final {
 // so Start loads it without synthesizing the large one.
 func newService(t *testing.T) (*Service, *recorder) {
 	t.Helper()
+	return newServiceWith(t, nil)
+}
+
+// newServiceWith is newService with prep run on the folders first.
+func newServiceWith(t *testing.T, prep func(settings.Dirs)) (*Service, *recorder) {
+	t.Helper()
 	t.Setenv(settings.HomeEnv, t.TempDir())
 	dirs, err := settings.DefaultDirs()
 	if err != nil {
@@ -82,6 +88,9 @@ func newService(t *testing.T) (*Service, *recorder) {
 	}
 	if err := dirs.Ensure(); err != nil {
 		t.Fatal(err)
+	}
+	if prep != nil {
+		prep(dirs)
 	}
 	o := demo.Options()
 	o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF = 2, 64, 2, 1, 128
@@ -203,7 +212,7 @@ func TestSendRefuses(t *testing.T) {
 func TestLoadModelRemembersAndFails(t *testing.T) {
 	s, _ := newService(t)
 	bad := filepath.Join(t.TempDir(), "missing.gguf")
-	st, err := s.LoadModel(bad)
+	st, err := s.LoadModel(LoadRequest{Path: bad})
 	if err == nil || st.State != StateError || !strings.Contains(st.Error, "missing.gguf") {
 		t.Fatalf("LoadModel(missing) = %+v, %v", st, err)
 	}
@@ -213,7 +222,7 @@ func TestLoadModelRemembersAndFails(t *testing.T) {
 	if err := synth.Generate(other, o); err != nil {
 		t.Fatal(err)
 	}
-	st, err = s.LoadModel(other)
+	st, err = s.LoadModel(LoadRequest{Path: other})
 	if err != nil || st.State != StateReady || st.Model == nil || st.Model.Demo || st.Error != "" {
 		t.Fatalf("LoadModel(other) = %+v, %v", st, err)
 	}

@@ -1,0 +1,33 @@
+package service
+
+import "nibble/app/settings"
+
+// Settings are the user's settings as they are in force.
+func (s *Service) Settings() settings.Settings { return s.store.Get() }
+
+// UpdateSettings validates c and saves it, and returns what is in force.
+// An invalid c changes nothing; the error lists every bad field, a line
+// each ("sampling.temperature: 7 is out of range: want 0 to 5 (0 =
+// greedy)").
+//
+// Sampling, the system prompt and the memory limit apply to the next
+// reply and estimate. What the engine was made with applies at the next
+// load: context_tokens and kv_type (ApplyContext changes the loaded
+// model's at once), slots and threads. last_model and model_files are the
+// service's own (LoadModel, AddModel, ForgetModel change them), so the
+// values in c are ignored: a window holding older settings cannot undo a
+// load or an added model.
+func (s *Service) UpdateSettings(c settings.Settings) (settings.Settings, error) {
+	if c.Version == 0 {
+		c.Version = settings.SchemaVersion // a window that never read it
+	}
+	err := s.store.Update(func(cur *settings.Settings) error {
+		c.LastModel, c.ModelFiles = cur.LastModel, cur.ModelFiles
+		if err := c.Validate(); err != nil {
+			return err // *settings.FieldErrors joined: a line each
+		}
+		*cur = c
+		return nil
+	})
+	return s.store.Get(), err
+}
