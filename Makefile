@@ -28,6 +28,9 @@ deps:
 	@command -v gcc >/dev/null || { \
 	  echo "installing gcc (the race detector needs cgo)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null; }
+	@command -v clang-19 >/dev/null || { \
+	  echo "installing clang-19 (the MSL emulator builds the .metal kernels with it)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 >/dev/null; }
 
 build: deps
 	go build -trimpath -o $(BIN) .

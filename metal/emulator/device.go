@@ -1,0 +1,485 @@
+//go:build linux
+
+package emulator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"nibble/engine/half"
+	"nibble/metal/device"
+	"nibble/metal/msl"
+)
+
+// Order is the order in which the emulator runs the threads of each
+// threadgroup between switch points, and the threadgroups of a grid. Run a
+// test in both: running threads one after another can hide a missing
+// barrier in one order but not in the other.
+type Order int
+
+const (
+	Forward Order = iota
+	Reverse
+)
+
+func (o Order) String() string {
+	if o == Reverse {
+		return "reverse"
+	}
+	return "forward"
+}
+
+// Options configure a Device.
+type Options struct {
+	// Clang is the compiler (default $NIBBLE_CLANG, else clang-19).
+	Clang string
+	// CacheDir holds the built libraries (default: the user cache
+	// directory, nibble/msl-emulator).
+	CacheDir string
+	// Workers is the number of OS threads that run threadgroups (default:
+	// one per CPU).
+	Workers int
+	// CFlags are extra compiler flags (they are part of the cache key).
+	CFlags []string
+}
+
+// Device is the MSL emulator as a device.Device: kernels compiled with
+// clang into a shared library, run on the CPU.
+type Device struct {
+	opt      Options
+	cc       *compiler
+	cacheDir string
+
+	mu      sync.Mutex
+	order   Order
+	err     error // the first since the last Sync
+	closed  bool
+	bufs    map[*buffer]struct{}
+	pending sync.WaitGroup
+	queue   chan []task
+}
+
+var _ device.Device = (*Device)(nil)
+
+// New returns an emulator device, or an error wrapping ErrNoCompiler when
+// clang is missing.
+func New(opt Options) (*Device, error) {
+	cc, err := findCompiler(opt.Clang)
+	if err != nil {
+		return nil, err
+	}
+	dir := opt.CacheDir
+	if dir == "" {
+		if dir, err = defaultCacheDir(); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Workers < 0 || opt.Workers > 64 {
+		return nil, fmt.Errorf("emulator: %d workers (0..64)", opt.Workers)
+	}
+	d := &Device{opt: opt, cc: cc, cacheDir: dir, bufs: map[*buffer]struct{}{}, queue: make(chan []task, 64)}
+	go d.loop()
+	return d, nil
+}
+
+// Name implements device.Device.
+func (d *Device) Name() string { return "MSL emulator (" + d.cc.path + ")" }
+
+// SetOrder sets the thread order of the dispatches submitted after it.
+func (d *Device) SetOrder(o Order) {
+	d.mu.Lock()
+	d.order = o
+	d.mu.Unlock()
+}
+
+// ---- libraries and pipelines ----
+
+// Library is a set of sources built into one shared library.
+type Library struct {
+	dev     *Device
+	c       *clib
+	unit    *msl.Unit
+	cached  bool
+	kernels map[string]int // host name -> registry index
+}
+
+// NewLibrary implements device.Device: it translates the sources, builds
+// them (or finds the build in the cache) and loads the library.
+func (d *Device) NewLibrary(srcs []device.Source) (device.Library, error) {
+	return d.Build(srcs)
+}
+
+// Build is NewLibrary with the concrete type.
+func (d *Device) Build(srcs []device.Source) (*Library, error) {
+	unit, err := msl.Translate(srcs)
+	if err != nil {
+		return nil, fmt.Errorf("translate: %w", err)
+	}
+	path, cached, err := build(d.cc, d.cacheDir, unit.Code, d.opt.CFlags)
+	if err != nil {
+		return nil, err
+	}
+	c, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	l := &Library{dev: d, c: c, unit: unit, cached: cached, kernels: map[string]int{}}
+	// The registry the library built must be the one the pre-pass described.
+	if n := int(c.kernelCount()); n != len(unit.Kernels) {
+		return nil, fmt.Errorf("load %s: %d kernels registered, the sources have %d", path, n, len(unit.Kernels))
+	}
+	for i, k := range unit.Kernels {
+		if name := c.kernelName(int32(i)); name != k.Name {
+			return nil, fmt.Errorf("load %s: kernel %d is %q, the sources say %q", path, i, name, k.Name)
+		}
+		l.kernels[k.Name] = i
+	}
+	if n := int(c.constantCount()); n != len(unit.Constants) {
+		return nil, fmt.Errorf("load %s: %d function constants registered, the sources have %d", path, n, len(unit.Constants))
+	}
+	return l, nil
+}
+
+// Cached reports whether the library came from the build cache.
+func (l *Library) Cached() bool { return l.cached }
+
+// Path is the shared library's file.
+func (l *Library) Path() string { return l.c.path }
+
+// Kernels lists the library's kernels.
+func (l *Library) Kernels() []msl.Kernel { return l.unit.Kernels }
+
+type pipeline struct {
+	lib    *Library
+	index  int
+	kernel *msl.Kernel
+	max    int
+	consts [][2]uint64 // index, bits
+}
+
+func (p *pipeline) Name() string    { return p.kernel.Name }
+func (p *pipeline) MaxThreads() int { return p.max }
+
+// Pipeline implements device.Library. Every function constant the kernel
+// names must be given unless the sources test is_function_constant_defined.
+func (l *Library) Pipeline(name string, constants ...device.Constant) (device.Pipeline, error) {
+	i, ok := l.kernels[name]
+	if !ok {
+		return nil, fmt.Errorf("pipeline %s: no such kernel", name)
+	}
+	k := &l.unit.Kernels[i]
+	p := &pipeline{lib: l, index: i, kernel: k, max: device.MaxThreads}
+	if k.MaxThreads > 0 && k.MaxThreads < p.max {
+		p.max = k.MaxThreads
+	}
+	if len(constants) > maxConstants {
+		return nil, fmt.Errorf("pipeline %s: %d function constants, at most %d", name, len(constants), maxConstants)
+	}
+	given := map[int]bool{}
+	for _, c := range constants {
+		var decl *msl.Constant
+		for j := range l.unit.Constants {
+			if l.unit.Constants[j].Index == c.Index {
+				decl = &l.unit.Constants[j]
+			}
+		}
+		if decl == nil {
+			return nil, fmt.Errorf("pipeline %s: no function constant with index %d", name, c.Index)
+		}
+		if given[c.Index] {
+			return nil, fmt.Errorf("pipeline %s: function constant %s given twice", name, decl.Name)
+		}
+		given[c.Index] = true
+		bits, err := encodeConstant(decl, c.Value)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", name, err)
+		}
+		p.consts = append(p.consts, [2]uint64{uint64(c.Index), bits})
+	}
+	for _, fc := range k.Constants {
+		for _, decl := range l.unit.Constants {
+			if decl.Name == fc && !decl.Optional && !given[decl.Index] {
+				return nil, fmt.Errorf("pipeline %s: function constant %s (index %d, %s:%d) is not set", name, fc, decl.Index, decl.File, decl.Line)
+			}
+		}
+	}
+	return p, nil
+}
+
+// encodeConstant checks a Go value against the constant's MSL type and
+// returns its bits.
+func encodeConstant(c *msl.Constant, v any) (uint64, error) {
+	bad := func() (uint64, error) {
+		return 0, fmt.Errorf("function constant %s is %s, not %T", c.Name, c.Type, v)
+	}
+	intIn := func(lo, hi int64) (uint64, error) {
+		var n int64
+		switch x := v.(type) {
+		case int:
+			n = int64(x)
+		case int8:
+			n = int64(x)
+		case uint8:
+			n = int64(x)
+		case int16:
+			n = int64(x)
+		case uint16:
+			n = int64(x)
+		case int32:
+			n = int64(x)
+		case uint32:
+			n = int64(x)
+		default:
+			return bad()
+		}
+		if n < lo || n > hi {
+			return 0, fmt.Errorf("function constant %s (%s): %d is out of range", c.Name, c.Type, n)
+		}
+		// The runtime copies the constant's size in bytes: the low bytes
+		// of the two's complement, little-endian.
+		return uint64(n), nil
+	}
+	switch c.Type {
+	case "bool":
+		b, ok := v.(bool)
+		if !ok {
+			return bad()
+		}
+		if b {
+			return 1, nil
+		}
+		return 0, nil
+	case "char", "int8_t":
+		return intIn(math.MinInt8, math.MaxInt8)
+	case "uchar", "uint8_t":
+		return intIn(0, math.MaxUint8)
+	case "short", "int16_t":
+		return intIn(math.MinInt16, math.MaxInt16)
+	case "ushort", "uint16_t":
+		return intIn(0, math.MaxUint16)
+	case "int", "int32_t":
+		return intIn(math.MinInt32, math.MaxInt32)
+	case "uint", "uint32_t":
+		return intIn(0, math.MaxUint32)
+	case "float":
+		f, ok := v.(float32)
+		if !ok {
+			return bad()
+		}
+		return uint64(math.Float32bits(f)), nil
+	case "half":
+		f, ok := v.(float32)
+		if !ok {
+			return bad()
+		}
+		return uint64(half.FromFloat32(f)), nil
+	}
+	return 0, fmt.Errorf("function constant %s: type %s is not supported by the emulator", c.Name, c.Type)
+}
+
+// ---- buffers ----
+
+type buffer struct {
+	dev      *Device
+	mem      []byte
+	owned    bool // mapped by NewBuffer (else wrapped host memory)
+	released bool
+}
+
+func (b *buffer) Len() int      { return len(b.mem) }
+func (b *buffer) Bytes() []byte { return b.mem }
+
+// Release waits until no submitted work can use the buffer, then frees it.
+func (b *buffer) Release() {
+	d := b.dev
+	d.pending.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.releaseLocked(b)
+}
+
+func (d *Device) releaseLocked(b *buffer) {
+	if b.released {
+		return
+	}
+	b.released = true
+	delete(d.bufs, b)
+	if b.owned {
+		_ = syscall.Munmap(b.mem)
+	}
+	b.mem = nil
+}
+
+// NewBuffer implements device.Device: zeroed memory mapped outside the Go
+// heap, like a shared MTLBuffer.
+func (d *Device) NewBuffer(size int) (device.Buffer, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("new buffer of %d bytes", size)
+	}
+	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, fmt.Errorf("new buffer of %d bytes: %w", size, err)
+	}
+	return d.addBuffer(&buffer{dev: d, mem: mem, owned: true})
+}
+
+// WrapMemory implements device.Device. The emulator needs no alignment.
+func (d *Device) WrapMemory(mem []byte) (device.Buffer, error) {
+	if len(mem) == 0 {
+		return nil, errors.New("wrap memory: empty")
+	}
+	return d.addBuffer(&buffer{dev: d, mem: mem})
+}
+
+func (d *Device) addBuffer(b *buffer) (device.Buffer, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		if b.owned {
+			_ = syscall.Munmap(b.mem)
+		}
+		return nil, errors.New("device is closed")
+	}
+	d.bufs[b] = struct{}{}
+	return b, nil
+}
+
+// ---- command lists ----
+
+type task struct {
+	c     *clib
+	d     desc
+	keep  []any // what the pointers in d point into
+	name  string
+	index int
+	of    int
+}
+
+// Submit implements device.Device.
+func (d *Device) Submit(list *device.CommandList) error {
+	ds := list.Dispatches()
+	tasks := make([]task, 0, len(ds))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return errors.New("submit: device is closed")
+	}
+	for i := range ds {
+		t, err := d.prepare(&ds[i])
+		if err != nil {
+			return fmt.Errorf("submit: dispatch %d of %d: %w", i, len(ds), err)
+		}
+		t.index, t.of = i, len(ds)
+		tasks = append(tasks, t)
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	d.pending.Add(1)
+	d.queue <- tasks
+	return nil
+}
+
+func (d *Device) prepare(x *device.Dispatch) (task, error) {
+	if err := device.Check(x); err != nil {
+		return task{}, err
+	}
+	p, ok := x.Pipeline.(*pipeline)
+	if !ok || p.lib.dev != d {
+		return task{}, fmt.Errorf("%s: pipeline of another device", x.Pipeline.Name())
+	}
+	t := task{c: p.lib.c, name: p.kernel.Name}
+	t.d.kernel = uint64(p.index)
+	t.d.order = uint64(d.order)
+	t.d.workers = uint64(d.opt.Workers)
+	for a := 0; a < 3; a++ {
+		t.d.groups[a] = uint64(x.Groups[a])
+		t.d.threads[a] = uint64(x.Threads[a])
+	}
+	for _, b := range x.Buffers {
+		buf, ok := b.Buffer.(*buffer)
+		if !ok || buf.dev != d || buf.released {
+			return task{}, fmt.Errorf("%s: buffer(%d) is released or belongs to another device", p.kernel.Name, b.Index)
+		}
+		t.d.bufBound |= 1 << b.Index
+		t.d.bufPtr[b.Index] = uint64(uintptr(unsafe.Pointer(&buf.mem[b.Offset])))
+		t.d.bufLen[b.Index] = uint64(len(buf.mem) - b.Offset)
+		t.keep = append(t.keep, buf.mem)
+	}
+	for _, in := range x.Inline {
+		data := append([]byte(nil), in.Data...)
+		t.d.bufBound |= 1 << in.Index
+		t.d.bufPtr[in.Index] = uint64(uintptr(unsafe.Pointer(&data[0])))
+		t.d.bufLen[in.Index] = uint64(len(data))
+		t.keep = append(t.keep, data)
+	}
+	for i, n := range x.Threadgroup {
+		t.d.tgLen[i] = uint64(n)
+	}
+	for _, prm := range p.kernel.Params {
+		switch {
+		case prm.Attr == "buffer" && t.d.bufBound>>prm.Index&1 == 0:
+			return task{}, fmt.Errorf("%s: buffer(%d) (%s) is not bound", p.kernel.Name, prm.Index, prm.Name)
+		case prm.Attr == "threadgroup" && t.d.tgLen[prm.Index] == 0:
+			return task{}, fmt.Errorf("%s: threadgroup(%d) (%s) has no memory length", p.kernel.Name, prm.Index, prm.Name)
+		}
+	}
+	t.d.nconst = uint64(len(p.consts))
+	for i, c := range p.consts {
+		t.d.constIndex[i] = c[0]
+		t.d.constBits[i][0] = c[1]
+	}
+	return t, nil
+}
+
+// loop runs the submitted lists in order. A failed dispatch ends its list
+// (like a failed Metal command buffer); the error waits for Sync.
+func (d *Device) loop() {
+	for tasks := range d.queue {
+		for i := range tasks {
+			t := &tasks[i]
+			err := t.c.run(&t.d)
+			runtime.KeepAlive(t.keep)
+			if err != nil {
+				d.mu.Lock()
+				if d.err == nil {
+					d.err = fmt.Errorf("dispatch %d of %d (%s): %w", t.index, t.of, t.name, err)
+				}
+				d.mu.Unlock()
+				break
+			}
+		}
+		d.pending.Done()
+	}
+}
+
+// Sync implements device.Device.
+func (d *Device) Sync() error {
+	d.pending.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := d.err
+	d.err = nil
+	return err
+}
+
+// Close implements device.Device.
+func (d *Device) Close() error {
+	err := d.Sync()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return err
+	}
+	d.closed = true
+	for b := range d.bufs {
+		d.releaseLocked(b)
+	}
+	close(d.queue)
+	return err
+}

@@ -1,0 +1,188 @@
+package msl
+
+import (
+	"sort"
+	"strings"
+)
+
+// A token of MSL source. Comments, whitespace and preprocessor lines are
+// not tokens; the pre-pass edits the source by byte ranges of tokens, so
+// whatever it does not touch stays exactly as written.
+type token struct {
+	kind     byte // 'i' identifier, 'n' number, 's' string, 'c' character, 'p' punctuation
+	text     string
+	pos, end int
+}
+
+func (t token) is(s string) bool { return t.kind != 's' && t.kind != 'c' && t.text == s }
+
+type scanner struct {
+	src   string
+	lines []int // byte offset of each line start
+}
+
+func newScanner(src string) *scanner {
+	s := &scanner{src: src, lines: []int{0}}
+	for i := 0; i < len(src); i++ {
+		if src[i] == '\n' {
+			s.lines = append(s.lines, i+1)
+		}
+	}
+	return s
+}
+
+// line returns the 1-based line of byte offset pos.
+func (s *scanner) line(pos int) int {
+	return sort.Search(len(s.lines), func(i int) bool { return s.lines[i] > pos })
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+func isIdent(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
+
+// tokens splits the source. An unterminated comment, string or character
+// literal is an error at its line.
+func (s *scanner) tokens() ([]token, error) {
+	src := s.src
+	var toks []token
+	lineStart := true // only whitespace since the last newline
+	for i := 0; i < len(src); {
+		c := src[i]
+		switch {
+		case c == '\n':
+			lineStart = true
+			i++
+			continue
+		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
+			i++
+			continue
+		case c == '\\' && i+1 < len(src) && src[i+1] == '\n':
+			i += 2
+			continue
+		case c == '/' && i+1 < len(src) && src[i+1] == '/':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+			continue
+		case c == '/' && i+1 < len(src) && src[i+1] == '*':
+			j := strings.Index(src[i+2:], "*/")
+			if j < 0 {
+				return nil, &Error{Line: s.line(i), Msg: "unterminated comment"}
+			}
+			i += j + 4
+			continue
+		case c == '#' && lineStart:
+			// A preprocessor line with its continuations: kept, not parsed.
+			for i < len(src) && src[i] != '\n' {
+				if src[i] == '\\' && i+1 < len(src) && src[i+1] == '\n' {
+					i += 2
+					continue
+				}
+				if src[i] == '/' && i+1 < len(src) && src[i+1] == '*' {
+					j := strings.Index(src[i+2:], "*/")
+					if j < 0 {
+						return nil, &Error{Line: s.line(i), Msg: "unterminated comment"}
+					}
+					i += j + 4
+					continue
+				}
+				i++
+			}
+			continue
+		}
+		lineStart = false
+		start := i
+		switch {
+		case isIdentStart(c):
+			for i < len(src) && isIdent(src[i]) {
+				i++
+			}
+			toks = append(toks, token{'i', src[start:i], start, i})
+		case c >= '0' && c <= '9' || c == '.' && i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9':
+			// A preprocessing number: digits, letters, '.', digit separators,
+			// and a sign right after an exponent letter.
+			for i < len(src) {
+				d := src[i]
+				if isIdent(d) || d == '.' || d == '\'' ||
+					(d == '+' || d == '-') && strings.ContainsRune("eEpP", rune(src[i-1])) {
+					i++
+					continue
+				}
+				break
+			}
+			toks = append(toks, token{'n', src[start:i], start, i})
+		case c == '"' || c == '\'':
+			i++
+			for i < len(src) && src[i] != c {
+				if src[i] == '\\' {
+					i++
+				}
+				if i < len(src) && src[i] == '\n' {
+					return nil, &Error{Line: s.line(start), Msg: "unterminated literal"}
+				}
+				i++
+			}
+			if i >= len(src) {
+				return nil, &Error{Line: s.line(start), Msg: "unterminated literal"}
+			}
+			i++
+			kind := byte('s')
+			if c == '\'' {
+				kind = 'c'
+			}
+			toks = append(toks, token{kind, src[start:i], start, i})
+		case c == ':' && i+1 < len(src) && src[i+1] == ':':
+			i += 2
+			toks = append(toks, token{'p', "::", start, i})
+		default:
+			i++
+			toks = append(toks, token{'p', src[start:i], start, i})
+		}
+	}
+	return toks, nil
+}
+
+func isHex(num string) bool { return len(num) > 1 && num[0] == '0' && (num[1] == 'x' || num[1] == 'X') }
+
+// fixLiteral turns MSL's half literal suffix (1.0h) into clang's (1.0f16).
+func fixLiteral(t token) (string, bool) {
+	if t.kind != 'n' || isHex(t.text) {
+		return t.text, false
+	}
+	n := len(t.text)
+	if n < 2 || (t.text[n-1] != 'h' && t.text[n-1] != 'H') {
+		return t.text, false
+	}
+	for i := 0; i < n-1; i++ {
+		c := t.text[i]
+		if !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+			return t.text, false
+		}
+	}
+	return t.text[:n-1] + "f16", true
+}
+
+// join writes tokens as one line of source (for text the pre-pass moves
+// into generated code, where a newline would shift the line numbers).
+func join(toks []token) string {
+	var b strings.Builder
+	for k, t := range toks {
+		if k > 0 && needSpace(toks[k-1], t) {
+			b.WriteByte(' ')
+		}
+		s, _ := fixLiteral(t)
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+func needSpace(a, b token) bool {
+	if a.kind == 'p' && b.kind == 'p' {
+		// Keep "> >" apart (old-style nested templates) and never glue two
+		// operators into a different one.
+		return true
+	}
+	return (a.kind != 'p') && (b.kind != 'p') || a.is(",")
+}

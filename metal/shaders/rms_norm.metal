@@ -1,0 +1,50 @@
+// kernel_rms_norm_f32: y = x / sqrt(mean(x²) + eps) * w, row by row.
+// One threadgroup per row; any multiple of 32 threads up to 1024.
+#include <metal_stdlib>
+using namespace metal;
+
+// The argument struct (setBytes at buffer(0)); the encoder writes the same
+// layout.
+struct rms_norm_args {
+    uint  n;          // elements per row, a multiple of 4
+    uint  src_stride; // bytes between rows of x
+    uint  dst_stride; // bytes between rows of y
+    float eps;
+};
+
+kernel void kernel_rms_norm_f32(
+        constant rms_norm_args & args [[buffer(0)]],
+        device const char      * src  [[buffer(1)]],
+        device const float4    * w    [[buffer(2)]],
+        device       char      * dst  [[buffer(3)]],
+        threadgroup  float     * sums [[threadgroup(0)]], // 32 floats
+        uint   row  [[threadgroup_position_in_grid]],
+        ushort tid  [[thread_position_in_threadgroup]],
+        ushort ntg  [[threads_per_threadgroup]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    device const float4 * x = (device const float4 *) (src + (ulong) row*args.src_stride);
+    device       float4 * y = (device       float4 *) (dst + (ulong) row*args.dst_stride);
+    const uint n4 = args.n/4;
+
+    // Slots of simdgroups that do not exist must read as zero.
+    if (sg == 0) {
+        sums[lane] = 0.0f;
+    }
+    float s = 0.0f;
+    for (uint i = tid; i < n4; i += ntg) {
+        s += dot(x[i], x[i]);
+    }
+    s = simd_sum(s);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lane == 0) {
+        sums[sg] = s;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    s = simd_sum(sums[lane]);
+
+    const float scale = 1.0f/sqrt(s/args.n + args.eps);
+    for (uint i = tid; i < n4; i += ntg) {
+        y[i] = x[i]*scale*w[i];
+    }
+}
