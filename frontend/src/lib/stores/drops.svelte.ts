@@ -32,6 +32,8 @@ export class Drops {
   #documents: DocumentHandler | null = null;
   #depth = 0;
   #waiting: ReturnType<typeof setTimeout> | undefined;
+  // When the app last gave paths: its native drop can come before the DOM's.
+  #pathsAt = -Infinity;
 
   /** onDocuments registers the handler of dropped documents; it returns the unregisterer. */
   onDocuments(handler: DocumentHandler): () => void {
@@ -62,6 +64,7 @@ export class Drops {
   async paths(paths: string[]): Promise<void> {
     clearTimeout(this.#waiting);
     this.#waiting = undefined;
+    this.#pathsAt = Date.now();
     this.dragEnd();
     const ggufs = paths.filter(isModelFile);
     const docs = paths.filter((p) => !isModelFile(p)).map((p) => ({ name: p.split(/[\\/]/).pop() ?? p, path: p }));
@@ -85,6 +88,7 @@ export class Drops {
     const ggufs = files.filter((f) => isModelFile(f.name));
     const docs = files.filter((f) => !isModelFile(f.name));
     if (ggufs.length === 0 && docs.length === 0) return;
+    if (Date.now() - this.#pathsAt < pathWaitMs) return; // the app's paths came first
     clearTimeout(this.#waiting);
     this.#waiting = setTimeout(() => {
       this.#waiting = undefined;

@@ -88,4 +88,13 @@ describe('drops', () => {
     expect(addModel).toHaveBeenCalledWith('/m/tiny.gguf');
     expect(drops.notice).toBe('Added Tiny.');
   });
+
+  it('takes the app\'s paths that come before the DOM drop, without the browser notice', async () => {
+    vi.useFakeTimers();
+    addModel.mockImplementation(async (p) => local(p));
+    await drops.paths(['/m/tiny.gguf']);
+    drops.files([new File(['x'], 'tiny.gguf')]);
+    await vi.advanceTimersByTimeAsync(pathWaitMs * 2);
+    expect(drops.notice).toBe('Added Tiny.');
+  });
 });

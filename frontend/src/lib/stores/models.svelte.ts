@@ -25,7 +25,7 @@ export class Models {
 
   connect(): () => void {
     const off = engine.on('models:changed', (l) => {
-      this.list = l ?? [];
+      this.list = unique(l ?? []);
       this.listError = null;
     });
     void this.refresh();
@@ -34,7 +34,7 @@ export class Models {
 
   async refresh(): Promise<void> {
     try {
-      this.list = await engine.models();
+      this.list = unique(await engine.models());
       this.listError = null;
     } catch (e) {
       this.listError = message(e);
@@ -93,6 +93,11 @@ export class Models {
       this.addError = message(e);
     }
   }
+}
+
+/** unique keeps the first row of each path (the list is keyed by path). */
+function unique(list: LocalModel[]): LocalModel[] {
+  return list.filter((m, i) => list.findIndex((x) => x.path === m.path) === i);
 }
 
 export function basename(path: string): string {
