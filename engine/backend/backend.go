@@ -69,15 +69,32 @@ type KVCache interface {
 	Close() error
 }
 
-// Backend executes the forward-pass ops. Row-major layouts throughout: a
-// tensor of rows×n holds row r at [r*n, (r+1)*n).
+// Backend executes the forward-pass ops (docs/ARCHITECTURE.md, "Backend
+// contract"). The contract is one an asynchronous device can honour: the
+// CPU backend runs each op at once, a GPU backend encodes it into a command
+// buffer that Sync commits and waits for. So:
+//
+//   - Ops return nothing and never fail on data: the forward pass checks
+//     token ids and positions before issuing the first op. An op given
+//     arguments that break this contract (a programming error) reports it
+//     at the next Sync.
+//   - A host slice passed to an op (token ids, positions, RoPE frequency
+//     factors, smoothing factors) is copied when the op is issued: the
+//     caller may change or reuse it as soon as the call returns.
+//   - Tensors, weights and caches are backend handles. Results are read
+//     only after Sync, with Read and ReadKV.
+//
+// Row-major layouts throughout: a tensor of rows×n holds row r at
+// [r*n, (r+1)*n). One goroutine at a time uses a backend.
 type Backend interface {
 	Name() string
+
 	// Alloc returns a zeroed tensor of n floats; every byte a backend
 	// allocates (tensors, caches, workspaces) is counted in AllocatedBytes.
 	Alloc(n int) Tensor
 	AllocatedBytes() int64
-	// Free gives a tensor back; AllocatedBytes drops by its size.
+	// Free gives a tensor back; AllocatedBytes drops by its size. Freeing
+	// twice is harmless.
 	Free(t Tensor)
 	// MapWeights makes weight handles for the tensors ds of a model file
 	// whose bytes lie in region, a read-only mapping the caller keeps until
@@ -86,35 +103,64 @@ type Backend interface {
 	// region), so that no op fails on a weight later. The weights are not
 	// counted in AllocatedBytes: they are the file's pages.
 	MapWeights(region []byte, ds []WeightDesc) (Mapping, error)
-	// NewKVCache allocates the cache cfg describes and the attention
-	// workspace for heads query heads and prefill batches of up to maxBatch
-	// rows.
+	// NewKVCache allocates the cache cfg describes (the layout of
+	// docs/ARCHITECTURE.md, "KV cache format") and the attention workspace
+	// for heads query heads and prefill batches of up to maxBatch rows: what
+	// the backend's Footprint says, besides cfg.Bytes().
 	NewKVCache(cfg kv.Config, heads, maxBatch int) (KVCache, error)
 
+	// Embed writes row tokens[i] of table into row i of dst (get_rows).
 	Embed(dst Tensor, table Weight, tokens []int32)
+	// RMSNorm: dst[r] = x[r] / sqrt(mean(x[r]²) + eps) ∘ w, rows of w's width.
 	RMSNorm(dst, x Tensor, w Weight, eps float32, rows int)
-	// MatMul: dst[r] = W·x[r] for r < rows; dst rows are W.Rows wide.
+	// MatMul: dst[r] = W·x[r] for r < rows; x rows are Cols wide, dst rows
+	// Rows wide (mat-vec for one row, mat-mat for a prefill batch).
 	MatMul(dst Tensor, w Weight, x Tensor, rows int)
+	// AddBias adds the one-row weight b to each of rows rows of x.
 	AddBias(x Tensor, b Weight, rows int)
-	// RoPE rotates rows of `heads` heads, row r at position pos[r].
+	// RoPE rotates the first r.Dims elements of each of the heads heads
+	// (headDim apart) of rows rows of x, row i at position pos[i]: pairs
+	// (2j, 2j+1), or (j, j+Dims/2) for NeoX, by pos·PosScale·
+	// Base^(-2j/Dims)/FreqFactors[j] radians.
 	RoPE(x Tensor, heads, headDim, rows int, pos []int32, r *RoPE)
 	// KVSetSmoothing sets the layer's K channel smoothing factors
 	// (KVHeads·HeadDim powers of two from a kv.Calibration; nil: none) for
 	// the K rows stored and the queries attended from now on; a cache that
 	// does not smooth (kv.Config.Smooths) ignores them.
 	KVSetSmoothing(c KVCache, layer int, lambda []float32)
-	// KVStore writes rows of K and V (KVHeads*HeadDim wide) at pos..pos+rows-1.
+	// KVStore quantizes rows rows of K and V (KVHeads·HeadDim wide) into the
+	// layer's planes at positions pos..pos+rows-1, K transformed by the
+	// layer's smoothing and the cache's rotation.
 	KVStore(c KVCache, layer int, k, v Tensor, pos, rows int)
-	// AttendDecode: one query row against the first n cached positions.
+	// AttendDecode: one query row (Heads·HeadDim) against the cached
+	// positions [max(0, n-Window), n) of the layer, into out.
 	AttendDecode(out, q Tensor, c KVCache, layer, n int, a *Attention)
-	// AttendPrefill: rows query rows at positions past..past+rows-1 against
-	// the cached prefix [0, past) and the new k/v rows (causal).
+	// AttendPrefill: rows query rows at positions past..past+rows-1, row i
+	// against the cached prefix in its window and new k/v rows 0..i rounded
+	// through f16 (causal). The caller stores k and v with KVStore after.
 	AttendPrefill(out, q, k, v Tensor, c KVCache, layer, past, rows int, a *Attention)
+	// SwiGLU: dst[i] = silu(gate[i])·up[i] for i < n.
 	SwiGLU(dst, gate, up Tensor, n int)
+	// Add: dst[i] += x[i] for i < n.
 	Add(dst, x Tensor, n int)
 	Copy(dst Tensor, dstOff int, src Tensor, srcOff, n int)
-	// Read copies n=len(dst) floats starting at off out of src (after Sync).
-	Read(dst []float32, src Tensor, off int)
+	// Argmax writes, for each of rows rows of x (n wide), the index of its
+	// largest element into dst[r] as a float (exact below 2^24): the first
+	// on ties, NaN never chosen, 0 when none is above -Inf (sample.Greedy's
+	// choice).
+	Argmax(dst, x Tensor, rows, n int)
+
+	// Sync runs what was issued and waits for it; it returns the first
+	// error since the last Sync.
 	Sync() error
+	// Read copies len(dst) floats starting at off out of src (after Sync).
+	Read(dst []float32, src Tensor, off int)
+	// ReadKV copies the layer's K and V planes, byte for byte in the layout
+	// of docs/ARCHITECTURE.md ("KV cache format": codes, then metadata),
+	// into k and v, each KVHeads·Ctx·kv.BytesPerTokenHead bytes (after Sync;
+	// for tests and tools).
+	ReadKV(c KVCache, layer int, k, v []byte) error
+	// Close releases everything the backend holds; its tensors, caches and
+	// weights must not be used afterwards.
 	Close() error
 }

@@ -241,7 +241,37 @@ func (b *Backend) Copy(dst backend.Tensor, dstOff int, src backend.Tensor, srcOf
 	copy(f(dst)[dstOff:dstOff+n], f(src)[srcOff:srcOff+n])
 }
 
+// Argmax is sample.Greedy per row: strictly greater wins, so the first
+// maximum, and NaN never.
+func (b *Backend) Argmax(dst, x backend.Tensor, rows, n int) {
+	d, s := f(dst), f(x)
+	for r := 0; r < rows; r++ {
+		best, bestV := 0, float32(math.Inf(-1))
+		for i, v := range s[r*n : (r+1)*n] {
+			if v > bestV {
+				best, bestV = i, v
+			}
+		}
+		d[r] = float32(best)
+	}
+}
+
 func (b *Backend) Read(dst []float32, src backend.Tensor, off int) { copy(dst, f(src)[off:]) }
+
+func (b *Backend) ReadKV(c backend.KVCache, layer int, k, v []byte) error {
+	kc := c.(*kvCache)
+	cfg := kc.c.Config()
+	if layer < 0 || layer >= cfg.Layers {
+		return fmt.Errorf("read kv: layer %d outside [0, %d)", layer, cfg.Layers)
+	}
+	lv := kc.c.Layer(layer)
+	if len(k) != len(lv.K.Raw) || len(v) != len(lv.V.Raw) {
+		return fmt.Errorf("read kv: planes are %d bytes, got buffers of %d and %d", len(lv.K.Raw), len(k), len(v))
+	}
+	copy(k, lv.K.Raw)
+	copy(v, lv.V.Raw)
+	return nil
+}
 
 func (b *Backend) Sync() error {
 	b.mu.Lock()

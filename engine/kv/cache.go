@@ -123,17 +123,20 @@ func (c *Cache) Layer(l int) *LayerView { return &c.layers[l] }
 // SetLambda sets the layer's channel smoothing factors (KVHeads·HeadDim
 // powers of two, from a Calibration) for the K rows appended from now on and
 // for the queries that read them; nil turns smoothing off for the layer. A
-// cache that does not smooth ignores λ. The factors are copied.
+// cache that does not smooth checks λ and ignores it. The factors are
+// copied.
 func (c *Cache) SetLambda(layer int, lambda []float32) error {
-	switch {
-	case layer < 0 || layer >= c.cfg.Layers:
+	if layer < 0 || layer >= c.cfg.Layers {
 		return fmt.Errorf("kv smoothing: layer %d outside [0, %d)", layer, c.cfg.Layers)
-	case lambda == nil || !c.cfg.Smooths():
+	}
+	if lambda != nil {
+		if err := checkLambda(lambda, c.cfg.KVHeads, c.cfg.HeadDim); err != nil {
+			return fmt.Errorf("layer %d: %w", layer, err)
+		}
+	}
+	if lambda == nil || !c.cfg.Smooths() {
 		c.layers[layer].Lambda = nil
 		return nil
-	}
-	if err := checkLambda(lambda, c.cfg.KVHeads, c.cfg.HeadDim); err != nil {
-		return fmt.Errorf("layer %d: %w", layer, err)
 	}
 	if c.lambda[layer] == nil {
 		c.lambda[layer] = make([]float32, len(lambda))
