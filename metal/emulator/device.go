@@ -16,10 +16,10 @@ import (
 	"nibble/metal/msl"
 )
 
-// Order is the order in which the emulator runs the threads of each
-// threadgroup between switch points, and the threadgroups of a grid. Run a
-// test in both: running threads one after another can hide a missing
-// barrier in one order but not in the other.
+// Order is the order in which the emulator runs the lanes of a simdgroup
+// between switch points, the simdgroups of a threadgroup between barriers,
+// and the threadgroups of a grid. Run a test in both: running them one after
+// another can hide a missing barrier in one order but not in the other.
 type Order int
 
 const (
@@ -55,13 +55,17 @@ type Device struct {
 	cc       *compiler
 	cacheDir string
 
-	mu      sync.Mutex
+	mu      sync.Mutex // order, closed, bufs; held by Submit while it queues
 	order   Order
-	err     error // the first since the last Sync
 	closed  bool
 	bufs    map[*buffer]struct{}
 	pending sync.WaitGroup
 	queue   chan []task
+
+	// errMu is apart from mu: the executor records an error while Submit
+	// may hold mu, blocked on a full queue.
+	errMu sync.Mutex
+	err   error // the first since the last Sync
 }
 
 var _ device.Device = (*Device)(nil)
@@ -446,11 +450,11 @@ func (d *Device) loop() {
 			err := t.c.run(&t.d)
 			runtime.KeepAlive(t.keep)
 			if err != nil {
-				d.mu.Lock()
+				d.errMu.Lock()
 				if d.err == nil {
 					d.err = fmt.Errorf("dispatch %d of %d (%s): %w", t.index, t.of, t.name, err)
 				}
-				d.mu.Unlock()
+				d.errMu.Unlock()
 				break
 			}
 		}
@@ -461,8 +465,8 @@ func (d *Device) loop() {
 // Sync implements device.Device.
 func (d *Device) Sync() error {
 	d.pending.Wait()
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.errMu.Lock()
+	defer d.errMu.Unlock()
 	err := d.err
 	d.err = nil
 	return err

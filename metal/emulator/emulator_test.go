@@ -323,6 +323,29 @@ func TestMissingBarrier(t *testing.T) {
 	}
 }
 
+// A simd collective synchronises one simdgroup, not the threadgroup: a
+// barrier missing between simdgroups shows in one of the two orders.
+func TestMissingBarrierBetweenSimdgroups(t *testing.T) {
+	d, l := testDevice(t)
+	for _, o := range orders {
+		y := zeroBuffer(t, d, 4*128)
+		g, th := grid1(1, 128)
+		if err := run(t, d, o, device.Dispatch{Pipeline: pipe(t, l, "clear_then_write"), Groups: g, Threads: th,
+			Buffers: []device.Binding{{Index: 0, Buffer: y}}, Threadgroup: []int{128}}); err != nil {
+			t.Fatal(err)
+		}
+		wrong := 0
+		for _, v := range f32s(y) {
+			if v != 32 {
+				wrong++
+			}
+		}
+		if want := map[Order]int{Forward: 0, Reverse: 96}[o]; wrong != want {
+			t.Errorf("%v: %d threads read a cleared slot, want %d", o, wrong, want)
+		}
+	}
+}
+
 // runErr runs a kernel that must fail and returns the error text.
 func runErr(t *testing.T, kernel string, threads int, o Order) string {
 	t.Helper()

@@ -45,8 +45,6 @@ type clib struct {
 	constantIndex    func(int32) int32
 	constantSize     func(int32) int32
 	constantType     func(int32) string
-	alloc            func(uint64) unsafe.Pointer
-	free             func(unsafe.Pointer, uint64)
 	dispatch         func(*desc, *byte, uint64) int32
 }
 
@@ -82,8 +80,6 @@ func load(path string) (*clib, error) {
 		{&l.constantIndex, "emu_constant_index"},
 		{&l.constantSize, "emu_constant_size"},
 		{&l.constantType, "emu_constant_type"},
-		{&l.alloc, "emu_alloc"},
-		{&l.free, "emu_free"},
 		{&l.dispatch, "emu_dispatch"},
 	}
 	for _, s := range syms {

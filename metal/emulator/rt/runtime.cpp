@@ -1,11 +1,14 @@
 // The emulator runtime: runs a kernel over a grid of threadgroups. Each
 // threadgroup runs on one OS thread (a pool of workers takes threadgroups in
 // turn); its GPU threads are fibers that switch at every threadgroup_barrier,
-// simdgroup_barrier and simd_* call. The scheduler checks at each switch point
-// what a GPU would need to hold (every thread at the same barrier, every live
-// lane of a simdgroup at the same collective) and reports a violation with
-// the .metal file and line instead of hanging or crashing. Threadgroup memory
-// starts as all ones bits (NaN in every float format) in every threadgroup.
+// simdgroup_barrier and simd_* call. Between two threadgroup barriers each
+// simdgroup runs as far as it can before the next one starts (the first or
+// the last first, by the dispatch's order), its lanes one after another. The
+// scheduler checks at each switch point what a GPU would need to hold (every
+// thread at the same barrier, every live lane of a simdgroup at the same
+// collective) and reports a violation with the .metal file and line instead
+// of hanging or crashing. Threadgroup memory starts as all ones bits (NaN in
+// every float format) in every threadgroup.
 //
 // Go calls the emu_* functions at the end through purego.
 #include "msl_rt.h"
@@ -453,7 +456,8 @@ static void describe(Worker *w, int lo, int hi, const char *unit, char *out, siz
 }
 
 static bool same_place(const Fiber *a, const Fiber *b) {
-  return a->kind == b->kind && a->loc.line == b->loc.line && a->loc.col == b->loc.col && strcmp(a->loc.file, b->loc.file) == 0;
+  return a->kind == b->kind && a->loc.line == b->loc.line && a->loc.col == b->loc.col &&
+         (a->loc.file == b->loc.file || strcmp(a->loc.file, b->loc.file) == 0);
 }
 
 static void run_group(Worker *w, Job *j, uint64_t g) {
@@ -487,49 +491,53 @@ static void run_group(Worker *w, Job *j, uint64_t g) {
 
   char what[2048];
   for (;;) {
-    for (int k = 0; k < n; k++) {
-      Fiber *f = &w->fibers[j->order ? n - 1 - k : k];
-      if (f->state != F_RUN) continue;
-      resume(w, f);
-      if (f->state == F_FAILED) return;
+    // Each simdgroup runs as far as it can (its collectives complete as soon
+    // as its own lanes arrive) before the next one starts, the first or the
+    // last one first: on a GPU simdgroups do not wait for each other between
+    // barriers, and a missing barrier shows in one of the two orders.
+    for (int k = 0; k < j->nsg; k++) {
+      int s = j->order ? j->nsg - 1 - k : k;
+      int lo = s * 32, hi = lo + 32 < n ? lo + 32 : n;
+      for (;;) {
+        for (int l = 0; l < hi - lo; l++) {
+          Fiber *f = &w->fibers[j->order ? hi - 1 - l : lo + l];
+          if (f->state != F_RUN) continue;
+          resume(w, f);
+          if (f->state == F_FAILED) return;
+        }
+        // Every lane is blocked or done. Those at a simd collective go on
+        // if every live lane is at the same one.
+        uint32_t waiting = 0, alive = 0;
+        Fiber *first = nullptr;
+        bool mismatch = false;
+        for (int t = lo; t < hi; t++) {
+          Fiber *f = &w->fibers[t];
+          if (f->state == F_DONE) continue;
+          alive |= 1u << (t - lo);
+          if (f->state != F_SIMD) continue;
+          waiting |= 1u << (t - lo);
+          if (!first)
+            first = f;
+          else if (!same_place(first, f))
+            mismatch = true;
+        }
+        if (!waiting) break;
+        if (mismatch || waiting != alive) {
+          describe(w, lo, hi, "lanes", what, sizeof what);
+          job_error(j, "%s, threadgroup (%u,%u,%u), simdgroup %d: divergent simd collective: %s", j->k->name, w->group[0],
+                    w->group[1], w->group[2], s, what);
+          return;
+        }
+        Simdgroup *sg = &w->sg[s];
+        sg->mask[sg->epoch & 1] = waiting;
+        sg->epoch++;
+        for (int t = lo; t < hi; t++)
+          if (w->fibers[t].state == F_SIMD) w->fibers[t].state = F_RUN;
+      }
     }
     int live = 0;
     for (int t = 0; t < n; t++) live += w->fibers[t].state != F_DONE;
     if (!live) return;
-
-    // A simdgroup whose live lanes all wait at one collective goes on.
-    bool released = false;
-    for (int s = 0; s < j->nsg; s++) {
-      int lo = s * 32, hi = lo + 32 < n ? lo + 32 : n;
-      uint32_t waiting = 0, alive = 0;
-      Fiber *first = nullptr;
-      bool mismatch = false;
-      for (int t = lo; t < hi; t++) {
-        Fiber *f = &w->fibers[t];
-        if (f->state == F_DONE) continue;
-        alive |= 1u << (t - lo);
-        if (f->state != F_SIMD) continue;
-        waiting |= 1u << (t - lo);
-        if (!first)
-          first = f;
-        else if (!same_place(first, f))
-          mismatch = true;
-      }
-      if (!waiting) continue;
-      if (mismatch || waiting != alive) {
-        describe(w, lo, hi, "lanes", what, sizeof what);
-        job_error(j, "%s, threadgroup (%u,%u,%u), simdgroup %d: divergent simd collective: %s", j->k->name, w->group[0],
-                  w->group[1], w->group[2], s, what);
-        return;
-      }
-      Simdgroup *sg = &w->sg[s];
-      sg->mask[sg->epoch & 1] = waiting;
-      sg->epoch++;
-      for (int t = lo; t < hi; t++)
-        if (w->fibers[t].state == F_SIMD) w->fibers[t].state = F_RUN;
-      released = true;
-    }
-    if (released) continue;
 
     // Every live thread waits at a threadgroup barrier: all at the same one,
     // and none returned, or the threadgroup would hang on a GPU.
@@ -645,14 +653,6 @@ EMU_API const char *emu_constant_type(int i) { return i >= 0 && i < nconsts ? co
 // the first dispatch.
 EMU_API void emu_set_stack_size(uint64_t n) {
   if (n >= 16384) stack_size = (n + 4095) & ~(uint64_t)4095;
-}
-
-EMU_API void *emu_alloc(uint64_t n) {
-  void *p = mmap(nullptr, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
-EMU_API void emu_free(void *p, uint64_t n) {
-  if (p) munmap(p, n ? n : 1);
 }
 
 // Runs one dispatch to completion. Returns 0, or 1 with the message in err.

@@ -59,3 +59,24 @@ kernel void too_much_threadgroup_memory(
     threadgroup_barrier(mem_flags::mem_threadgroup);
     y[tid] = big[tid];
 }
+
+// Simdgroup 0 clears the slots, then each simdgroup writes its own; the
+// barrier between is missing. A simdgroup that runs ahead of simdgroup 0
+// (the last one, in reverse order) has its slot cleared after it wrote it.
+// The simd_sum between must not act as a barrier across simdgroups.
+kernel void clear_then_write(
+        device       float * y     [[buffer(0)]],
+        threadgroup  float * slots [[threadgroup(0)]],
+        uint   tid  [[thread_index_in_threadgroup]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    if (sg == 0) {
+        slots[lane] = 0.0f;
+    }
+    float v = simd_sum(1.0f);
+    if (lane == 0) {
+        slots[sg] = v;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    y[tid] = slots[sg];
+}
