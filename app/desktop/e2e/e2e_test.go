@@ -41,11 +41,14 @@ func TestAppE2E(t *testing.T) {
 	if appBin == "" {
 		t.Skipf("skipping: set %s to the app built with -tags dev,webkit2_41 (make app-e2e builds it and runs this test)", AppEnv)
 	}
-	appBin, err := filepath.Abs(appBin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	root := repoRoot(t)
+	// A relative path is from the repository's root, where make runs.
+	if !filepath.IsAbs(appBin) {
+		appBin = filepath.Join(root, appBin)
+	}
+	if st, err := os.Stat(appBin); err != nil || st.IsDir() {
+		t.Fatalf("$%s=%s: not an app binary (make app-dev builds one): %v", AppEnv, appBin, err)
+	}
 	dir := filepath.Join(root, "app", "desktop", "e2e")
 	chromium := envOr("NIBBLE_E2E_CHROMIUM", "/usr/bin/chromium")
 	node := lookPath(t, "node")
