@@ -209,11 +209,12 @@ func prune(cacheDir string) {
 	}
 }
 
-// defaultCacheDir is the user's cache directory, nibble/msl-emulator.
-func defaultCacheDir() (string, error) {
+// defaultCacheDir is the user's cache directory, nibble/msl-emulator, or
+// one in the temporary directory where there is none (no $HOME).
+func defaultCacheDir() string {
 	d, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("emulator cache: %w", err)
+		return filepath.Join(os.TempDir(), "nibble-msl-emulator")
 	}
-	return filepath.Join(d, "nibble", "msl-emulator"), nil
+	return filepath.Join(d, "nibble", "msl-emulator")
 }

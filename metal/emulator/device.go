@@ -79,9 +79,7 @@ func New(opt Options) (*Device, error) {
 	}
 	dir := opt.CacheDir
 	if dir == "" {
-		if dir, err = defaultCacheDir(); err != nil {
-			return nil, err
-		}
+		dir = defaultCacheDir()
 	}
 	if opt.Workers < 0 || opt.Workers > 64 {
 		return nil, fmt.Errorf("emulator: %d workers (0..64)", opt.Workers)

@@ -182,7 +182,7 @@ struct Worker {
 };
 
 static __thread Worker *tls_worker;
-static size_t stack_size = 256 << 10;
+static const size_t stack_size = 256 << 10; // per fiber (and a guard page)
 static size_t page_size;
 
 // ---- the dispatch description (mirrors dispatchDesc in Go: all uint64) ----------
@@ -648,12 +648,6 @@ EMU_API const char *emu_constant_name(int i) { return i >= 0 && i < nconsts ? co
 EMU_API int emu_constant_index(int i) { return i >= 0 && i < nconsts ? consts[i].index : -1; }
 EMU_API int emu_constant_size(int i) { return i >= 0 && i < nconsts ? (int)consts[i].size : 0; }
 EMU_API const char *emu_constant_type(int i) { return i >= 0 && i < nconsts ? consts[i].type : ""; }
-
-// Sets the fiber stack size for workers created from now on; call it before
-// the first dispatch.
-EMU_API void emu_set_stack_size(uint64_t n) {
-  if (n >= 16384) stack_size = (n + 4095) & ~(uint64_t)4095;
-}
 
 // Runs one dispatch to completion. Returns 0, or 1 with the message in err.
 EMU_API int emu_dispatch(const emu_desc *d, char *err, uint64_t errlen) {
