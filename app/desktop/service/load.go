@@ -240,6 +240,9 @@ func (s *Service) schedulerForSettings() *scheduler.Scheduler {
 // Replies running on the model end (their caches are rebuilt). The new
 // values are remembered in the settings.
 func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
+	// Held throughout, so the model checked is the model reconfigured.
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
 	info, ok := s.engine().Info()
 	if !ok {
 		return s.Status(), errors.New("apply context: no model is loaded")
@@ -267,12 +270,9 @@ func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
 		}
 		return s.Status(), &NotFitError{Name: name, Estimate: est}
 	}
-	s.loadMu.Lock()
 	o := info.Options
 	o.Ctx, o.KV, o.Batch, o.Budget = ctx, t, 0, &b
-	_, err = s.engine().Reconfigure(o)
-	s.loadMu.Unlock()
-	if err != nil {
+	if _, err := s.engine().Reconfigure(o); err != nil {
 		s.emit(EventStatus, s.Status())
 		return s.Status(), fmt.Errorf("apply context: %w", err)
 	}

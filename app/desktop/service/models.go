@@ -129,7 +129,8 @@ func problemOf(err error) string {
 		return "the file cannot be read (permission denied)"
 	case strings.Contains(msg, "not a GGUF file"), strings.Contains(msg, "too short for a GGUF file"):
 		return "not a GGUF file"
-	case errors.Is(err, io.ErrUnexpectedEOF), strings.Contains(msg, "past the end of the file"):
+	case errors.Is(err, io.ErrUnexpectedEOF), strings.Contains(msg, "past the end of the file"),
+		strings.Contains(msg, "bytes left in the file"): // a length or count that the rest cannot hold
 		return "cut short (truncated): the file ends before its data does; copy or download it again"
 	}
 	return "damaged GGUF header: " + strings.TrimPrefix(msg, "gguf: ")

@@ -77,10 +77,13 @@ func TestAddAndForgetModel(t *testing.T) {
 	writeFile(t, notGGUF, []byte("\x89PNG\r\n\x1a\n not a model"))
 	cut := filepath.Join(elsewhere, "cut.gguf")
 	writeFile(t, cut, truncated(data))
+	cutHeader := filepath.Join(elsewhere, "cut-header.gguf") // ends inside the vocabulary
+	writeFile(t, cutHeader, data[:len(data)/20])
 
 	for path, want := range map[string]string{
 		notGGUF:                                  "cannot add photo.gguf: not a GGUF file",
 		cut:                                      "cannot add cut.gguf: cut short (truncated)",
+		cutHeader:                                "cannot add cut-header.gguf: cut short (truncated)",
 		filepath.Join(elsewhere, "missing.gguf"): "the file is missing",
 		"":                                       "no file given",
 	} {
