@@ -25,7 +25,7 @@ var orders = []Order{Forward, Reverse}
 func testSources(t *testing.T) []msl.Source {
 	t.Helper()
 	var srcs []msl.Source
-	for _, name := range []string{"basics.metal", "bugs.metal"} {
+	for _, name := range []string{"basics.metal", "bugs.metal", "idioms.metal"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			t.Fatal(err)
@@ -711,4 +711,26 @@ func runErrOn(t *testing.T, d *Device, l *Library, kernel string) string {
 		t.Fatalf("%s: no error", kernel)
 	}
 	return err.Error()
+}
+
+func TestIdioms(t *testing.T) {
+	d, l := testDevice(t)
+	x, y := zeroBuffer(t, d, 18), zeroBuffer(t, d, 4*96)
+	binary.LittleEndian.PutUint16(x.Bytes(), half.FromFloat32(1)) // d = 1, codes 0
+	if err := run(t, d, Forward, device.Dispatch{Pipeline: pipe(t, l, "idioms"), Groups: [3]int{1, 1, 1}, Threads: [3]int{32, 1, 1},
+		Buffers: []device.Binding{{Index: 0, Buffer: x}, {Index: 1, Buffer: y}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := f32s(y)
+	for lane := 0; lane < 32; lane++ {
+		// Every dequantized value is -8 (d·0 - 8d): a column sums to -32;
+		// then +1 below lane 16, + length(3, 4) = 5.
+		want := float32(-32*32 + 5)
+		if lane < 16 {
+			want++
+		}
+		if got[32+lane] != want || got[64+lane] != -8 || math.IsNaN(float64(got[lane])) {
+			t.Fatalf("lane %d: %v %v %v", lane, got[lane], got[32+lane], got[64+lane])
+		}
+	}
 }

@@ -261,6 +261,9 @@ template <class T, int C, int R> struct mat {
     }
   }
   template <class... V, std::enable_if_t<sizeof...(V) == C && C != 1, int> = 0> mat(const V &...cols) : columns{vec<T, R>(cols)...} {}
+  template <class U, std::enable_if_t<!std::is_same<U, T>::value, int> = 0> explicit mat(const mat<U, C, R> &o) {
+    for (int c = 0; c < C; c++) columns[c] = vec<T, R>(o.columns[c]);
+  }
   vec<T, R> &operator[](int c) { return columns[c]; }
   const vec<T, R> &operator[](int c) const { return columns[c]; }
   friend mat operator+(const mat &a, const mat &b) {
