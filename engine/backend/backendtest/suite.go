@@ -12,7 +12,7 @@
 // MapWeights, activations through Embed of F32 tables (exact; Embed is
 // checked first, against Read).
 //
-// Tolerances, per op (ε32 = 2^-24):
+// Tolerances, per op:
 //
 //	get_rows       |Δ| ≤ 2^-20·max|row|: dequantized rows (a device may fuse d·q+m)
 //	mat-vec/-mat   |Δ_i| ≤ c_T·‖w_i∘x‖₂ (F16 c = 2e-3, BF16 1.4e-2: activations
@@ -20,9 +20,9 @@
 //	               c = 1.4e-2: 8-bit activations), + 6e-4·Σ|w_ij·x_j| for block types
 //	               (fp16 block scales) + 1e-5·Σ|w_ij·x_j| (f32 accumulation)
 //	rms_norm       |Δ| ≤ 1e-5·|want| + 1e-6·max|row|
-//	rope           |Δ| ≤ (4e-6 + 4·pos·2^-23)·max|x|: the angle in f32 loses pos·ε
+//	rope           |Δ| ≤ (4e-6 + 4·pos·2^-23)·max|x|: an f32 angle is off by ~pos·2^-23
 //	swiglu         |Δ| ≤ 1e-5·|want| + 1e-7
-//	add, copy, argmax, bias-free reads: exact
+//	add, add_bias  exact (one f32 add); copy, read, argmax: exact
 //	kv append      codes and metadata equal the format's, except at rounding ties:
 //	               every value within one quantization step (f16: one ulp), at most
 //	               1% of elements differing
