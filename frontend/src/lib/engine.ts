@@ -127,7 +127,13 @@ export function on<K extends keyof Events>(name: K, handler: (data: Events[K]) =
  * only: the Go side enables file drops, and a browser gives no paths).
  */
 export function onFileDrop(handler: (paths: string[]) => void): () => void {
-  if (!runtimeHas('OnFileDrop')) return () => {};
-  OnFileDrop((_x, _y, paths) => handler(paths ?? []), false);
-  return () => OnFileDropOff();
+  if (runtimeHas('OnFileDrop')) {
+    OnFileDrop((_x, _y, paths) => handler(paths ?? []), false);
+    return () => OnFileDropOff();
+  }
+  // A runtime without the helper still delivers the drop as this event.
+  if (runtimeHas('EventsOnMultiple')) {
+    return EventsOn('wails:file-drop', (_x: number, _y: number, paths?: string[]) => handler(paths ?? []));
+  }
+  return () => {};
 }

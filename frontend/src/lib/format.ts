@@ -39,11 +39,13 @@ export function eta(sec: number): string {
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
 }
 
-/** tokens is a context length the way model cards write it: 4K, 128K, 1M. */
+/**
+ * tokens is a context length the way model cards write it (4K, 1.5K,
+ * 128K, 1M) when that is exact, else the plain number.
+ */
 export function tokens(n: number): string {
   if (n >= 1 << 20 && n % (1 << 20) === 0) return `${n / (1 << 20)}M`;
-  if (n >= 1024 && n % 1024 === 0) return `${n / 1024}K`;
-  if (n >= 1024) return `${(n / 1024).toFixed(1)}K`;
+  if (n >= 1024 && n % 512 === 0) return `${n / 1024}K`;
   return String(n);
 }
 

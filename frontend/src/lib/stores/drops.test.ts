@@ -49,6 +49,9 @@ describe('drops', () => {
     addModel.mockRejectedValueOnce(new Error('not a GGUF file'));
     await drops.paths(['/tmp/bad.gguf']);
     expect(models.addError).toBe('bad.gguf: not a GGUF file');
+    addModel.mockRejectedValueOnce(new Error('cannot add cut.gguf: cut short'));
+    await drops.paths(['/tmp/cut.gguf']);
+    expect(models.addError).toBe('cannot add cut.gguf: cut short');
   });
 
   it('hands other files to the documents handler, not to the models', async () => {

@@ -67,7 +67,9 @@ export class Models {
       if (!this.list.some((x) => x.path === m.path)) this.list = [...this.list, m];
       return m;
     } catch (e) {
-      this.addError = `${basename(path)}: ${message(e)}`;
+      // Name the file, unless the error does already.
+      const why = message(e);
+      this.addError = why.includes(basename(path)) ? why : `${basename(path)}: ${why}`;
       return null;
     }
   }

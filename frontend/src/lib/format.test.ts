@@ -1,0 +1,21 @@
+import { describe, expect, it } from 'vitest';
+import { bytes, eta, tokens } from './format';
+
+describe('format', () => {
+  it('writes context lengths as model cards do, and exactly', () => {
+    expect(tokens(4096)).toBe('4K');
+    expect(tokens(1536)).toBe('1.5K');
+    expect(tokens(131072)).toBe('128K');
+    expect(tokens(1 << 20)).toBe('1M');
+    expect(tokens(2600)).toBe('2600'); // not rounded to a K
+    expect(tokens(512)).toBe('512');
+  });
+
+  it('writes sizes and times left', () => {
+    expect(bytes(1536)).toBe('1.5 KiB');
+    expect(bytes(3 * 2 ** 30)).toBe('3.0 GiB');
+    expect(eta(42)).toBe('42 s');
+    expect(eta(3725)).toBe('1 h 2 min');
+    expect(eta(-1)).toBe('—');
+  });
+});
