@@ -499,8 +499,8 @@ await step('download-interrupt-resume', async () => {
   // Settings), as Catalog() computes it now.
   const listed = (await bindOK('Catalog')).find((e) => e.id === fx.tiny.id).files[0].estimate;
   const shown = await text(within(file, 'catalog-estimate'));
-  const m = /up to ([\d.]+)\s*([KM]?)/.exec(shown);
-  const shownMax = m ? Number(m[1]) * { '': 1, K: 1024, M: 1048576 }[m[2]] : NaN;
+  const m = /up to ([\d.,\u00a0\u202f]*\d)\s*([KM]?)/.exec(shown);
+  const shownMax = m ? Number(m[1].replace(/[,\u00a0\u202f]/g, '')) * { '': 1, K: 1024, M: 1048576 }[m[2]] : NaN;
   soft(Math.abs(shownMax - listed.maxCtx) <= listed.maxCtx * 0.01 + 1, `the catalog shows "${shown}", but against the ${(listed.budget / 1048576).toFixed(0)} MiB budget in force the largest context is ${listed.maxCtx}`);
   // The exact estimate reads the header by range requests.
   await within(file, 'catalog-exact').click();
