@@ -174,6 +174,7 @@ func (s *Scheduler) admit() {
 		}
 		r := s.queue[0]
 		s.mu.Unlock()
+		started := false
 		if r.model != s.loaded { // tokenized for a model that is gone
 			r.finish(Result{FinishReason: "cancelled", Err: ErrUnloaded, QueueWait: time.Since(r.submitted)})
 		} else {
@@ -181,9 +182,15 @@ func (s *Scheduler) admit() {
 			if sl == nil {
 				return // the head waits, and so does everyone behind it
 			}
-			s.start(sl, r)
+			started = s.start(sl, r)
 		}
+		// Leaving the queue and counting as running in one step: Submit
+		// must never see the request in neither (or both) places, or it
+		// counts a free slot wrongly and answers ErrBusy.
 		s.mu.Lock()
+		if started {
+			s.running++
+		}
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.mu.Unlock()
@@ -251,19 +258,18 @@ func (s *Scheduler) growSession(sl *slot) bool {
 	return true
 }
 
-func (s *Scheduler) start(sl *slot, r *request) {
+// start begins r on sl and reports whether it runs (admit counts it).
+func (s *Scheduler) start(sl *slot, r *request) bool {
 	r.started = time.Now()
 	s.clock++
 	sl.lastUsed = s.clock
 	g, err := sl.sess.Begin(r.ids, r.params)
 	if err != nil {
 		r.finish(Result{FinishReason: "error", Err: err, Slot: sl.id, QueueWait: r.started.Sub(r.submitted), CachedTokens: len(sl.sess.Tokens())})
-		return
+		return false
 	}
 	sl.req, sl.gen = r, g
-	s.mu.Lock()
-	s.running++
-	s.mu.Unlock()
+	return true
 }
 
 // step advances sl's request by one prefill batch or one token.
