@@ -16,14 +16,23 @@ import (
 //go:embed *.metal
 var files embed.FS
 
-// Sources returns every kernel source, sorted by file name (the order a
-// library is built in).
+// common is the file of shared declarations (the weight formats' blocks
+// and their dequantizers): it comes first, the rest in name order.
+const common = "common.metal"
+
+// Sources returns every kernel source in the order a library is built in:
+// common.metal first, then the rest sorted by file name.
 func Sources() ([]msl.Source, error) {
 	names, err := fs.Glob(files, "*.metal")
 	if err != nil {
 		return nil, fmt.Errorf("shaders: %w", err)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool {
+		if (names[i] == common) != (names[j] == common) {
+			return names[i] == common
+		}
+		return names[i] < names[j]
+	})
 	srcs := make([]msl.Source, 0, len(names))
 	for _, n := range names {
 		b, err := files.ReadFile(n)

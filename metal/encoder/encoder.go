@@ -1,0 +1,214 @@
+// Package encoder turns the Metal backend's ops into dispatches: for each op
+// it chooses the pipeline (kernel name and function constants), the grid and
+// threadgroup sizes, the buffer bindings and offsets and the argument
+// struct, and appends the dispatch to a command list. It knows nothing of
+// Metal itself: the list runs on any metal/device.Device (Metal on a Mac,
+// the MSL emulator elsewhere), so this is tested everywhere.
+//
+// One file per kernel family (get_rows.go, mul_mv.go, ...), each with the
+// argument struct layout its .metal file declares.
+package encoder
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"nibble/metal/device"
+)
+
+// Region is a span of a device buffer: an activation tensor, one weight
+// inside the model's mapping, a KV plane, a workspace.
+type Region struct {
+	Buf device.Buffer
+	Off int // bytes from the buffer's start
+	Len int // bytes
+}
+
+// Sub is the part of r from byte off, n bytes long.
+func (r Region) Sub(off, n int) Region { return Region{Buf: r.Buf, Off: r.Off + off, Len: n} }
+
+// bind binds r at buffer(index).
+func (r Region) bind(index int) device.Binding {
+	return device.Binding{Index: index, Buffer: r.Buf, Offset: r.Off}
+}
+
+type pipeKey struct {
+	name   string
+	consts string
+}
+
+// Encoder appends dispatches to one command list. Like a backend, it is used
+// by one goroutine at a time.
+type Encoder struct {
+	dev   device.Device
+	lib   device.Library
+	pipes map[pipeKey]device.Pipeline
+	list  device.CommandList
+	err   error
+
+	// Uploads: host data copied at encode time into staging buffers that
+	// live until Reset (after the list has run).
+	staging []device.Buffer
+	spare   []device.Buffer // staging buffers kept for reuse after Reset
+	cur     device.Buffer
+	curUsed int
+}
+
+// New returns an encoder for the kernels of lib on dev.
+func New(dev device.Device, lib device.Library) *Encoder {
+	return &Encoder{dev: dev, lib: lib, pipes: map[pipeKey]device.Pipeline{}}
+}
+
+// List is the command list encoded since the last Reset.
+func (e *Encoder) List() *device.CommandList { return &e.list }
+
+// Err is the first encoding error since the last Reset: a missing pipeline
+// or arguments that break an op's contract (a programming error; ops never
+// fail on data).
+func (e *Encoder) Err() error { return e.err }
+
+// Reset empties the list and recycles the staging buffers. Call it only
+// after the list has run (after the device's Sync).
+func (e *Encoder) Reset() {
+	e.list.Reset()
+	e.err = nil
+	e.spare = append(e.spare, e.staging...)
+	e.staging = e.staging[:0]
+	e.cur, e.curUsed = nil, 0
+}
+
+// Close releases the staging buffers.
+func (e *Encoder) Close() {
+	for _, b := range append(e.staging, e.spare...) {
+		b.Release()
+	}
+	e.staging, e.spare, e.cur = nil, nil, nil
+}
+
+// Failf records an encoding error (the first one is kept).
+func (e *Encoder) Failf(format string, args ...any) {
+	if e.err == nil {
+		e.err = fmt.Errorf(format, args...)
+	}
+}
+
+// Pipeline returns the pipeline of a kernel with these function constants,
+// made once and cached; nil (and the error recorded) when it cannot be made.
+func (e *Encoder) Pipeline(name string, consts ...device.Constant) device.Pipeline {
+	var k strings.Builder
+	for _, c := range consts {
+		fmt.Fprintf(&k, "%d=%T:%v;", c.Index, c.Value, c.Value)
+	}
+	key := pipeKey{name, k.String()}
+	if p, ok := e.pipes[key]; ok {
+		return p
+	}
+	p, err := e.lib.Pipeline(name, consts...)
+	if err != nil {
+		e.Failf("pipeline %s: %w", name, err)
+		return nil
+	}
+	e.pipes[key] = p
+	return p
+}
+
+// Dispatch appends one dispatch (nothing when p is nil: its error is
+// already recorded). It checks the dispatch as every device will.
+func (e *Encoder) Dispatch(d device.Dispatch) {
+	if d.Pipeline == nil {
+		return
+	}
+	if err := device.Check(&d); err != nil {
+		e.Failf("encode: %w", err)
+		return
+	}
+	e.list.Add(d)
+}
+
+// stagingSize is the size of one staging buffer; larger uploads get their own.
+const stagingSize = 1 << 20
+
+// Upload copies data into a staging buffer now and returns its region,
+// valid until Reset. Offsets are 16-byte aligned.
+func (e *Encoder) Upload(data []byte) Region {
+	n := (len(data) + 15) &^ 15
+	if n == 0 {
+		n = 16
+	}
+	if e.cur == nil || e.curUsed+n > e.cur.Len() {
+		size := stagingSize
+		if n > size {
+			size = n
+		}
+		var buf device.Buffer
+		for i, s := range e.spare {
+			if s.Len() >= size {
+				buf = s
+				e.spare = append(e.spare[:i], e.spare[i+1:]...)
+				break
+			}
+		}
+		if buf == nil {
+			var err error
+			if buf, err = e.dev.NewBuffer(size); err != nil {
+				e.Failf("upload %d bytes: %w", len(data), err)
+				return Region{}
+			}
+		}
+		e.staging = append(e.staging, buf)
+		e.cur, e.curUsed = buf, 0
+	}
+	r := Region{Buf: e.cur, Off: e.curUsed, Len: len(data)}
+	copy(e.cur.Bytes()[r.Off:], data)
+	e.curUsed += n
+	return r
+}
+
+// Args packs a kernel's argument struct field by field with Metal's
+// alignment rules for scalars (each field aligned to its size; the struct
+// padded to its largest field). Field types: int32/uint32 (also int, written
+// as a 32-bit value), float32, int64/uint64, [2]uint16 and similar small
+// arrays are not supported: keep argument structs to scalars.
+func Args(fields ...any) []byte {
+	var b []byte
+	maxAlign := 4
+	align := func(a int) {
+		if a > maxAlign {
+			maxAlign = a
+		}
+		for len(b)%a != 0 {
+			b = append(b, 0)
+		}
+	}
+	for _, f := range fields {
+		switch v := f.(type) {
+		case int:
+			if v < math.MinInt32 || v > math.MaxUint32 {
+				panic(fmt.Sprintf("encoder.Args: %d does not fit 32 bits", v))
+			}
+			align(4)
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		case int32:
+			align(4)
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		case uint32:
+			align(4)
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case float32:
+			align(4)
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		case int64:
+			align(8)
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		case uint64:
+			align(8)
+			b = binary.LittleEndian.AppendUint64(b, v)
+		default:
+			panic(fmt.Sprintf("encoder.Args: field of type %T", f))
+		}
+	}
+	align(maxAlign)
+	return b
+}
