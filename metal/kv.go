@@ -1,0 +1,240 @@
+package metal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"nibble/engine/backend"
+	"nibble/engine/kv"
+	"nibble/metal/device"
+	"nibble/metal/encoder"
+)
+
+// kvCache is a cache in device memory: per layer a K and a V plane, the
+// bytes of the CPU cache's (docs/ARCHITECTURE.md, "KV cache format"), a λ
+// buffer per layer when the cache smooths, and one attention workspace
+// shared by the layers (the list runs its dispatches in order).
+type kvCache struct {
+	b        *Backend
+	cfg      kv.Config
+	heads    int
+	maxBatch int
+	layers   []encoder.KVLayer
+	ws       encoder.Region
+	owned    []device.Buffer
+	sizes    []int
+}
+
+func (c *kvCache) Config() kv.Config { return c.cfg }
+
+// Close gives the cache's memory back (after the work encoded so far has
+// run); closing twice is harmless.
+func (c *kvCache) Close() error {
+	if !c.b.closed {
+		for i, buf := range c.owned {
+			c.b.release(buf, c.sizes[i])
+		}
+	}
+	c.owned, c.sizes, c.layers = nil, nil, nil
+	return nil
+}
+
+// lambdaBytes is the λ buffers of a cache of cfg: KVHeads·HeadDim float32s
+// per layer when it smooths.
+func lambdaBytes(cfg kv.Config) int64 {
+	if !cfg.Smooths() {
+		return 0
+	}
+	return int64(cfg.Layers) * int64(cfg.KVHeads) * int64(cfg.HeadDim) * 4
+}
+
+// workspaceBytes is what NewKVCache allocates besides cfg.Bytes().
+func workspaceBytes(cfg kv.Config, heads, maxBatch int) int64 {
+	return lambdaBytes(cfg) + int64(encoder.WorkspaceBytes(cfg, heads, maxBatch))
+}
+
+// NewKVCache allocates the planes, the λ buffers (holding ones until
+// KVSetSmoothing) and the attention workspace for heads query heads and
+// prefill batches of up to maxBatch rows.
+func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case heads <= 0 || heads%cfg.KVHeads != 0:
+		return nil, fmt.Errorf("metal: %d query heads for %d kv heads", heads, cfg.KVHeads)
+	case maxBatch <= 0:
+		return nil, fmt.Errorf("metal: prefill batch of %d rows", maxBatch)
+	}
+	c := &kvCache{b: b, cfg: cfg, heads: heads, maxBatch: maxBatch, layers: make([]encoder.KVLayer, cfg.Layers)}
+	alloc := func(n int) (encoder.Region, error) {
+		buf, err := b.newBuffer(n)
+		if err != nil {
+			return encoder.Region{}, fmt.Errorf("metal: kv cache (%d bytes): %w", n, err)
+		}
+		c.owned, c.sizes = append(c.owned, buf), append(c.sizes, n)
+		return encoder.Region{Buf: buf, Len: n}, nil
+	}
+	fail := func(err error) (backend.KVCache, error) {
+		c.Close()
+		return nil, err
+	}
+	lambda := cfg.KVHeads * cfg.HeadDim
+	for l := range c.layers {
+		lv := &c.layers[l]
+		lv.Cfg = cfg
+		var err error
+		if lv.K, err = alloc(lv.PlaneBytes()); err != nil {
+			return fail(err)
+		}
+		if lv.V, err = alloc(lv.PlaneBytes()); err != nil {
+			return fail(err)
+		}
+		if cfg.Smooths() {
+			if lv.Lambda, err = alloc(4 * lambda); err != nil {
+				return fail(err)
+			}
+			mem := lv.Lambda.Buf.Bytes()
+			for i := 0; i < lambda; i++ {
+				binary.LittleEndian.PutUint32(mem[4*i:], math.Float32bits(1))
+			}
+		}
+	}
+	if n := encoder.WorkspaceBytes(cfg, heads, maxBatch); n > 0 {
+		var err error
+		if c.ws, err = alloc(n); err != nil {
+			return fail(err)
+		}
+	}
+	return c, nil
+}
+
+// layer returns the cache's layer l, or nil with the error recorded.
+func (b *Backend) layer(op string, c backend.KVCache, l int) (*kvCache, *encoder.KVLayer) {
+	kc, ok := c.(*kvCache)
+	switch {
+	case !ok:
+		b.enc.Failf("%s: a cache of type %T, not of the metal backend", op, c)
+		return nil, nil
+	case kc.layers == nil:
+		b.enc.Failf("%s: the cache is closed", op)
+		return nil, nil
+	case l < 0 || l >= kc.cfg.Layers:
+		b.enc.Failf("%s: layer %d outside [0, %d)", op, l, kc.cfg.Layers)
+		return nil, nil
+	}
+	return kc, &kc.layers[l]
+}
+
+// KVSetSmoothing checks λ on every cache, as the CPU's does, and sets it on
+// those that smooth.
+func (b *Backend) KVSetSmoothing(c backend.KVCache, layer int, lambda []float32) {
+	kc, lv := b.layer("kv smoothing", c, layer)
+	if lv == nil {
+		return
+	}
+	if lambda != nil {
+		if n := kc.cfg.KVHeads * kc.cfg.HeadDim; len(lambda) != n {
+			b.enc.Failf("kv smoothing: %d factors, want %d (kv heads × head dim)", len(lambda), n)
+			return
+		}
+		for i, x := range lambda {
+			// Powers of two, as kv.Calibration makes them: dividing by one
+			// is exact.
+			if frac, _ := math.Frexp(float64(x)); frac != 0.5 {
+				b.enc.Failf("kv smoothing: factor %d is %g, not a power of two", i, x)
+				return
+			}
+		}
+	}
+	if !kc.cfg.Smooths() {
+		return
+	}
+	b.enc.KVSetSmoothing(lv, lambda)
+}
+
+func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos, rows int) {
+	kc, lv := b.layer("kv store", c, layer)
+	if lv == nil {
+		return
+	}
+	if pos < 0 || rows < 0 || pos+rows > kc.cfg.Ctx {
+		b.enc.Failf("kv store: positions [%d, %d) outside the context of %d", pos, pos+rows, kc.cfg.Ctx)
+		return
+	}
+	if rows == 0 {
+		return
+	}
+	w := kc.cfg.KVHeads * kc.cfg.HeadDim
+	kr, vr := b.region("kv store", k, 0, rows*w), b.region("kv store", v, 0, rows*w)
+	if b.enc.Err() != nil {
+		return
+	}
+	b.enc.KVStore(lv, kr, vr, pos, rows)
+}
+
+// checkAttention reports a call whose geometry is not the cache's.
+func (b *Backend) checkAttention(op string, kc *kvCache, a *backend.Attention) bool {
+	if a.Heads != kc.heads || a.KVHeads != kc.cfg.KVHeads || a.HeadDim != kc.cfg.HeadDim || a.Window < 0 {
+		b.enc.Failf("%s: attention of %d heads, %d kv heads, head dim %d, window %d on a cache made for %d, %d, %d",
+			op, a.Heads, a.KVHeads, a.HeadDim, a.Window, kc.heads, kc.cfg.KVHeads, kc.cfg.HeadDim)
+		return false
+	}
+	return true
+}
+
+func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, n int, a *backend.Attention) {
+	kc, lv := b.layer("attend decode", c, layer)
+	if lv == nil || !b.checkAttention("attend decode", kc, a) {
+		return
+	}
+	if n <= 0 || n > kc.cfg.Ctx {
+		b.enc.Failf("attend decode: %d positions in a context of %d", n, kc.cfg.Ctx)
+		return
+	}
+	w := a.Heads * a.HeadDim
+	o, qr := b.region("attend decode", out, 0, w), b.region("attend decode", q, 0, w)
+	if b.enc.Err() != nil {
+		return
+	}
+	b.enc.AttendDecode(o, qr, lv, n, a, kc.ws)
+}
+
+func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, layer, past, rows int, a *backend.Attention) {
+	kc, lv := b.layer("attend prefill", c, layer)
+	if lv == nil || !b.checkAttention("attend prefill", kc, a) {
+		return
+	}
+	if past < 0 || rows <= 0 || rows > kc.maxBatch || past+rows > kc.cfg.Ctx {
+		b.enc.Failf("attend prefill: %d rows after %d positions (batch of %d, context of %d)", rows, past, kc.maxBatch, kc.cfg.Ctx)
+		return
+	}
+	qw, kw := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	o, qr := b.region("attend prefill", out, 0, rows*qw), b.region("attend prefill", q, 0, rows*qw)
+	kr, vr := b.region("attend prefill", k, 0, rows*kw), b.region("attend prefill", v, 0, rows*kw)
+	if b.enc.Err() != nil {
+		return
+	}
+	b.enc.AttendPrefill(o, qr, kr, vr, lv, past, rows, a, kc.ws)
+}
+
+// ReadKV copies the layer's planes (after Sync).
+func (b *Backend) ReadKV(c backend.KVCache, layer int, k, v []byte) error {
+	kc, ok := c.(*kvCache)
+	switch {
+	case !ok:
+		return fmt.Errorf("read kv: a cache of type %T, not of the metal backend", c)
+	case kc.layers == nil:
+		return fmt.Errorf("read kv: the cache is closed")
+	case layer < 0 || layer >= kc.cfg.Layers:
+		return fmt.Errorf("read kv: layer %d outside [0, %d)", layer, kc.cfg.Layers)
+	}
+	lv := &kc.layers[layer]
+	if n := lv.PlaneBytes(); len(k) != n || len(v) != n {
+		return fmt.Errorf("read kv: planes are %d bytes, got buffers of %d and %d", n, len(k), len(v))
+	}
+	copy(k, lv.K.Buf.Bytes()[lv.K.Off:lv.K.Off+lv.K.Len])
+	copy(v, lv.V.Buf.Bytes()[lv.V.Off:lv.V.Off+lv.V.Len])
+	return nil
+}
