@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"nibble/engine/ggml"
-	"nibble/engine/quant"
 	"nibble/metal/device"
 	"nibble/metal/emulator"
 )
@@ -179,64 +177,6 @@ func TestRMSNorm(t *testing.T) {
 					}
 				}
 			})
-		}
-	}
-}
-
-// kernel_get_rows_{f32,f16,q8_0} against quant.DequantizeRow. Tolerance:
-// none (the kernel and the twin compute the same products in float32).
-func TestGetRows(t *testing.T) {
-	d, l := emu(t)
-	r := rand.New(rand.NewPCG(13, 14))
-	for _, typ := range []ggml.Type{ggml.F32, ggml.F16, ggml.Q8_0} {
-		p := pipeline(t, l, "kernel_get_rows_"+map[ggml.Type]string{ggml.F32: "f32", ggml.F16: "f16", ggml.Q8_0: "q8_0"}[typ])
-		for _, c := range []struct{ n, vocab, rows, threads int }{
-			{32, 7, 1, 32}, {64, 50, 9, 32}, {256, 300, 17, 64}, {4096, 40, 5, 256}, {2080, 33, 4, 128},
-		} {
-			table := make([]float32, c.n*c.vocab)
-			for i := range table {
-				table[i] = float32(r.NormFloat64())
-			}
-			rb := typ.RowBytes(c.n)
-			data := make([]byte, rb*c.vocab)
-			if err := quant.Quantize(typ, data, table); err != nil {
-				t.Fatal(err)
-			}
-			ids := make([]int32, c.rows)
-			for i := range ids {
-				ids[i] = int32(r.IntN(c.vocab))
-			}
-			ids[0] = int32(c.vocab - 1) // the last row, and repeats
-			if c.rows > 2 {
-				ids[2] = ids[1]
-			}
-			idBytes := make([]byte, 4*len(ids))
-			for i, id := range ids {
-				binary.LittleEndian.PutUint32(idBytes[4*i:], uint32(id))
-			}
-			m := quant.Matrix{Type: typ, Rows: c.vocab, Cols: c.n, Data: data}
-			want := make([]float32, c.n*c.rows)
-			for i, id := range ids {
-				if err := quant.DequantizeRow(m, int(id), want[i*c.n:(i+1)*c.n]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for _, o := range orders {
-				t.Run(fmt.Sprintf("%s_n%d_rows%d_%v", typ, c.n, c.rows, o), func(t *testing.T) {
-					dst := buffer(t, d, make([]byte, 4*c.n*c.rows))
-					chunks := (c.n/4 + c.threads - 1) / c.threads
-					run(t, d, o, device.Dispatch{
-						Pipeline: p, Groups: [3]int{c.rows, chunks, 1}, Threads: [3]int{c.threads, 1, 1},
-						Inline:  []device.Inline{{Index: 0, Data: args(c.n, rb, 4*c.n)}},
-						Buffers: []device.Binding{{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: buffer(t, d, idBytes)}, {Index: 3, Buffer: dst}},
-					})
-					for i, v := range f32s(dst.Bytes()) {
-						if v != want[i] {
-							t.Fatalf("row %d (id %d) element %d: %v, want %v", i/c.n, ids[i/c.n], i%c.n, v, want[i])
-						}
-					}
-				})
-			}
 		}
 	}
 }
