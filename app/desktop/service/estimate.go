@@ -91,6 +91,7 @@ func evaluate(d estimate.Desc, o estimate.Options, b estimate.Budget, source str
 	out := Estimate{Ctx: e.Ctx, KV: e.KVType.String(), Weights: e.Weights, KVBytes: e.KV, Scratch: e.Scratch,
 		Overhead: e.Overhead, Total: e.Total, Budget: e.Budget, Verdict: e.Verdict.String(), MaxCtx: e.MaxCtx,
 		CtxTrain: d.HParams.CtxTrain, Limits: []KVLimit{}, Advice: []string{}, BudgetSource: source, Approx: !d.Exact}
+	out.MaxCtx = capTrained(out.MaxCtx, d.HParams.CtxTrain)
 	for _, t := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
 		ot := o
 		ot.KV = t
@@ -100,7 +101,7 @@ func evaluate(d estimate.Desc, o estimate.Options, b estimate.Budget, source str
 		}
 		l := KVLimit{KV: t.String(), Bytes: et.KV}
 		if b.Bytes > 0 {
-			l.MaxCtx = estimate.MaxContext(d, ot, b.Bytes)
+			l.MaxCtx = capTrained(estimate.MaxContext(d, ot, b.Bytes), d.HParams.CtxTrain)
 		}
 		out.Limits = append(out.Limits, l)
 	}
@@ -112,6 +113,16 @@ func evaluate(d estimate.Desc, o estimate.Options, b estimate.Budget, source str
 		out.Advice = appAdvice(adv)
 	}
 	return out, nil
+}
+
+// capTrained caps a largest context at the model's trained context: memory
+// for 150K tokens says nothing useful about a model trained on 8K, and the
+// slider stops there too.
+func capTrained(maxCtx, ctxTrain int) int {
+	if ctxTrain > 0 && maxCtx > ctxTrain {
+		return ctxTrain
+	}
+	return maxCtx
 }
 
 var (

@@ -68,6 +68,19 @@ func TestCheckLoadVerdictsAndLimits(t *testing.T) {
 	if !(q4.MaxCtx > q8.MaxCtx && q8.MaxCtx > f16.MaxCtx && q4.MaxCtx == e.MaxCtx) || !(q4.Bytes < q8.Bytes && q8.Bytes < f16.Bytes) || q4.Bytes != e.KVBytes {
 		t.Fatalf("limits %+v", e.Limits)
 	}
+	// With room for far more than the model was trained on, the largest
+	// context shown is the trained one, for every KV type.
+	setLimit(t, s, 64*big)
+	if e, err := s.CheckLoad(LoadRequest{Path: long, Ctx: 2048, KV: "q4"}); err != nil || e.MaxCtx != 131072 {
+		t.Fatalf("a budget of %d: %+v, %v", 64*big, e, err)
+	} else {
+		for _, l := range e.Limits {
+			if l.MaxCtx != 131072 {
+				t.Fatalf("a budget of %d: limits %+v, want the trained context", 64*big, e.Limits)
+			}
+		}
+	}
+	setLimit(t, s, limit)
 	// The context slider's other end fits; tight in between.
 	if e, _ := s.CheckLoad(LoadRequest{Path: long, Ctx: 2048, KV: "q4"}); e.Verdict != "fits" && e.Verdict != "tight" {
 		t.Fatalf("2048 tokens: %+v", e)

@@ -77,6 +77,16 @@ describe('context panel', () => {
     expect(screen.getAllByTestId('advice-item').map((e) => e.textContent)).toEqual(['Use a q4 KV cache.', 'Choose 8K or less.']);
   });
 
+  it('says when the full trained context fits', async () => {
+    vi.mocked(engine.estimate).mockImplementation(async (ctx) =>
+      estimate({ ctx, maxCtx: 32768, limits: [{ kv: 'q4', maxCtx: 32768, bytes: GiB }, { kv: 'f16', maxCtx: 16384, bytes: 4 * GiB }] }),
+    );
+    render(ContextPanel);
+    await vi.advanceTimersByTimeAsync(estimateDelayMs);
+    expect(screen.getByTestId('kv-limit-q4').textContent).toMatch(/32K \(full\)/);
+    expect(screen.getByTestId('kv-limit-f16').textContent).not.toContain('full');
+  });
+
   it('shows why Apply was refused', async () => {
     vi.mocked(engine.estimate).mockResolvedValue(estimate());
     vi.mocked(engine.applyContext).mockRejectedValue(new Error('Tiny will not fit: needs 13.0 of 8.0 GiB.'));
