@@ -1,0 +1,156 @@
+// The elementwise ops of the forward pass, each over float and float4
+// (kernel_<op>_f32 and kernel_<op>_f32_4; the encoder takes the float4 one
+// when the count and every offset allow it):
+//
+//   kernel_add_f32:      dst[i] += x[i]
+//   kernel_add_bias_f32: x[r·n + i] += b[i] (grid y: the row)
+//   kernel_swiglu_f32:   dst[i] = silu(gate[i])·up[i]
+//   kernel_copy_f32:     dst[i] = src[i]
+//
+// and kernel_argmax_f32, one threadgroup per row. One element (or float4)
+// per thread: these are memory-bound, and consecutive threads read
+// consecutive addresses.
+#include <metal_stdlib>
+using namespace metal;
+
+// The argument struct (setBytes at buffer(0)) of the elementwise kernels.
+struct ew_args {
+    uint n; // elements (floats or float4s) per row
+};
+
+template <typename T>
+kernel void kernel_add(
+        constant ew_args & args [[buffer(0)]],
+        device       T   * dst  [[buffer(1)]],
+        device const T   * x    [[buffer(2)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        dst[i] += x[i];
+    }
+}
+
+typedef decltype(kernel_add<float>) add_t;
+
+template [[host_name("kernel_add_f32")]]   kernel add_t kernel_add<float>;
+template [[host_name("kernel_add_f32_4")]] kernel add_t kernel_add<float4>;
+
+template <typename T>
+kernel void kernel_add_bias(
+        constant ew_args & args [[buffer(0)]],
+        device       T   * x    [[buffer(1)]],
+        device const T   * b    [[buffer(2)]],
+        uint2 gid [[thread_position_in_grid]]) {
+    if (gid.x < args.n) {
+        x[(ulong) gid.y*args.n + gid.x] += b[gid.x];
+    }
+}
+
+typedef decltype(kernel_add_bias<float>) add_bias_t;
+
+template [[host_name("kernel_add_bias_f32")]]   kernel add_bias_t kernel_add_bias<float>;
+template [[host_name("kernel_add_bias_f32_4")]] kernel add_bias_t kernel_add_bias<float4>;
+
+// ew_exp2 is the CPU's 2^x (engine/fastmath.Exp2, Cephes' polynomial),
+// operation for operation, so that swiglu gives the CPU backend's values:
+// 0 below -125 (and for NaN), clamped above 127.
+template <typename T, typename I, typename U>
+inline T ew_exp2(T x) {
+    const auto under = !(x >= -125.0f);
+    x = min(x, T(127.0f));
+    const T t = x + 0.5f;
+    I i = I(t); // truncates toward zero; one less below for the floor
+    i = select(i, i - 1, T(i) > t);
+    const T f = x - T(i);
+    const T p = ((((((1.535336188319500e-4f*f + 1.339887440266574e-3f)*f + 9.618437357674640e-3f)*f +
+        5.550332471162809e-2f)*f + 2.402264791363012e-1f)*f + 6.931472028550421e-1f)*f + 1.0f);
+    return select(as_type<T>(as_type<U>(p) + (U(i) << 23)), T(0.0f), under);
+}
+
+inline float  ew_silu(float  x) { return x/(1.0f + ew_exp2<float,  int,  uint >(-x*1.4426950408889634f)); }
+inline float4 ew_silu(float4 x) { return x/(1.0f + ew_exp2<float4, int4, uint4>(-x*1.4426950408889634f)); }
+
+template <typename T>
+kernel void kernel_swiglu(
+        constant ew_args & args [[buffer(0)]],
+        device       T   * dst  [[buffer(1)]],
+        device const T   * gate [[buffer(2)]],
+        device const T   * up   [[buffer(3)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        dst[i] = ew_silu(gate[i])*up[i];
+    }
+}
+
+typedef decltype(kernel_swiglu<float>) swiglu_t;
+
+template [[host_name("kernel_swiglu_f32")]]   kernel swiglu_t kernel_swiglu<float>;
+template [[host_name("kernel_swiglu_f32_4")]] kernel swiglu_t kernel_swiglu<float4>;
+
+template <typename T>
+kernel void kernel_copy(
+        constant ew_args & args [[buffer(0)]],
+        device       T   * dst  [[buffer(1)]],
+        device const T   * src  [[buffer(2)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        dst[i] = src[i];
+    }
+}
+
+typedef decltype(kernel_copy<float>) copy_t;
+
+template [[host_name("kernel_copy_f32")]]   kernel copy_t kernel_copy<float>;
+template [[host_name("kernel_copy_f32_4")]] kernel copy_t kernel_copy<float4>;
+
+// kernel_argmax_f32: dst[r] = the index of the largest element of row r of
+// x, as a float: the first on ties, NaN never (strictly greater wins, and
+// NaN is greater than nothing), 0 when no element is above -Inf: the CPU's
+// sample.Greedy. One threadgroup per row, any multiple of 32 threads up to
+// 1024: each thread scans a strided slice (coalesced), then a simd
+// reduction and one across the simdgroups.
+kernel void kernel_argmax_f32(
+        constant ew_args & args [[buffer(0)]],
+        device const float * x    [[buffer(1)]],
+        device       float * dst  [[buffer(2)]],
+        threadgroup  float * vals [[threadgroup(0)]], // 32 floats, then 32 uints
+        uint   row  [[threadgroup_position_in_grid]],
+        ushort tid  [[thread_position_in_threadgroup]],
+        ushort ntg  [[threads_per_threadgroup]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    const uint none = 0xffffffffu;
+    threadgroup uint * idxs = (threadgroup uint *) (vals + 32);
+    device const float * xr = x + (ulong) row*args.n;
+
+    // Slots of simdgroups that do not exist must lose every comparison.
+    if (sg == 0) {
+        vals[lane] = -INFINITY;
+        idxs[lane] = none;
+    }
+    float bv = -INFINITY;
+    uint  bi = none;
+    for (uint i = tid; i < args.n; i += ntg) {
+        const float v = xr[i];
+        if (v > bv) {
+            bv = v;
+            bi = i;
+        }
+    }
+    // bv is never NaN, so max and == are well defined.
+    float m = simd_max(bv);
+    uint  mi = simd_min(bv == m ? bi : none);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lane == 0) {
+        vals[sg] = m;
+        idxs[sg] = mi;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (sg == 0) {
+        const float v = vals[lane];
+        m  = simd_max(v);
+        mi = simd_min(v == m ? idxs[lane] : none);
+        if (lane == 0) {
+            dst[row] = m > -INFINITY ? float(mi) : 0.0f;
+        }
+    }
+}

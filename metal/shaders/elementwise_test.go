@@ -1,0 +1,207 @@
+//go:build linux
+
+package shaders
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"nibble/engine/fastmath"
+	"nibble/metal/device"
+	"nibble/metal/emulator"
+)
+
+// ewCase runs one elementwise kernel, scalar (_f32) or float4 (_f32_4), over
+// n floats in one dispatch of 256-thread groups, rows rows along grid y.
+func ewRun(t *testing.T, d *emulator.Device, o emulator.Order, name string, vec bool, n, rows int, bufs ...device.Buffer) {
+	t.Helper()
+	_, l := emu(t)
+	count := n
+	if vec {
+		name += "_4"
+		count = n / 4
+	}
+	var b []device.Binding
+	for i, buf := range bufs {
+		b = append(b, device.Binding{Index: i + 1, Buffer: buf})
+	}
+	run(t, d, o, device.Dispatch{
+		Pipeline: pipeline(t, l, name), Groups: [3]int{(count + 255) / 256, rows, 1}, Threads: [3]int{256, 1, 1},
+		Inline:  []device.Inline{{Index: 0, Data: args(count)}},
+		Buffers: b,
+	})
+}
+
+func ewRandom(r *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * scale)
+	}
+	return x
+}
+
+// kernel_add, kernel_add_bias and kernel_copy against the CPU backend's
+// loops. Tolerance: none (one f32 add, or a copy).
+func TestAddCopyBias(t *testing.T) {
+	d, _ := emu(t)
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, n := range []int{1, 3, 4, 64, 100, 4096, 5000, 14336 * 3} {
+		for _, vec := range []bool{false, true} {
+			if vec && n%4 != 0 {
+				continue
+			}
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("n%d_vec%v_%v", n, vec, o), func(t *testing.T) {
+					a, x := ewRandom(r, n, 1), ewRandom(r, n, 3)
+					dst := buffer(t, d, f32Bytes(a))
+					ewRun(t, d, o, "kernel_add_f32", vec, n, 1, dst, buffer(t, d, f32Bytes(x)))
+					for i, v := range f32s(dst.Bytes()) {
+						if want := a[i] + x[i]; v != want {
+							t.Fatalf("add element %d: %v, want %v", i, v, want)
+						}
+					}
+
+					cp := buffer(t, d, make([]byte, 4*n))
+					ewRun(t, d, o, "kernel_copy_f32", vec, n, 1, cp, buffer(t, d, f32Bytes(x)))
+					for i, v := range f32s(cp.Bytes()) {
+						if v != x[i] {
+							t.Fatalf("copy element %d: %v, want %v", i, v, x[i])
+						}
+					}
+
+					// A bias of n over 3 rows.
+					const rows = 3
+					xs, b := ewRandom(r, rows*n, 1), ewRandom(r, n, 1)
+					xb := buffer(t, d, f32Bytes(xs))
+					ewRun(t, d, o, "kernel_add_bias_f32", vec, n, rows, xb, buffer(t, d, f32Bytes(b)))
+					for i, v := range f32s(xb.Bytes()) {
+						if want := xs[i] + b[i%n]; v != want {
+							t.Fatalf("add_bias row %d element %d: %v, want %v", i/n, i%n, v, want)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// kernel_swiglu against the CPU backend's fastmath.SiLU(g)·u. Tolerance: 2
+// ulp of the result, which lets a device fuse the polynomial's
+// multiply-adds; the kernel computes the CPU's own formula, so the emulator
+// (no fused multiply-add on x86-64) gives it exactly.
+func TestSwiGLU(t *testing.T) {
+	d, _ := emu(t)
+	r := rand.New(rand.NewPCG(33, 34))
+	for _, n := range []int{1, 7, 64, 4096, 14336, 18944 + 3} {
+		g, u := ewRandom(r, n, 4), ewRandom(r, n, 1)
+		// The polynomial's edges: underflow, clamping, NaN, infinities.
+		for i, v := range []float32{0, -0.0, 1e-30, 86, 87.5, 88.5, 90, -90, 200, -200, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
+			if i < n {
+				g[i] = v
+			}
+		}
+		for _, vec := range []bool{false, true} {
+			if vec && n%4 != 0 {
+				continue
+			}
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("n%d_vec%v_%v", n, vec, o), func(t *testing.T) {
+					dst := buffer(t, d, make([]byte, 4*n))
+					ewRun(t, d, o, "kernel_swiglu_f32", vec, n, 1, dst, buffer(t, d, f32Bytes(g)), buffer(t, d, f32Bytes(u)))
+					worst := 0.0
+					for i, v := range f32s(dst.Bytes()) {
+						want := fastmath.SiLU(g[i]) * u[i]
+						if math.IsNaN(float64(want)) && math.IsNaN(float64(v)) || v == want {
+							continue
+						}
+						ulp := math.Abs(float64(v-want)) / float64(math.Nextafter32(float32(math.Abs(float64(want))), float32(math.Inf(1)))-float32(math.Abs(float64(want))))
+						worst = max(worst, ulp)
+						if !(ulp <= 2) {
+							t.Fatalf("element %d: silu(%v)·%v = %v, want %v", i, g[i], u[i], v, want)
+						}
+					}
+					if worst > 0 {
+						t.Logf("largest error %.1f ulp", worst)
+					}
+				})
+			}
+		}
+	}
+}
+
+// argmaxTwin is the CPU backend's Argmax of one row.
+func argmaxTwin(x []float32) float32 {
+	best, bestV := 0, float32(math.Inf(-1))
+	for i, v := range x {
+		if v > bestV {
+			best, bestV = i, v
+		}
+	}
+	return float32(best)
+}
+
+// kernel_argmax_f32 against the CPU backend's Argmax. Tolerance: none.
+func TestArgmax(t *testing.T) {
+	d, l := emu(t)
+	p := pipeline(t, l, "kernel_argmax_f32")
+	r := rand.New(rand.NewPCG(35, 36))
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for _, c := range []struct{ n, threads int }{{1, 32}, {4, 32}, {100, 64}, {4096, 1024}, {32000, 1024}, {152064, 1024}, {152064, 256}, {50000, 96}} {
+		// Rows: random; ties of the maximum far apart and near; NaN
+		// everywhere but one element; all -Inf; NaN and -Inf only; +Inf
+		// ties; the maximum in the last element.
+		var rows [][]float32
+		rows = append(rows, ewRandom(r, c.n, 1))
+		tie := ewRandom(r, c.n, 1)
+		for _, i := range []int{c.n - 1, c.n / 2, c.n/2 + 1, 3*c.n/4 + 7} {
+			if i < c.n {
+				tie[i] = 9
+			}
+		}
+		rows = append(rows, tie)
+		nans := make([]float32, c.n)
+		for i := range nans {
+			nans[i] = nan
+		}
+		nans[c.n*2/3] = -5
+		rows = append(rows, nans)
+		ninf := make([]float32, c.n)
+		for i := range ninf {
+			ninf[i] = -inf
+			if i%3 == 1 {
+				ninf[i] = nan
+			}
+		}
+		rows = append(rows, ninf)
+		pinf := ewRandom(r, c.n, 1)
+		pinf[c.n-1] = inf
+		pinf[c.n*3/5] = inf
+		rows = append(rows, pinf)
+		last := ewRandom(r, c.n, 1)
+		last[c.n-1] = 100
+		rows = append(rows, last)
+
+		var x []float32
+		for _, row := range rows {
+			x = append(x, row...)
+		}
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("n%d_threads%d_%v", c.n, c.threads, o), func(t *testing.T) {
+				dst := buffer(t, d, make([]byte, 4*len(rows)))
+				run(t, d, o, device.Dispatch{
+					Pipeline: p, Groups: [3]int{len(rows), 1, 1}, Threads: [3]int{c.threads, 1, 1},
+					Inline:      []device.Inline{{Index: 0, Data: args(c.n)}},
+					Buffers:     []device.Binding{{Index: 1, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 2, Buffer: dst}},
+					Threadgroup: []int{64 * 4},
+				})
+				for i, v := range f32s(dst.Bytes()) {
+					if want := argmaxTwin(rows[i]); v != want {
+						t.Fatalf("row %d: %v, want %v", i, v, want)
+					}
+				}
+			})
+		}
+	}
+}
