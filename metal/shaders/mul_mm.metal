@@ -36,25 +36,13 @@ constant constexpr short MM_NR = 32;  // batch rows per threadgroup
 constant constexpr short MM_NK = 32;  // columns per step
 constant constexpr short MM_THREADS = 128;
 
-// The dequantizers, one struct per weight type whose static deq(b, il,
-// out) writes elements 16·il..16·il+15 of block b into out in natural order.
-// (Structs rather than function template arguments, which the emulator's
-// pre-pass does not parse yet.) The float formats take a "block" of 16
-// elements: il is always 0.
-struct mm_f32 {
-    template <typename T4x4>
-    static void deq(device const float4x4 * b, short il, thread T4x4 & out) { out = (T4x4) (*b); }
-};
-
-struct mm_f16 {
-    template <typename T4x4>
-    static void deq(device const half4x4 * b, short il, thread T4x4 & out) { out = (T4x4) (*b); }
-};
+// The load and compute mappings below assume these.
+static_assert(MM_THREADS == 2*MM_NO && MM_THREADS == MM_NR*MM_NK/8 && MM_THREADS == (MM_NO/4)*(MM_NR/4), "mul_mm tiling");
 
 // kernel_mul_mm: TW is the threadgroup element type of the W tile (half,
-// or float for F32/BF16), TW4x4 its 4x4 matrix, block the weight format's
-// block, NL the number of 16-element chunks in a block, D its dequantizer.
-template <typename TW, typename TW4x4, typename block, short NL, typename D>
+// or float for F32/BF16), TW4x4 its 4x4 matrix, B the weight format's block
+// (common.metal's weight_traits give its dequantizer).
+template <typename TW, typename TW4x4, typename B>
 kernel void kernel_mul_mm(
         constant mul_mm_args & args [[buffer(0)]],
         device const char    * w    [[buffer(1)]],
@@ -78,12 +66,14 @@ kernel void kernel_mul_mm(
     const short lk = (tid / MM_NR) * 8;      // 0, 8, 16, 24
     const bool  w_in = o0 + lo < args.outs;
     const bool  x_in = r0 + lr < args.rows;
-    device const block  * wrow = (device const block  *) (w + (ulong) (w_in ? o0 + lo : 0)*args.w_stride);
+    device const B      * wrow = (device const B      *) (w + (ulong) (w_in ? o0 + lo : 0)*args.w_stride);
     device const float4 * xrow = (device const float4 *) (x + (ulong) (x_in ? r0 + lr : 0)*args.x_stride);
 
     // What this thread computes: outputs o0 + co..co+3 of rows r0 + cr..cr+3.
     const short co = (tid % (MM_NO/4)) * 4;
     const short cr = (tid / (MM_NO/4)) * 4;
+
+    constexpr short NL = weight_traits<B>::nl;
 
     float acc[4][4] = {{0.f}};
 
@@ -93,7 +83,7 @@ kernel void kernel_mul_mm(
             const uint c = k0/16 + lh;
             TW4x4 t;
             if (w_in) {
-                D::deq(wrow + c/NL, (short) (c%NL), t);
+                weight_traits<B>::dequant16(wrow + c/NL, (short) (c%NL), t);
             } else {
                 t = TW4x4(0);
             }
@@ -143,7 +133,20 @@ kernel void kernel_mul_mm(
     }
 }
 
-typedef decltype(kernel_mul_mm<half, half4x4, half4x4, 1, mm_f16>) mul_mm_t;
+typedef decltype(kernel_mul_mm<half, half4x4, block_f16>) mul_mm_t;
 
-template [[host_name("kernel_mul_mm_f32")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, float4x4, 1, mm_f32>;
-template [[host_name("kernel_mul_mm_f16")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  half4x4,  1, mm_f16>;
+// F32 and BF16 keep a float tile (their values overflow or lose bits in
+// half); every other type is exact in half or rounded once there.
+template [[host_name("kernel_mul_mm_f32")]]  kernel mul_mm_t kernel_mul_mm<float, float4x4, block_f32>;
+template [[host_name("kernel_mul_mm_f16")]]  kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_f16>;
+template [[host_name("kernel_mul_mm_bf16")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_bf16>;
+template [[host_name("kernel_mul_mm_q4_0")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q4_0>;
+template [[host_name("kernel_mul_mm_q4_1")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q4_1>;
+template [[host_name("kernel_mul_mm_q5_0")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q5_0>;
+template [[host_name("kernel_mul_mm_q5_1")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q5_1>;
+template [[host_name("kernel_mul_mm_q8_0")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q8_0>;
+template [[host_name("kernel_mul_mm_q2_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q2_k>;
+template [[host_name("kernel_mul_mm_q3_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q3_k>;
+template [[host_name("kernel_mul_mm_q4_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q4_k>;
+template [[host_name("kernel_mul_mm_q5_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q5_k>;
+template [[host_name("kernel_mul_mm_q6_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q6_k>;

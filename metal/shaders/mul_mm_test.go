@@ -63,7 +63,10 @@ func mmRandomWeights(rng *rand.Rand, t ggml.Type, rows, cols int) []byte {
 }
 
 // mmTypes are the weight types with a kernel_mul_mm_<type>.
-var mmTypes = []ggml.Type{ggml.F32, ggml.F16}
+var mmTypes = []ggml.Type{
+	ggml.F32, ggml.F16, ggml.BF16, ggml.Q4_0, ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, ggml.Q8_0,
+	ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K, ggml.Q6_K,
+}
 
 func mmName(t ggml.Type) string { return "kernel_mul_mm_" + strings.ToLower(t.String()) }
 
@@ -119,15 +122,27 @@ func TestMulMM(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	var cases []mmCase
 	for _, typ := range mmTypes {
-		cases = append(cases, mmCase{typ, 64, 100, 2}, mmCase{typ, 2080, 33, 17}, mmCase{typ, 256, 1, 3})
+		// Every type on small shapes (cols a multiple of its block, 2080
+		// and 2304 not powers of two); outputs and rows that are not
+		// multiples of the tiles.
+		cols := []int{64, 2080}
+		if typ.BlockSize() == ggml.QK_K {
+			cols = []int{256, 2304}
+		}
+		cases = append(cases, mmCase{typ, cols[0], 100, 2}, mmCase{typ, cols[1], 33, 17}, mmCase{typ, cols[0], 1, 3})
 	}
+	// The required types on the engine's larger shapes.
 	cases = append(cases,
 		mmCase{ggml.F16, 5120, 64, 33},
-		mmCase{ggml.F16, 512, 1000, 32},
+		mmCase{ggml.Q8_0, 512, 1000, 32},
+		mmCase{ggml.Q4_0, 4096, 100, 100},
+		mmCase{ggml.Q4_K, 5120, 130, 33},
+		mmCase{ggml.Q6_K, 1024, 257, 65},
 		mmCase{ggml.F32, 128, 70, 100},
+		mmCase{ggml.Q4_K, 256, 64, 512}, // the largest prefill batch
 	)
 	worst := map[ggml.Type]float64{}
-	for i, c := range cases {
+	for _, c := range cases {
 		w := mmRandomWeights(rng, c.typ, c.outs, c.cols)
 		wf := make([]float32, c.outs*c.cols)
 		if err := quant.Dequantize(c.typ, wf, w); err != nil {
@@ -138,9 +153,6 @@ func TestMulMM(t *testing.T) {
 			x[j] = float32(rng.NormFloat64())
 		}
 		for o := range orders {
-			if (i+o)%2 == 1 && c.cols*c.outs*c.rows > 1<<20 {
-				continue // the large cases once, in alternate orders
-			}
 			t.Run(fmt.Sprintf("%v_cols%d_outs%d_rows%d_%v", c.typ, c.cols, c.outs, c.rows, orders[o]), func(t *testing.T) {
 				got := runMulMM(t, c, w, x, o)
 				for r := 0; r < c.rows; r++ {
