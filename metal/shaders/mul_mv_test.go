@@ -1,0 +1,117 @@
+//go:build linux
+
+package shaders
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"nibble/engine/ggml"
+	"nibble/engine/quant"
+	"nibble/metal/device"
+)
+
+// mulMVCase is one shape: W rows×cols, xrows rows of x, nx rows of x per
+// threadgroup (the function constant), nsg simdgroups per threadgroup.
+type mulMVCase struct{ cols, rows, xrows, nx, nsg int }
+
+func mulMVCases(t ggml.Type) []mulMVCase {
+	cs := []mulMVCase{
+		{256, 1, 1, 1, 2}, {256, 7, 3, 3, 1}, {768, 100, 5, 4, 2}, {5120, 33, 2, 2, 4}, {2048, 1000, 1, 1, 2},
+	}
+	if t.BlockSize() < ggml.QK_K {
+		cs = append(cs, mulMVCase{64, 7, 1, 1, 2}, mulMVCase{2080, 100, 4, 4, 2}, mulMVCase{96, 9, 5, 2, 1})
+	}
+	switch t {
+	case ggml.F16, ggml.Q8_0, ggml.Q4_0, ggml.Q4_K, ggml.Q6_K:
+		cs = append(cs, mulMVCase{8192, 40, 1, 1, 2})
+	}
+	return cs
+}
+
+// mulMVRef is the exact product of the dequantized W and x, in float64, and
+// Σ|w||x| per output (the tolerance's scale). The CPU backend's twin
+// (quant.MatMul) rounds x to q8 or fp16 first for most types, so it is not
+// the reference of a kernel that keeps x in f32.
+func mulMVRef(wf, x []float32, rows, cols, xrows int) (want, scale []float64) {
+	want = make([]float64, rows*xrows)
+	scale = make([]float64, rows*xrows)
+	for y := 0; y < xrows; y++ {
+		xr := x[y*cols : (y+1)*cols]
+		for r := 0; r < rows; r++ {
+			var s, a float64
+			for i, w := range wf[r*cols : (r+1)*cols] {
+				p := float64(w) * float64(xr[i])
+				s += p
+				a += math.Abs(p)
+			}
+			want[y*rows+r], scale[y*rows+r] = s, a
+		}
+	}
+	return want, scale
+}
+
+// kernel_mul_mv_<type> for every weight type against the float64 product.
+// Tolerance: 1e-6·Σ|w||x| per output (float32 accumulation of up to 8192
+// products in lane then simd order, about 16 float32 roundings deep; the
+// dequantized weights are exact). The worst case seen is about 5% of it.
+func TestMulMV(t *testing.T) {
+	d, l := emuWeights(t)
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, typ := range weightTypes {
+		worst := 0.0
+		for _, c := range mulMVCases(typ) {
+			data := randomWeights(r, typ, c.rows, c.cols, 0.5)
+			wf := make([]float32, c.rows*c.cols)
+			if err := quant.Dequantize(typ, wf, data); err != nil {
+				t.Fatal(err)
+			}
+			x := make([]float32, c.xrows*c.cols)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			want, scale := mulMVRef(wf, x, c.rows, c.cols, c.xrows)
+			p, err := l.Pipeline("kernel_mul_mv_"+suffix(typ), device.Constant{Index: 600, Value: int16(c.nx)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("%s_%dx%d_x%d_nx%d_sg%d_%v", typ, c.rows, c.cols, c.xrows, c.nx, c.nsg, o), func(t *testing.T) {
+					// Rows of dst 16 bytes apart, to see that nothing past a
+					// row is written.
+					dStride := 4*c.rows + 16
+					dst := buffer(t, d, make([]byte, dStride*c.xrows))
+					perGroup := 4 * c.nsg
+					run(t, d, o, device.Dispatch{
+						Pipeline: p,
+						Groups:   [3]int{(c.rows + perGroup - 1) / perGroup, (c.xrows + c.nx - 1) / c.nx, 1},
+						Threads:  [3]int{32 * c.nsg, 1, 1},
+						Inline:   []device.Inline{{Index: 0, Data: args(c.cols, c.rows, c.xrows, typ.RowBytes(c.cols), 4*c.cols, dStride)}},
+						Buffers: []device.Binding{
+							{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 3, Buffer: dst},
+						},
+					})
+					for y := 0; y < c.xrows; y++ {
+						row := dst.Bytes()[y*dStride : (y+1)*dStride]
+						got := f32s(row[:4*c.rows])
+						for i, v := range got {
+							k := y*c.rows + i
+							e := math.Abs(float64(v) - want[k])
+							tol := 1e-6 * scale[k]
+							worst = math.Max(worst, e/tol)
+							if !(e <= tol) {
+								t.Fatalf("x row %d output %d: %v, want %v (|Δ| %.3g > %.3g)", y, i, v, want[k], e, tol)
+							}
+						}
+						if string(row[4*c.rows:]) != string(make([]byte, 16)) {
+							t.Fatalf("x row %d: bytes after the row were written", y)
+						}
+					}
+				})
+			}
+		}
+		t.Logf("%v: largest |Δ|/tolerance %.3f", typ, worst)
+	}
+}
