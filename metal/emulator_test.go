@@ -1,0 +1,42 @@
+//go:build linux
+
+package metal
+
+import (
+	"sync"
+	"testing"
+
+	"nibble/metal/emulator"
+)
+
+var (
+	emuOnce sync.Once
+	emuDev  *emulator.Device
+	emuErr  error
+)
+
+// emulatorDevice is the MSL emulator, one per test binary (the backends of
+// the tests share it; each builds its library, from the build cache after
+// the first). The tests are skipped, saying why, where clang is missing.
+func emulatorDevice(t *testing.T) *emulator.Device {
+	t.Helper()
+	if err := emulator.Available(); err != nil {
+		t.Skipf("Metal backend tests skipped: %v", err)
+	}
+	emuOnce.Do(func() { emuDev, emuErr = emulator.New(emulator.Options{}) })
+	if emuErr != nil {
+		t.Fatal(emuErr)
+	}
+	return emuDev
+}
+
+// newBackend is a Metal backend on the emulator, closed when t ends.
+func newBackend(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(emulatorDevice(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
