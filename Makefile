@@ -159,7 +159,7 @@ vet:
 
 # engine/ and metal/ must build for the Mac without cgo.
 cross-vet:
-	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./engine/... $(wildcard ./metal/...)
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./engine/... ./metal/...
 
 # The Mac app without a Mac: its darwin files (darwinkit, Wails' Cocoa
 # frontend, sqweek/dialog: all cgo, so go vet cannot) type-checked with
