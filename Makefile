@@ -149,7 +149,7 @@ app-check: frontend-check app-vet app run-deps
 	SMOKE_STOP_AFTER=40 build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT_STOPPED)
 
 # The Go tests first, then the frontend and the app end to end.
-test: deps fmt-check vet cross-vet lint go-test frontend-check frontend-test app-e2e app-shot
+test: deps fmt-check vet cross-vet darwin-check lint go-test frontend-check frontend-test app-e2e app-shot
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
@@ -203,6 +203,7 @@ fuzz:
 	go test ./app/documents -run '^$$' -fuzz FuzzExtractDOCX -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/documents -run '^$$' -fuzz FuzzExtractHTML -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/documents -run '^$$' -fuzz FuzzChunk -fuzztime $(FUZZTIME) -parallel 2
+	go test ./metal/msl -run '^$$' -fuzz FuzzTranslate -fuzztime $(FUZZTIME) -parallel 2
 
 clean:
 	rm -rf bin
