@@ -8,6 +8,7 @@ export GOTOOLCHAIN := go$(GO_VERSION)
 export CGO_ENABLED := 0
 
 BIN := bin/nibble
+UNAME := $(shell uname -s)
 CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nibble
 DEMO := $(CACHE)/demo-llama-q8_0.gguf
 TESTDATA := ../shared/testdata
@@ -28,7 +29,7 @@ deps:
 	@command -v gcc >/dev/null || { \
 	  echo "installing gcc (the race detector needs cgo)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null; }
-	@command -v clang-19 >/dev/null || { \
+	@[ "$(UNAME)" = Darwin ] || command -v clang-19 >/dev/null || { \
 	  echo "installing clang-19 (the MSL emulator builds the .metal kernels with it)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 >/dev/null; }
 
@@ -46,7 +47,8 @@ $(DEMO): | build
 # display it runs on a virtual one, sends a prompt through the UI and saves
 # a screenshot of the streamed reply.
 run: app
-	@if [ -n "$$DISPLAY" ]; then ./$(APP); else \
+	@if [ "$(UNAME)" = Darwin ]; then open build/bin/Nibble.app; \
+	elif [ -n "$$DISPLAY" ]; then ./$(APP); else \
 	  $(MAKE) --no-print-directory run-deps && \
 	  build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT); fi
 
@@ -74,10 +76,10 @@ FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/index.ht
 # Debian packages the app build needs, installed when missing (as root),
 # and Node.js >= 20.19, which Debian 12 does not package.
 app-deps: deps
-	@missing=; for p in libwebkit2gtk-4.1-dev pkg-config gcc libc6-dev; do \
+	@[ "$(UNAME)" = Darwin ] || { missing=; for p in libwebkit2gtk-4.1-dev pkg-config gcc libc6-dev; do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	[ -z "$$missing" ] || { echo "installing$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }; }
 	@node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a==20&&b>=19)?0:1)' 2>/dev/null || { \
 	  echo "the frontend needs Node.js >= 20.19 and npm (https://nodejs.org; Debian 12's nodejs is too old)"; exit 1; }
 
@@ -96,10 +98,18 @@ frontend/dist/index.html: $(NPM_STAMP) $(FRONTEND_SRC)
 
 frontend: app-deps frontend/dist/index.html
 
+# On a Mac, Nibble.app (build/bin/Nibble.app) with the Wails CLI: -s, the
+# frontend is built already; -m -nosyncgomod, go.mod is left as it is.
+ifeq ($(UNAME),Darwin)
+app: frontend
+	CGO_ENABLED=1 go run $(WAILS) build -platform darwin/arm64 -trimpath -s -m -nosyncgomod
+	@echo "built build/bin/Nibble.app"
+else
 app: frontend
 	CGO_ENABLED=1 go build -trimpath -tags $(APP_TAGS) -o $(APP) .
 	go build -o $(XWD2PNG) ./app/desktop/xwd2png
 	go build -o $(SHOTCHECK) ./app/desktop/e2e/cmd/shotcheck
+endif
 
 app-dev: frontend
 	CGO_ENABLED=1 go build -trimpath -tags $(APP_DEV_TAGS) -o $(APP_DEV) .
