@@ -1,0 +1,317 @@
+//go:build linux
+
+package encoder
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"nibble/engine/backend"
+	"nibble/engine/cpu"
+	"nibble/engine/ggml"
+	"nibble/engine/half"
+	"nibble/metal/device"
+	"nibble/metal/emulator"
+	"nibble/metal/msl"
+	"nibble/metal/shaders"
+)
+
+// weightsEmu is the emulator with every kernel and an encoder on it.
+func weightsEmu(t *testing.T) (*emulator.Device, *Encoder) {
+	t.Helper()
+	if err := emulator.Available(); err != nil {
+		t.Skipf("Metal encoder tests skipped: %v", err)
+	}
+	all, err := shaders.Sources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the files of these ops: another family's program-scope constant
+	// computed from its function constants (attention.metal's attn_d/attn_gs)
+	// divides by zero in the emulator when a dispatch of another kernel
+	// leaves them unset.
+	var srcs []msl.Source
+	for _, s := range all {
+		switch s.Name {
+		case "common.metal", "get_rows.metal", "mul_mv.metal":
+			srcs = append(srcs, s)
+		}
+	}
+	dev, err := emulator.New(emulator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	lib, err := dev.Build(srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(dev, lib)
+	t.Cleanup(e.Close)
+	return dev, e
+}
+
+// runList submits what e encoded and waits for it.
+func runList(t *testing.T, dev device.Device, e *Encoder) {
+	t.Helper()
+	if err := e.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Submit(e.List()); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	e.Reset()
+}
+
+// testWeights is every type the weight kernels take, with random quant bits
+// and finite fp16 scales (the offsets of each block's scales).
+var testWeights = map[ggml.Type][]int{
+	ggml.F32: nil, ggml.F16: nil, ggml.BF16: nil,
+	ggml.Q4_0: {0}, ggml.Q4_1: {0, 2}, ggml.Q5_0: {0}, ggml.Q5_1: {0, 2}, ggml.Q8_0: {0},
+	ggml.Q2_K: {80, 82}, ggml.Q3_K: {108}, ggml.Q4_K: {0, 2}, ggml.Q5_K: {0, 2}, ggml.Q6_K: {208},
+}
+
+func randomMatrix(r *rand.Rand, t ggml.Type, rows, cols int) []byte {
+	b := make([]byte, rows*t.RowBytes(cols))
+	switch t {
+	case ggml.F32:
+		for i := 0; i < rows*cols; i++ {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(r.NormFloat64()*0.5)))
+		}
+	case ggml.F16, ggml.BF16:
+		for i := 0; i < rows*cols; i++ {
+			v := float32(r.NormFloat64() * 0.5)
+			h := half.FromFloat32(v)
+			if t == ggml.BF16 {
+				h = half.BF16FromFloat32(v)
+			}
+			binary.LittleEndian.PutUint16(b[2*i:], h)
+		}
+	default:
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		ts := t.TypeSize()
+		for blk := 0; blk < len(b)/ts; blk++ {
+			for _, off := range testWeights[t] {
+				binary.LittleEndian.PutUint16(b[blk*ts+off:], half.FromFloat32(float32((0.01+r.Float64())/32)))
+			}
+		}
+	}
+	return b
+}
+
+// deviceWeight puts data into a device buffer at a 32-byte offset (as in
+// a GGUF mapping) and describes it.
+func deviceWeight(t *testing.T, dev device.Device, typ ggml.Type, rows, cols int, data []byte) *Weight {
+	t.Helper()
+	const lead = 32
+	buf, err := dev.NewBuffer(lead + len(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(buf.Release)
+	copy(buf.Bytes()[lead:], data)
+	return &Weight{Region: Region{Buf: buf, Off: lead, Len: len(data)}, Type: typ, Rows: rows, Cols: cols}
+}
+
+func deviceFloats(t *testing.T, dev device.Device, v []float32) Region {
+	t.Helper()
+	buf, err := dev.NewBuffer(4 * len(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(buf.Release)
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(buf.Bytes()[4*i:], math.Float32bits(x))
+	}
+	return Region{Buf: buf, Len: 4 * len(v)}
+}
+
+func readFloats(r Region, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.Buf.Bytes()[r.Off+4*i:]))
+	}
+	return out
+}
+
+// cpuWeights maps tensors on the CPU backend (each at a 32-byte offset).
+func cpuWeights(t *testing.T, b *cpu.Backend, ds []backend.WeightDesc, data [][]byte) []backend.Weight {
+	t.Helper()
+	off := int64(32)
+	for i := range ds {
+		ds[i].Offset = off
+		off = (off + int64(len(data[i])) + 31) &^ 31
+	}
+	region := make([]byte, off)
+	for i, d := range ds {
+		copy(region[d.Offset:], data[i])
+	}
+	m, err := b.MapWeights(region, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m.Weights()
+}
+
+// Embed and MulMV of every weight type against the CPU backend's Embed
+// and MatMul. Embed is exact. MatMul on the CPU rounds x to q8 (or to
+// fp16/bf16 for those weights) first, so the tolerance is the conformance
+// suite's for that rounding: c·‖w‖₂·‖x‖∞ + 6e-4·Σ|wx| for quantized weights
+// (c = 1.4e-2), c·‖w∘x‖₂ for float ones (F16 2e-3, BF16 1.4e-2, F32 0),
+// plus 1e-5·Σ|wx| for the summation order.
+func TestEncodeWeights(t *testing.T) {
+	dev, e := weightsEmu(t)
+	ref := cpu.New(1)
+	defer ref.Close()
+	r := rand.New(rand.NewPCG(31, 32))
+	for typ := range testWeights {
+		for _, cols := range []int{256, 512} {
+			const vocab, outRows = 19, 37
+			table := randomMatrix(r, typ, vocab, cols)
+			wData := randomMatrix(r, typ, outRows, cols)
+			xs := make([]float32, 5*cols)
+			for i := range xs {
+				xs[i] = float32(r.NormFloat64())
+			}
+			ws := cpuWeights(t, ref, []backend.WeightDesc{
+				{Name: "table", Type: typ, Rows: vocab, Cols: cols},
+				{Name: "w", Type: typ, Rows: outRows, Cols: cols},
+				{Name: "x", Type: ggml.F32, Rows: 5, Cols: cols},
+			}, [][]byte{table, wData, f32le(xs)})
+
+			t.Run(fmt.Sprintf("embed_%v_%d", typ, cols), func(t *testing.T) {
+				tokens := []int32{vocab - 1, 0, 7, 7, 3}
+				want := ref.Alloc(len(tokens) * cols)
+				ref.Embed(want, ws[0], tokens)
+				wantF := make([]float32, len(tokens)*cols)
+				ref.Read(wantF, want, 0)
+				dst := deviceFloats(t, dev, make([]float32, len(tokens)*cols))
+				e.Embed(dst, deviceWeight(t, dev, typ, vocab, cols, table), tokens)
+				runList(t, dev, e)
+				for i, v := range readFloats(dst, len(wantF)) {
+					if v != wantF[i] {
+						t.Fatalf("row %d element %d: %v, want %v", i/cols, i%cols, v, wantF[i])
+					}
+				}
+			})
+			t.Run(fmt.Sprintf("mul_mv_%v_%d", typ, cols), func(t *testing.T) {
+				w := deviceWeight(t, dev, typ, outRows, cols, wData)
+				wf := make([]float32, outRows*cols)
+				wt := ref.Alloc(outRows * cols)
+				ref.Embed(wt, ws[1], seq(outRows))
+				ref.Read(wf, wt, 0)
+				for _, rows := range []int{1, 3, 5} {
+					x := ref.Alloc(rows * cols)
+					ref.Embed(x, ws[2], seq(rows))
+					want := ref.Alloc(rows * outRows)
+					ref.MatMul(want, ws[1], x, rows)
+					if err := ref.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					wantF := make([]float32, rows*outRows)
+					ref.Read(wantF, want, 0)
+					dst := deviceFloats(t, dev, make([]float32, rows*outRows))
+					e.MulMV(dst, w, deviceFloats(t, dev, xs[:rows*cols]), rows)
+					runList(t, dev, e)
+					got := readFloats(dst, rows*outRows)
+					for y := 0; y < rows; y++ {
+						xr := xs[y*cols : (y+1)*cols]
+						var xInf float64
+						for _, v := range xr {
+							xInf = math.Max(xInf, math.Abs(float64(v)))
+						}
+						for i := 0; i < outRows; i++ {
+							var sumAbs, wx2, w2 float64
+							for j, wij := range wf[i*cols : (i+1)*cols] {
+								p := float64(wij) * float64(xr[j])
+								sumAbs += math.Abs(p)
+								wx2 += p * p
+								w2 += float64(wij) * float64(wij)
+							}
+							tol := 1e-5*sumAbs + 1e-30
+							switch typ {
+							case ggml.F32:
+							case ggml.F16:
+								tol += 2e-3 * math.Sqrt(wx2)
+							case ggml.BF16:
+								tol += 1.4e-2 * math.Sqrt(wx2)
+							default:
+								tol += 1.4e-2*math.Sqrt(w2)*xInf + 6e-4*sumAbs
+							}
+							k := y*outRows + i
+							if d := math.Abs(float64(got[k]) - float64(wantF[k])); !(d <= tol) {
+								t.Fatalf("rows %d: x row %d output %d: %v, CPU %v (|Δ| %.3g > %.3g)", rows, y, i, got[k], wantF[k], d, tol)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// Arguments that break the ops' contracts are encoding errors, not
+// dispatches.
+func TestEncodeWeightsErrors(t *testing.T) {
+	dev, e := weightsEmu(t)
+	data := make([]byte, ggml.Q8_0.RowBytes(64)*4)
+	w := deviceWeight(t, dev, ggml.Q8_0, 4, 64, data)
+	dst := deviceFloats(t, dev, make([]float32, 4*64))
+	for _, c := range []struct {
+		what, want string
+		op         func()
+	}{
+		{"token past the table", "token 4", func() { e.Embed(dst, w, []int32{0, 4}) }},
+		{"negative token", "token -1", func() { e.Embed(dst, w, []int32{-1}) }},
+		{"destination too small", "into", func() { e.Embed(dst.Sub(0, 64), w, []int32{0, 1}) }},
+		{"unsupported type", "IQ4_NL", func() {
+			e.MulMV(dst, &Weight{Region: w.Region, Type: ggml.IQ4_NL, Rows: 4, Cols: 64}, dst, 1)
+		}},
+		{"x misaligned", "offset 4", func() { e.MulMV(dst, w, dst.Sub(4, 4*64), 1) }},
+		{"x too small", "in x", func() { e.MulMV(dst, w, dst.Sub(0, 4*64), 2) }},
+		{"no rows", "0 rows", func() { e.MulMV(dst, w, dst, 0) }},
+	} {
+		c.op()
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one that says %q", c.what, err, c.want)
+		}
+		if e.List().Len() != 0 {
+			t.Errorf("%s: %d dispatches encoded", c.what, e.List().Len())
+		}
+		e.Reset()
+	}
+	if err := SupportsWeight(ggml.Q8_K); err == nil || !strings.Contains(err.Error(), "Q8_K") {
+		t.Errorf("SupportsWeight(Q8_K) = %v", err)
+	}
+	for typ := range testWeights {
+		if err := SupportsWeight(typ); err != nil {
+			t.Errorf("SupportsWeight(%v) = %v", typ, err)
+		}
+	}
+}
+
+func f32le(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func seq(n int) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = int32(i)
+	}
+	return v
+}
