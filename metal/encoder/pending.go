@@ -7,8 +7,19 @@ package encoder
 
 import (
 	"nibble/engine/backend"
-	"nibble/engine/kv"
+	"nibble/engine/ggml"
 )
+
+// ---- get_rows.go, mul_mv.go (weights) ----
+
+// Embed: dst row i = dequantized row tokens[i] of table (get_rows).
+func (e *Encoder) Embed(dst Region, table *Weight, tokens []int32) { e.Failf("Embed not encoded yet") }
+
+// MulMV: dst[r] = W·x[r], r < rows (mat-vec; small row counts).
+func (e *Encoder) MulMV(dst Region, w *Weight, x Region, rows int) { e.Failf("MulMV not encoded yet") }
+
+// SupportsWeight reports whether get_rows and mat-vec have kernels for t.
+func SupportsWeight(t ggml.Type) error { return nil }
 
 // ---- mul_mm.go ----
 
@@ -47,18 +58,3 @@ func (e *Encoder) KVSetSmoothing(c *KVLayer, lambda []float32) {
 // positions pos.. of the layer (K divided by λ, then rotated when
 // Cfg.Rotate).
 func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) { e.Failf("KVStore not encoded yet") }
-
-// ---- attention.go ----
-
-// AttendDecode and AttendPrefill follow backend.Backend's ops of the same
-// names; ws is the attention workspace of WorkspaceBytes.
-func (e *Encoder) AttendDecode(out, q Region, c *KVLayer, n int, a *backend.Attention, ws Region) {
-	e.Failf("AttendDecode not encoded yet")
-}
-func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int, a *backend.Attention, ws Region) {
-	e.Failf("AttendPrefill not encoded yet")
-}
-
-// WorkspaceBytes is the attention workspace a cache of cfg needs for heads
-// query heads and prefill batches of up to maxBatch rows.
-func WorkspaceBytes(cfg kv.Config, heads, maxBatch int) int { return 0 }

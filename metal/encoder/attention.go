@@ -1,0 +1,323 @@
+package encoder
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+
+	"nibble/engine/backend"
+	"nibble/engine/kv"
+	"nibble/metal/device"
+)
+
+// Attention (metal/shaders/attention.metal): decode as two passes over
+// (kv head, split) threadgroups and a merge per query head; prefill as a
+// staging dispatch (new K/V rows through f16) and one threadgroup per
+// (kv head, row).
+
+const (
+	attnThreads   = 128 // 4 simdgroups (ATTN_NSG)
+	attnMaxHG     = 8   // query heads one threadgroup serves (ATTN_MAXH)
+	attnMinChunk  = 256 // fewest tokens a split owns
+	attnTargetTGs = 256 // pass 1 threadgroups to aim for: several per GPU core
+	attnMaxSplits = 64  // most splits per kv head (the workspace holds this many)
+	log2e         = 1.4426950408889634
+)
+
+// Function constant indices (attention.metal).
+const (
+	fcAttnD = 100 + iota
+	fcAttnGS
+	fcAttnHG
+	fcAttnSmooth
+	fcAttnRotate
+	fcAttnScores
+)
+
+// attnMaxSplitsFor is the split count the workspace of a cache of ctx
+// positions is sized for.
+func attnMaxSplitsFor(ctx int) int { return max(1, min(ctx/attnMinChunk, attnMaxSplits)) }
+
+// WorkspaceBytes is the attention workspace a cache of cfg needs for heads
+// query heads and prefill batches of up to maxBatch rows: the split
+// partials (o, then {m, l}, per query head and split) and the staged new
+// K and V rows of a prefill batch as halves.
+func WorkspaceBytes(cfg kv.Config, heads, maxBatch int) int {
+	part, staged := attnLayout(cfg, heads, maxBatch)
+	return part + staged
+}
+
+// attnLayout: the partials from 0, the staging from part.
+func attnLayout(cfg kv.Config, heads, maxBatch int) (part, staged int) {
+	s := attnMaxSplitsFor(cfg.Ctx)
+	part = s * heads * (cfg.HeadDim + 2) * 4
+	staged = 2 * max(0, maxBatch) * cfg.KVHeads * cfg.HeadDim * 2
+	return (part + 15) &^ 15, (staged + 15) &^ 15
+}
+
+// attnHeadsPerGroup is the query heads one threadgroup serves: the largest
+// divisor of G up to attnMaxHG (G > 8 reads the group's K/V G/hg times).
+func attnHeadsPerGroup(g int) int {
+	for hg := min(g, attnMaxHG); hg > 1; hg-- {
+		if g%hg == 0 {
+			return hg
+		}
+	}
+	return 1
+}
+
+// attnSplits picks the split count for nTok tokens and kvTGs threadgroups
+// per split: chunks of at least attnMinChunk tokens, about attnTargetTGs
+// threadgroups in all, at most what the workspace holds.
+func attnSplits(nTok, kvTGs, maxSplits int) int {
+	s := min(nTok/attnMinChunk, (attnTargetTGs+kvTGs-1)/kvTGs)
+	return max(1, min(s, maxSplits))
+}
+
+var rotationSigns sync.Map // head dim → []byte: the rotation's signs as float32
+
+// signsOf returns kv.Rotation's signs for head dim d as float32 bytes:
+// R⁻¹·e₀ = diag(s)·H·e₀/√D = s/√D.
+func signsOf(d int) ([]byte, error) {
+	if b, ok := rotationSigns.Load(d); ok {
+		return b.([]byte), nil
+	}
+	r, err := kv.NewRotation(d)
+	if err != nil {
+		return nil, err
+	}
+	x := make([]float32, d)
+	x[0] = 1
+	r.Invert(x, x)
+	b := make([]byte, 4*d)
+	for i, v := range x {
+		s := float32(1)
+		if v < 0 {
+			s = -1
+		}
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(s))
+	}
+	rotationSigns.Store(d, b)
+	return b, nil
+}
+
+// attnCheck reports (through Failf) what breaks the attention contract;
+// it returns the query heads per threadgroup.
+func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int, ok bool) {
+	if c == nil || a == nil {
+		e.Failf("%s: nil cache or attention", op)
+		return 0, false
+	}
+	cfg := c.Cfg
+	d := a.HeadDim
+	switch {
+	case a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0:
+		e.Failf("%s: %d heads not a multiple of %d kv heads", op, a.Heads, a.KVHeads)
+	case a.KVHeads != cfg.KVHeads || d != cfg.HeadDim:
+		e.Failf("%s: %d kv heads of dim %d, the cache has %d of dim %d", op, a.KVHeads, d, cfg.KVHeads, cfg.HeadDim)
+	case d != 64 && d != 128 && d != 256:
+		e.Failf("%s: head dim %d (the kernels take 64, 128 and 256)", op, d)
+	case cfg.Type != kv.F16 && cfg.GroupSize != 32 && cfg.GroupSize != 64:
+		e.Failf("%s: group size %d", op, cfg.GroupSize)
+	case !(a.Scale > 0) || math.IsInf(float64(a.Scale), 0):
+		e.Failf("%s: scale %g must be positive and finite", op, a.Scale)
+	case a.Window < 0:
+		e.Failf("%s: negative window %d", op, a.Window)
+	case c.K.Len < c.PlaneBytes() || c.V.Len < c.PlaneBytes():
+		e.Failf("%s: K and V planes of %d and %d bytes, the cache needs %d", op, c.K.Len, c.V.Len, c.PlaneBytes())
+	case c.K.Off%16 != 0 || c.V.Off%16 != 0:
+		e.Failf("%s: K and V planes must start 16-byte aligned (offsets %d, %d)", op, c.K.Off, c.V.Off)
+	case c.Smoothed && c.Lambda.Len < 4*cfg.KVHeads*d:
+		e.Failf("%s: λ of %d bytes, want %d", op, c.Lambda.Len, 4*cfg.KVHeads*d)
+	default:
+		return attnHeadsPerGroup(a.Heads / a.KVHeads), true
+	}
+	return 0, false
+}
+
+// attnConsts are the function constants of every attention kernel.
+func attnConsts(c *KVLayer, hg int, scores bool) []device.Constant {
+	gs := c.Cfg.GroupSize
+	if c.Cfg.Type == kv.F16 || gs == 0 {
+		gs = 32 // unused: f16 has no groups
+	}
+	return []device.Constant{
+		{Index: fcAttnD, Value: uint32(c.Cfg.HeadDim)},
+		{Index: fcAttnGS, Value: uint32(gs)},
+		{Index: fcAttnHG, Value: uint32(hg)},
+		{Index: fcAttnSmooth, Value: c.Smoothed && c.Lambda.Len > 0},
+		{Index: fcAttnRotate, Value: c.Cfg.Rotate},
+		{Index: fcAttnScores, Value: scores},
+	}
+}
+
+// attnArgs is attn_args of attention.metal.
+type attnArgs struct {
+	heads, group, chunks, ctx, lo, n, chunk, splits, window, kvHeads int
+	qscale, norm                                                     float32
+	scoreStride                                                      int
+}
+
+func (a *attnArgs) bytes() []byte {
+	return Args(a.heads, a.group, a.chunks, a.ctx, a.lo, a.n, a.chunk, a.splits, a.window, a.kvHeads,
+		a.qscale, a.norm, a.scoreStride)
+}
+
+// attnPlanes binds K codes, K metadata, V codes, V metadata, λ and the
+// rotation signs at buffer(2..7), the layout both decode and prefill take.
+func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
+	meta := c.CodesBytes()
+	km, vm := c.K.Sub(meta, 0), c.V.Sub(meta, 0)
+	if c.Cfg.Type == kv.F16 {
+		km, vm = c.K, c.V // unused
+	}
+	lambda := c.Lambda
+	if !c.Smoothed || lambda.Len == 0 {
+		lambda = c.K // unused
+	}
+	signs := c.K // unused
+	if c.Cfg.Rotate {
+		b, err := signsOf(c.Cfg.HeadDim)
+		if err != nil {
+			e.Failf("attention: %v", err)
+		}
+		signs = e.Upload(b)
+	}
+	return []device.Binding{c.K.bind(2), km.bind(3), c.V.bind(4), vm.bind(5), lambda.bind(6), signs.bind(7)}
+}
+
+func attnKernel(op string, t kv.Type) string { return "kernel_attn_" + op + "_" + t.String() }
+
+// AttendDecode follows backend.Backend's AttendDecode: the query row q
+// (Heads·HeadDim floats) against the cached positions
+// [max(0, n-Window), n) of c, into out; ws is the workspace of
+// WorkspaceBytes.
+func (e *Encoder) AttendDecode(out, q Region, c *KVLayer, n int, a *backend.Attention, ws Region) {
+	e.attendDecode(out, q, c, n, a, ws, Region{}, 0)
+}
+
+// AttendDecodeScores is AttendDecode that also writes each query head's
+// raw scores q·k·scale of the visible positions p into scores at
+// [head·stride + p] (floats; stride at least n), for an eviction policy.
+// Positions outside the window are not written.
+func (e *Encoder) AttendDecodeScores(out, q Region, c *KVLayer, n int, a *backend.Attention, ws, scores Region, stride int) {
+	if stride < n || a == nil || scores.Len < 4*((a.Heads-1)*stride+n) {
+		e.Failf("attention decode: scores of %d bytes at stride %d for %d positions", scores.Len, stride, n)
+		return
+	}
+	e.attendDecode(out, q, c, n, a, ws, scores, stride)
+}
+
+func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Attention, ws, scores Region, stride int) {
+	hg, ok := e.attnCheck("attention decode", c, a)
+	if !ok {
+		return
+	}
+	d, width := a.HeadDim, a.Heads*a.HeadDim
+	part, _ := attnLayout(c.Cfg, a.Heads, 0)
+	switch {
+	case n < 1 || n > c.Cfg.Ctx:
+		e.Failf("attention decode: %d positions outside [1, %d]", n, c.Cfg.Ctx)
+		return
+	case q.Len < 4*width || out.Len < 4*width:
+		e.Failf("attention decode: q and out need %d floats, have %d and %d bytes", width, q.Len, out.Len)
+		return
+	case ws.Len < part:
+		e.Failf("attention decode: workspace of %d bytes, want %d", ws.Len, part)
+		return
+	}
+	lo := 0
+	if a.Window > 0 {
+		lo = max(0, n-a.Window)
+	}
+	g := a.Heads / a.KVHeads
+	chunks := g / hg
+	maxS := attnMaxSplitsFor(c.Cfg.Ctx)
+	s := attnSplits(n-lo, a.KVHeads*chunks, maxS)
+	chunk := (n - lo + s - 1) / s
+	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Cfg.Ctx, lo: lo, n: n, chunk: chunk, splits: s,
+		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: float32(1 / math.Sqrt(float64(d)))}
+	export := scores.Buf != nil
+	if export {
+		args.scoreStride = stride
+	}
+	partO := ws.Sub(0, s*a.Heads*d*4)
+	partML := ws.Sub(maxS*a.Heads*d*4, s*a.Heads*2*4)
+	sc := partO
+	if export {
+		sc = scores
+	}
+	consts := attnConsts(c, hg, export)
+	bind := append([]device.Binding{q.bind(1)}, e.attnPlanes(c)...)
+	bind = append(bind, partO.bind(8), partML.bind(9), sc.bind(10))
+	e.Dispatch(device.Dispatch{
+		Pipeline: e.Pipeline(attnKernel("decode", c.Cfg.Type), consts...),
+		Groups:   [3]int{a.KVHeads * chunks, s, 1}, Threads: [3]int{attnThreads, 1, 1},
+		Buffers: bind, Inline: []device.Inline{{Index: 0, Data: args.bytes()}},
+	})
+	e.Dispatch(device.Dispatch{
+		Pipeline: e.Pipeline("kernel_attn_merge_f32", attnConsts(c, hg, false)...),
+		Groups:   [3]int{a.Heads, 1, 1}, Threads: [3]int{min(d, attnThreads), 1, 1},
+		Buffers: []device.Binding{partO.bind(1), partML.bind(2), out.bind(3)},
+		Inline:  []device.Inline{{Index: 0, Data: args.bytes()}},
+	})
+}
+
+// AttendPrefill follows backend.Backend's AttendPrefill: rows query rows
+// of q at positions past..past+rows-1, row i against the cached prefix in
+// its window and new rows 0..i of k and v (rows×KVHeads·HeadDim floats)
+// rounded through f16; ws is the workspace of WorkspaceBytes for at least
+// rows rows. The caller stores k and v (KVStore) afterwards.
+func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int, a *backend.Attention, ws Region) {
+	hg, ok := e.attnCheck("attention prefill", c, a)
+	if !ok {
+		return
+	}
+	d := a.HeadDim
+	qw, kw := a.Heads*d, a.KVHeads*d
+	part, _ := attnLayout(c.Cfg, a.Heads, 0)
+	stagedBytes := rows * kw * 2
+	switch {
+	case rows < 0 || past < 0 || past+rows > c.Cfg.Ctx:
+		e.Failf("attention prefill: positions [%d, %d) outside the context of %d", past, past+rows, c.Cfg.Ctx)
+		return
+	case q.Len < 4*rows*qw || out.Len < 4*rows*qw:
+		e.Failf("attention prefill: q and out need %d floats, have %d and %d bytes", rows*qw, q.Len, out.Len)
+		return
+	case k.Len < 4*rows*kw || v.Len < 4*rows*kw:
+		e.Failf("attention prefill: k and v need %d floats, have %d and %d bytes", rows*kw, k.Len, v.Len)
+		return
+	case ws.Len < part+2*stagedBytes:
+		e.Failf("attention prefill: workspace of %d bytes, want %d for %d rows", ws.Len, part+2*stagedBytes, rows)
+		return
+	}
+	if rows == 0 {
+		return
+	}
+	g := a.Heads / a.KVHeads
+	chunks := g / hg
+	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Cfg.Ctx, lo: past, n: rows,
+		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: float32(1 / math.Sqrt(float64(d)))}
+	sk, sv := ws.Sub(part, stagedBytes), ws.Sub(part+stagedBytes, stagedBytes)
+	consts := attnConsts(c, hg, false)
+	planes := e.attnPlanes(c)
+	// Stage: λ and signs at buffer(3, 4).
+	e.Dispatch(device.Dispatch{
+		Pipeline: e.Pipeline("kernel_attn_stage_f32", consts...),
+		Groups:   [3]int{rows, a.KVHeads, 1}, Threads: [3]int{d, 1, 1},
+		Buffers: []device.Binding{k.bind(1), v.bind(2), rebind(planes[4], 3), rebind(planes[5], 4), sk.bind(5), sv.bind(6)},
+		Inline:  []device.Inline{{Index: 0, Data: args.bytes()}},
+	})
+	bind := append([]device.Binding{q.bind(1)}, planes...)
+	bind = append(bind, sk.bind(8), sv.bind(9), out.bind(10))
+	e.Dispatch(device.Dispatch{
+		Pipeline: e.Pipeline(attnKernel("prefill", c.Cfg.Type), consts...),
+		Groups:   [3]int{a.KVHeads * chunks, rows, 1}, Threads: [3]int{attnThreads, 1, 1},
+		Buffers: bind, Inline: []device.Inline{{Index: 0, Data: args.bytes()}},
+	})
+}
+
+func rebind(b device.Binding, index int) device.Binding {
+	b.Index = index
+	return b
+}

@@ -1,0 +1,622 @@
+// Attention over the KV cache (docs/ARCHITECTURE.md, "Decode attention",
+// "Prefill" and "KV cache format"):
+//
+//   kernel_attn_decode_<kv>  pass 1 of decode: grid (kv head × head chunk,
+//                            split); one threadgroup reads the K/V codes of
+//                            its split once for the hg query heads it serves
+//                            and writes their unnormalized o, m and l.
+//   kernel_attn_merge_f32    pass 2: one threadgroup per query head merges
+//                            its splits.
+//   kernel_attn_stage_f32    prefill: the batch's new K (smoothed, rotated)
+//                            and V rows rounded through f16, [kv head][row][D].
+//   kernel_attn_prefill_<kv> causal prefill: grid (kv head × head chunk, row):
+//                            the cached prefix from the cache, then the
+//                            staged new rows 0..row, normalized.
+//
+// <kv> is q4, q8 or f16. A threadgroup is ATTN_NSG simdgroups. Each
+// simdgroup walks its own blocks of 32 tokens (blocks sg, sg+NSG, ... of the
+// range): lane i scores token i of the block for every query head (the
+// qdot identity on packed codes: s·Σq'n + b·Σq'), one online-softmax update
+// per block in the exp2 domain, then the simdgroup accumulates V with each
+// lane owning D/32 consecutive elements of every head. At the end the
+// simdgroups' (m, l, o) are merged through threadgroup memory.
+#include <metal_stdlib>
+using namespace metal;
+
+constant uint attn_d      [[function_constant(100)]]; // head dim: 64, 128 or 256
+constant uint attn_gs     [[function_constant(101)]]; // metadata group (q4, q8): 32 or 64
+constant uint attn_hg     [[function_constant(102)]]; // query heads per threadgroup: 1..ATTN_MAXH
+constant bool attn_smooth [[function_constant(103)]]; // queries meet K as q∘λ
+constant bool attn_rotate [[function_constant(104)]]; // queries are rotated like K
+constant bool attn_scores [[function_constant(105)]]; // decode: export the raw scores
+
+#define ATTN_NSG  4   // simdgroups per threadgroup
+#define ATTN_MAXH 8   // query heads per threadgroup
+#define ATTN_MAXD 256 // head dim
+#define ATTN_MAXE 8   // elements of a head per lane (ATTN_MAXD/32)
+#define ATTN_LOG2E 1.4426950408889634f
+
+constant uint attn_e  = attn_d/32;      // elements of a head per lane in V
+constant uint attn_ng = attn_d/attn_gs; // metadata groups per head
+
+// The argument struct (setBytes at buffer(0)), one for every kernel here;
+// the encoder (metal/encoder/attention.go) writes the same layout.
+struct attn_args {
+    uint  heads;        // query heads (rows of q and out are heads·D floats)
+    uint  group;        // G: query heads per kv head
+    uint  chunks;       // threadgroups per kv head along x (G/attn_hg)
+    uint  ctx;          // positions per kv head in the cache planes
+    uint  lo;           // decode: first visible position; prefill: past
+    uint  n;            // decode: end of the visible positions; prefill: rows
+    uint  chunk;        // decode: tokens per split
+    uint  splits;       // decode: splits per kv head
+    uint  window;       // prefill: sliding window (0: none)
+    uint  kv_heads;     // kv heads
+    float qscale;       // scale·log2(e)
+    float norm;         // rotation: 1/sqrt(D)
+    uint  score_stride; // decode export: floats between query heads
+};
+
+// ---- query preparation ----
+
+// attn_prepare_query writes the attn_hg query heads at q (D floats apart)
+// as the cache's keys meet them, q' = R·(q∘λ)·scale·log2(e), into qs, and
+// each metadata group's Σq' into qsum; for q4 (predivide) it then divides
+// element i by 16^(i%8), so that a code masked in place from its 32-bit word
+// (MLX's mask trick, widened from uint16 to uint32 words) multiplies it
+// without a shift. Same operations in the same order as the CPU's
+// prepareQuery and kv.Rotation.Apply.
+inline void attn_prepare_query(
+        threadgroup float * qs, threadgroup float * qsum,
+        device const float * q, device const float * lambda, device const float * signs,
+        float qscale, float norm, bool predivide, bool groups, uint tid, uint ntg) {
+    for (uint j = 0; j < attn_hg; ++j) {
+        for (uint e = tid; e < attn_d; e += ntg) {
+            float x = q[j*attn_d + e];
+            if (attn_smooth) {
+                x *= lambda[e];
+            }
+            if (attn_rotate) {
+                x *= signs[e];
+            }
+            qs[j*attn_d + e] = x;
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (attn_rotate) {
+        // The fast Walsh–Hadamard transform, stage by stage (D a power of two).
+        const uint half_d = attn_d/2;
+        for (uint h = 1; h < attn_d; h *= 2) {
+            for (uint k = tid; k < attn_hg*half_d; k += ntg) {
+                const uint j = k/half_d, r = k%half_d;
+                const uint i = j*attn_d + (r/h)*2*h + r%h;
+                const float a = qs[i], b = qs[i + h];
+                qs[i] = a + b;
+                qs[i + h] = a - b;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+    }
+    for (uint k = tid; k < attn_hg*attn_d; k += ntg) {
+        float x = qs[k];
+        if (attn_rotate) {
+            x *= norm;
+        }
+        qs[k] = x*qscale;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (groups) {
+        for (uint k = tid; k < attn_hg*attn_ng; k += ntg) {
+            threadgroup const float * x = qs + k*attn_gs; // head j = k/ng, group k%ng
+            float s = 0.0f;
+            for (uint i = 0; i < attn_gs; ++i) {
+                s += x[i];
+            }
+            qsum[k] = s;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    if (predivide) {
+        for (uint k = tid; k < attn_hg*attn_d; k += ntg) {
+            qs[k] *= 1.0f/float(1u << (4*(k%8)));
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+}
+
+// ---- the cache formats: one token's scores, and its V into a lane's elements ----
+
+// A plane is codes (per (kv head, position) slot) and, for q4 and q8, the
+// {scale, bias} half pairs of its groups.
+struct attn_plane {
+    device const char  * codes;
+    device const half2 * meta;
+};
+
+// q4: D/8 little-endian words per slot, element i at bits 4·(i%8) of word i/8.
+struct attn_q4 {
+    static inline bool predivide() { return true; }
+    static inline bool groups() { return true; }
+
+    // sc[j] = q'_j·k for the token in slot: per group s·Σq'n + b·Σq'.
+    static inline void score(thread float * sc, attn_plane k, uint slot,
+                             threadgroup const float * qs, threadgroup const float * qsum) {
+        device const uint  * w = (device const uint *) k.codes + slot*(attn_d/8);
+        device const half2 * m = k.meta + slot*attn_ng;
+        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
+        for (uint j = 0; j < attn_hg; ++j) {
+            sc[j] = 0.0f;
+        }
+        for (uint g = 0; g < attn_ng; ++g) {
+            const float2 sb = float2(m[g]);
+            float acc[ATTN_MAXH];
+            for (uint j = 0; j < attn_hg; ++j) {
+                acc[j] = 0.0f;
+            }
+            for (uint i = g*attn_gs/8; i < (g + 1)*attn_gs/8; ++i) {
+                const uint x = w[i];
+                const float4 lo = float4(x & 0xFu, x & 0xF0u, x & 0xF00u, x & 0xF000u);
+                const float4 hi = float4(x & 0xF0000u, x & 0xF00000u, x & 0xF000000u, x & 0xF0000000u);
+                for (uint j = 0; j < attn_hg; ++j) {
+                    acc[j] += dot(q4[j*attn_d/4 + 2*i], lo) + dot(q4[j*attn_d/4 + 2*i + 1], hi);
+                }
+            }
+            for (uint j = 0; j < attn_hg; ++j) {
+                sc[j] += sb.x*acc[j] + sb.y*qsum[j*attn_ng + g];
+            }
+        }
+    }
+
+    // o[j·E + e] += p_j·s·(n_e·16^e) and ob[j] += p_j·b for the lane's E
+    // elements (one group: E ≤ 8 < gs); the 16^e is divided out by finish.
+    static inline void accumulate(thread float * o, thread float * ob, attn_plane v, uint slot, uint lane,
+                                  threadgroup const float * p) {
+        uint x;
+        if (attn_e == 8) {
+            x = ((device const uint *) v.codes)[slot*(attn_d/8) + lane];
+        } else if (attn_e == 4) {
+            x = ((device const ushort *) v.codes)[slot*(attn_d/4) + lane];
+        } else {
+            x = ((device const uchar *) v.codes)[slot*(attn_d/2) + lane];
+        }
+        const float2 sb = float2(v.meta[slot*attn_ng + lane*attn_e/attn_gs]);
+        for (uint j = 0; j < attn_hg; ++j) {
+            const float pj = p[j*32];
+            const float w = pj*sb.x;
+            ob[j] += pj*sb.y;
+            for (uint e = 0; e < attn_e; ++e) {
+                o[j*ATTN_MAXE + e] += w*float(x & (0xFu << (4*e)));
+            }
+        }
+    }
+
+    static inline float finish(float o, float ob, uint e) {
+        return o*(1.0f/float(1u << (4*e))) + ob;
+    }
+};
+
+// q8: D bytes per slot.
+struct attn_q8 {
+    static inline bool predivide() { return false; }
+    static inline bool groups() { return true; }
+
+    static inline void score(thread float * sc, attn_plane k, uint slot,
+                             threadgroup const float * qs, threadgroup const float * qsum) {
+        device const uchar4 * c = (device const uchar4 *) (k.codes + slot*attn_d);
+        device const half2  * m = k.meta + slot*attn_ng;
+        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
+        for (uint j = 0; j < attn_hg; ++j) {
+            sc[j] = 0.0f;
+        }
+        for (uint g = 0; g < attn_ng; ++g) {
+            const float2 sb = float2(m[g]);
+            float acc[ATTN_MAXH];
+            for (uint j = 0; j < attn_hg; ++j) {
+                acc[j] = 0.0f;
+            }
+            for (uint i = g*attn_gs/4; i < (g + 1)*attn_gs/4; ++i) {
+                const float4 n = float4(c[i]);
+                for (uint j = 0; j < attn_hg; ++j) {
+                    acc[j] += dot(q4[j*attn_d/4 + i], n);
+                }
+            }
+            for (uint j = 0; j < attn_hg; ++j) {
+                sc[j] += sb.x*acc[j] + sb.y*qsum[j*attn_ng + g];
+            }
+        }
+    }
+
+    static inline void accumulate(thread float * o, thread float * ob, attn_plane v, uint slot, uint lane,
+                                  threadgroup const float * p) {
+        device const uchar * c = (device const uchar *) v.codes + slot*attn_d + lane*attn_e;
+        float n[ATTN_MAXE];
+        for (uint e = 0; e < attn_e; ++e) {
+            n[e] = float(c[e]);
+        }
+        const float2 sb = float2(v.meta[slot*attn_ng + lane*attn_e/attn_gs]);
+        for (uint j = 0; j < attn_hg; ++j) {
+            const float pj = p[j*32];
+            const float w = pj*sb.x;
+            ob[j] += pj*sb.y;
+            for (uint e = 0; e < attn_e; ++e) {
+                o[j*ATTN_MAXE + e] += w*n[e];
+            }
+        }
+    }
+
+    static inline float finish(float o, float ob, uint) {
+        return o + ob;
+    }
+};
+
+// f16: D halves per slot (also the staged new rows of prefill).
+struct attn_f16 {
+    static inline bool predivide() { return false; }
+    static inline bool groups() { return false; }
+
+    static inline void score(thread float * sc, attn_plane k, uint slot,
+                             threadgroup const float * qs, threadgroup const float *) {
+        device const half4 * c = (device const half4 *) (k.codes + slot*attn_d*2);
+        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
+        for (uint j = 0; j < attn_hg; ++j) {
+            sc[j] = 0.0f;
+        }
+        for (uint i = 0; i < attn_d/4; ++i) {
+            const float4 x = float4(c[i]);
+            for (uint j = 0; j < attn_hg; ++j) {
+                sc[j] += dot(q4[j*attn_d/4 + i], x);
+            }
+        }
+    }
+
+    static inline void accumulate(thread float * o, thread float *, attn_plane v, uint slot, uint lane,
+                                  threadgroup const float * p) {
+        device const half * c = (device const half *) v.codes + slot*attn_d + lane*attn_e;
+        float x[ATTN_MAXE];
+        for (uint e = 0; e < attn_e; ++e) {
+            x[e] = float(c[e]);
+        }
+        for (uint j = 0; j < attn_hg; ++j) {
+            const float pj = p[j*32];
+            for (uint e = 0; e < attn_e; ++e) {
+                o[j*ATTN_MAXE + e] += pj*x[e];
+            }
+        }
+    }
+
+    static inline float finish(float o, float, uint) {
+        return o;
+    }
+};
+
+// ---- the block loop ----
+
+// One simdgroup's online-softmax state for attn_hg heads: the lane's E
+// elements of each head's o (and ob, V's bias term), m and l (log2 domain).
+struct attn_state {
+    float o[ATTN_MAXH*ATTN_MAXE];
+    float ob[ATTN_MAXH];
+    float m[ATTN_MAXH];
+    float l[ATTN_MAXH];
+};
+
+inline void attn_state_init(thread attn_state & st) {
+    for (uint j = 0; j < ATTN_MAXH; ++j) {
+        for (uint e = 0; e < ATTN_MAXE; ++e) {
+            st.o[j*ATTN_MAXE + e] = 0.0f;
+        }
+        st.ob[j] = 0.0f;
+        st.m[j] = -INFINITY;
+        st.l[j] = 0.0f;
+    }
+}
+
+// attn_blocks runs this simdgroup's blocks of the token range [t0, t1) of
+// slots base+t: blocks start at t0 + 32·sg and step by 32·ATTN_NSG. p is
+// the simdgroup's ATTN_MAXH×32 probabilities. scores (when not null) gets
+// each head's raw score q·k·scale at [j·score_stride + t].
+template <typename KV>
+inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint base, uint t0, uint t1,
+                        threadgroup const float * qs, threadgroup const float * qsum, threadgroup float * p,
+                        device float * scores, uint score_stride, ushort sg, ushort lane) {
+    for (uint b = t0 + 32*sg; b < t1; b += 32*ATTN_NSG) {
+        const uint nb = min(32u, t1 - b);
+        float sc[ATTN_MAXH];
+        if (lane < nb) {
+            KV::score(sc, k, base + b + lane, qs, qsum);
+            if (scores) {
+                for (uint j = 0; j < attn_hg; ++j) {
+                    scores[j*score_stride + b + lane] = sc[j]*(1.0f/ATTN_LOG2E);
+                }
+            }
+        } else {
+            for (uint j = 0; j < attn_hg; ++j) {
+                sc[j] = -INFINITY;
+            }
+        }
+        for (uint j = 0; j < attn_hg; ++j) {
+            const float mnew = max(st.m[j], simd_max(sc[j]));
+            const float pj = exp2(sc[j] - mnew);
+            const float alpha = exp2(st.m[j] - mnew);
+            st.l[j] = st.l[j]*alpha + simd_sum(pj);
+            st.m[j] = mnew;
+            for (uint e = 0; e < attn_e; ++e) {
+                st.o[j*ATTN_MAXE + e] *= alpha;
+            }
+            st.ob[j] *= alpha;
+            p[j*32 + lane] = pj;
+        }
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint t = 0; t < nb; ++t) {
+            KV::accumulate(st.o, st.ob, v, base + b + t, lane, p + t);
+        }
+        // p is rewritten by the next block.
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+    }
+}
+
+// attn_settle puts the state's o in element terms (KV::finish), so that
+// blocks of another format may continue it.
+template <typename KV>
+inline void attn_settle(thread attn_state & st) {
+    for (uint j = 0; j < attn_hg; ++j) {
+        for (uint e = 0; e < attn_e; ++e) {
+            st.o[j*ATTN_MAXE + e] = KV::finish(st.o[j*ATTN_MAXE + e], st.ob[j], e);
+        }
+        st.ob[j] = 0.0f;
+    }
+}
+
+// attn_merge_head merges the simdgroups' states of head j: o into comb
+// (ATTN_NSG×D), m and l through cml (ATTN_NSG×2); it returns m and l of the
+// threadgroup and the weights w_s = 2^(m_s - m) of the simdgroups. The
+// caller reads o_i = Σ_s w_s·comb[s·D + i], then calls a threadgroup
+// barrier before the next head.
+template <typename KV>
+inline void attn_merge_head(thread attn_state & st, uint j, threadgroup float * comb, threadgroup float * cml,
+                            ushort sg, ushort lane, thread float & m, thread float & l, thread float * w) {
+    for (uint e = 0; e < attn_e; ++e) {
+        comb[sg*attn_d + lane*attn_e + e] = KV::finish(st.o[j*ATTN_MAXE + e], st.ob[j], e);
+    }
+    if (lane == 0) {
+        cml[2*sg] = st.m[j];
+        cml[2*sg + 1] = st.l[j];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    m = -INFINITY;
+    for (uint s = 0; s < ATTN_NSG; ++s) {
+        m = max(m, cml[2*s]);
+    }
+    l = 0.0f;
+    for (uint s = 0; s < ATTN_NSG; ++s) {
+        // A simdgroup without tokens has m = -inf (and so may all).
+        w[s] = cml[2*s] == -INFINITY ? 0.0f : exp2(cml[2*s] - m);
+        l += w[s]*cml[2*s + 1];
+    }
+}
+
+inline float attn_merged(threadgroup const float * comb, thread const float * w, uint i) {
+    float o = 0.0f;
+    for (uint s = 0; s < ATTN_NSG; ++s) {
+        o += w[s]*comb[s*attn_d + i];
+    }
+    return o;
+}
+
+// ---- decode ----
+
+template <typename KV>
+kernel void kernel_attn_decode(
+        constant attn_args  & args   [[buffer(0)]],
+        device const float  * q      [[buffer(1)]],
+        device const char   * kc     [[buffer(2)]],
+        device const half2  * km     [[buffer(3)]],
+        device const char   * vc     [[buffer(4)]],
+        device const half2  * vm     [[buffer(5)]],
+        device const float  * lambda [[buffer(6)]],
+        device const float  * signs  [[buffer(7)]],
+        device       float  * part_o [[buffer(8)]],  // [query head][split][D]
+        device       float  * part_ml[[buffer(9)]],  // [query head][split]{m, l}
+        device       float  * scores [[buffer(10)]], // attn_scores: [query head][score_stride]
+        uint3  tg   [[threadgroup_position_in_grid]],
+        ushort tid  [[thread_index_in_threadgroup]],
+        ushort ntg  [[threads_per_threadgroup]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    threadgroup float qs[ATTN_MAXH*ATTN_MAXD];
+    threadgroup float qsum[ATTN_MAXH*ATTN_MAXD/32];
+    threadgroup float p[ATTN_NSG*ATTN_MAXH*32];
+    threadgroup float comb[ATTN_NSG*ATTN_MAXD];
+    threadgroup float cml[2*ATTN_NSG];
+
+    const uint kvh = tg.x/args.chunks;
+    const uint h0 = kvh*args.group + (tg.x - kvh*args.chunks)*attn_hg; // first query head served
+    const uint split = tg.y;
+    const uint t0 = args.lo + split*args.chunk;
+    const uint t1 = min(args.n, t0 + args.chunk);
+
+    attn_prepare_query(qs, qsum, q + h0*attn_d, lambda + kvh*attn_d, signs,
+                       args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
+
+    attn_state st;
+    attn_state_init(st);
+    const attn_plane k = {kc, km}, v = {vc, vm};
+    device float * sc = attn_scores ? scores + h0*args.score_stride : (device float *) nullptr;
+    attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, t1, qs, qsum, p + sg*ATTN_MAXH*32, sc, args.score_stride, sg, lane);
+
+    for (uint j = 0; j < attn_hg; ++j) {
+        float m, l, w[ATTN_NSG];
+        attn_merge_head<KV>(st, j, comb, cml, sg, lane, m, l, w);
+        const uint part = (h0 + j)*args.splits + split;
+        for (uint i = tid; i < attn_d; i += ntg) {
+            part_o[part*attn_d + i] = attn_merged(comb, w, i);
+        }
+        if (tid == 0) {
+            part_ml[2*part] = m;
+            part_ml[2*part + 1] = l;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+}
+
+typedef decltype(kernel_attn_decode<attn_q4>) attn_decode_t;
+
+template [[host_name("kernel_attn_decode_q4")]]  kernel attn_decode_t kernel_attn_decode<attn_q4>;
+template [[host_name("kernel_attn_decode_q8")]]  kernel attn_decode_t kernel_attn_decode<attn_q8>;
+template [[host_name("kernel_attn_decode_f16")]] kernel attn_decode_t kernel_attn_decode<attn_f16>;
+
+// kernel_attn_merge_f32: pass 2, one threadgroup per query head, a thread
+// per element: M = max m_s, w_s = 2^(m_s - M), o = Σ w_s·o_s / Σ w_s·l_s.
+kernel void kernel_attn_merge_f32(
+        constant attn_args  & args    [[buffer(0)]],
+        device const float  * part_o  [[buffer(1)]],
+        device const float  * part_ml [[buffer(2)]],
+        device       float  * out     [[buffer(3)]],
+        uint   h   [[threadgroup_position_in_grid]],
+        ushort tid [[thread_index_in_threadgroup]],
+        ushort ntg [[threads_per_threadgroup]]) {
+    const uint splits = args.splits;
+    device const float * ml = part_ml + 2*h*splits;
+    float m = -INFINITY;
+    for (uint s = 0; s < splits; ++s) {
+        m = max(m, ml[2*s]);
+    }
+    float l = 0.0f;
+    for (uint s = 0; s < splits; ++s) {
+        if (ml[2*s] != -INFINITY) {
+            l += exp2(ml[2*s] - m)*ml[2*s + 1];
+        }
+    }
+    const float inv = 1.0f/l;
+    device const float * o = part_o + h*splits*attn_d;
+    for (uint i = tid; i < attn_d; i += ntg) {
+        float acc = 0.0f;
+        for (uint s = 0; s < splits; ++s) {
+            if (ml[2*s] != -INFINITY) {
+                acc += exp2(ml[2*s] - m)*o[s*attn_d + i];
+            }
+        }
+        out[h*attn_d + i] = acc*inv;
+    }
+}
+
+// ---- prefill ----
+
+// kernel_attn_stage_f32: grid (rows, kv heads), attn_d threads. New row r
+// of K (kv_heads·D floats a row) as the cache transforms it, k/λ then R·,
+// and of V, both rounded through f16, to [kv head][row][D] halves: what an
+// f16 cache would hold (the CPU's stageRow).
+kernel void kernel_attn_stage_f32(
+        constant attn_args  & args   [[buffer(0)]],
+        device const float  * k      [[buffer(1)]],
+        device const float  * v      [[buffer(2)]],
+        device const float  * lambda [[buffer(3)]],
+        device const float  * signs  [[buffer(4)]],
+        device       half   * sk     [[buffer(5)]],
+        device       half   * sv     [[buffer(6)]],
+        uint3  tg  [[threadgroup_position_in_grid]],
+        ushort tid [[thread_index_in_threadgroup]]) {
+    threadgroup float x[ATTN_MAXD];
+    const uint r = tg.x, kvh = tg.y, rows = args.n;
+    const uint src = (r*args.kv_heads + kvh)*attn_d + tid;
+    const uint dst = (kvh*rows + r)*attn_d + tid;
+    sv[dst] = half(v[src]);
+    float y = k[src];
+    if (attn_smooth) {
+        y /= lambda[kvh*attn_d + tid];
+    }
+    if (attn_rotate) {
+        x[tid] = y*signs[tid];
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint h = 1; h < attn_d; h *= 2) {
+            // Thread i < D/2 does the butterfly of pair (a, a+h).
+            float a = 0.0f, b = 0.0f;
+            uint ia = 0;
+            if (tid < attn_d/2) {
+                ia = (tid/h)*2*h + tid%h;
+                a = x[ia];
+                b = x[ia + h];
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            if (tid < attn_d/2) {
+                x[ia] = a + b;
+                x[ia + h] = a - b;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+        y = x[tid]*args.norm;
+    }
+    sk[dst] = half(y);
+}
+
+// kernel_attn_prefill_<kv>: grid (kv head × head chunk, row), row r at
+// position past+r. The cached prefix [lo, past) through the cache format,
+// then the staged new rows [max(lo, past) - past, r] as f16, where lo is
+// the first position the row's window sees; out normalized.
+template <typename KV>
+kernel void kernel_attn_prefill(
+        constant attn_args  & args   [[buffer(0)]],
+        device const float  * q      [[buffer(1)]],
+        device const char   * kc     [[buffer(2)]],
+        device const half2  * km     [[buffer(3)]],
+        device const char   * vc     [[buffer(4)]],
+        device const half2  * vm     [[buffer(5)]],
+        device const float  * lambda [[buffer(6)]],
+        device const float  * signs  [[buffer(7)]],
+        device const char   * sk     [[buffer(8)]],
+        device const char   * sv     [[buffer(9)]],
+        device       float  * out    [[buffer(10)]],
+        uint3  tg   [[threadgroup_position_in_grid]],
+        ushort tid  [[thread_index_in_threadgroup]],
+        ushort ntg  [[threads_per_threadgroup]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    threadgroup float qs[ATTN_MAXH*ATTN_MAXD];
+    threadgroup float qsum[ATTN_MAXH*ATTN_MAXD/32];
+    threadgroup float p[ATTN_NSG*ATTN_MAXH*32];
+    threadgroup float comb[ATTN_NSG*ATTN_MAXD];
+    threadgroup float cml[2*ATTN_NSG];
+
+    const uint kvh = tg.x/args.chunks;
+    const uint h0 = kvh*args.group + (tg.x - kvh*args.chunks)*attn_hg;
+    // Rows from the last: a dispatch's first threadgroups get the most keys.
+    const uint r = args.n - 1 - tg.y;
+    const uint past = args.lo, pos = past + r;
+    const uint lo = args.window > 0 && pos + 1 > args.window ? pos + 1 - args.window : 0;
+    device const float * qrow = q + (r*args.heads + h0)*attn_d;
+
+    attn_state st;
+    attn_state_init(st);
+    threadgroup float * ps = p + sg*ATTN_MAXH*32;
+    device float * none = (device float *) nullptr;
+    if (lo < past) {
+        attn_prepare_query(qs, qsum, qrow, lambda + kvh*attn_d, signs,
+                           args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
+        const attn_plane k = {kc, km}, v = {vc, vm};
+        attn_blocks<KV>(st, k, v, kvh*args.ctx, lo, past, qs, qsum, ps, none, 0, sg, lane);
+        attn_settle<KV>(st); // the new rows continue o in element terms
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    // The staged rows meet a plain query (q4 predivides it).
+    attn_prepare_query(qs, qsum, qrow, lambda + kvh*attn_d, signs,
+                       args.qscale, args.norm, false, false, tid, ntg);
+    const attn_plane nk = {sk, (device const half2 *) sk}, nv = {sv, (device const half2 *) sv};
+    attn_blocks<attn_f16>(st, nk, nv, kvh*args.n, max(lo, past) - past, r + 1, qs, qsum, ps, none, 0, sg, lane);
+
+    device float * orow = out + (r*args.heads + h0)*attn_d;
+    for (uint j = 0; j < attn_hg; ++j) {
+        float m, l, w[ATTN_NSG];
+        attn_merge_head<attn_f16>(st, j, comb, cml, sg, lane, m, l, w);
+        const float inv = 1.0f/l;
+        for (uint i = tid; i < attn_d; i += ntg) {
+            orow[j*attn_d + i] = attn_merged(comb, w, i)*inv;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+}
+
+typedef decltype(kernel_attn_prefill<attn_q4>) attn_prefill_t;
+
+template [[host_name("kernel_attn_prefill_q4")]]  kernel attn_prefill_t kernel_attn_prefill<attn_q4>;
+template [[host_name("kernel_attn_prefill_q8")]]  kernel attn_prefill_t kernel_attn_prefill<attn_q8>;
+template [[host_name("kernel_attn_prefill_f16")]] kernel attn_prefill_t kernel_attn_prefill<attn_f16>;

@@ -1,0 +1,333 @@
+//go:build linux
+
+package shaders
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"nibble/engine/attention"
+	"nibble/engine/backend"
+	"nibble/engine/kv"
+	"nibble/engine/parallel"
+	"nibble/metal/device"
+	"nibble/metal/emulator"
+	"nibble/metal/encoder"
+)
+
+// The attention kernels are dispatched through metal/encoder, which picks
+// their function constants, grids, splits and bindings: what runs on a Mac.
+
+// attnCase is one shape: cache type and group, head dim, kv heads, GQA
+// group, positions (decode: n; prefill: past and rows), window, smoothing
+// and rotation.
+type attnCase struct {
+	typ          kv.Type
+	gs, d        int
+	kvHeads, g   int
+	n            int // decode: positions; prefill: past
+	rows         int // prefill
+	window       int
+	smooth, rot  bool
+	scoresStride int // decode: export scores at this stride (0: none)
+}
+
+func (c attnCase) String() string {
+	s := fmt.Sprintf("%v_gs%d_d%d_kv%d_g%d_n%d", c.typ, c.gs, c.d, c.kvHeads, c.g, c.n)
+	if c.rows > 0 {
+		s += fmt.Sprintf("_rows%d", c.rows)
+	}
+	if c.window > 0 {
+		s += fmt.Sprintf("_w%d", c.window)
+	}
+	if c.smooth {
+		s += "_smooth"
+	}
+	if c.rot {
+		s += "_rot"
+	}
+	if c.scoresStride > 0 {
+		s += "_scores"
+	}
+	return s
+}
+
+func (c attnCase) params() attention.Params {
+	return attention.Params{Heads: c.kvHeads * c.g, KVHeads: c.kvHeads, HeadDim: c.d,
+		Scale: float32(1 / math.Sqrt(float64(c.d))), Window: c.window}
+}
+
+// attnRows are K, V or Q rows: normal values, K with two outlier channels
+// per head (what smoothing is for) and twice the spread so that the softmax
+// has clear winners.
+func attnRows(r *rand.Rand, rows, heads, d int, outliers bool) []float32 {
+	x := make([]float32, rows*heads*d)
+	for i := range x {
+		x[i] = float32(2 * r.NormFloat64())
+		if outliers && (i%d == 5 || i%d == d-3) {
+			x[i] *= 12
+		}
+	}
+	return x
+}
+
+// attnFixture is a cache filled on the CPU (kv.Cache.Append) and the same
+// bytes on the device.
+type attnFixture struct {
+	cache *kv.Cache
+	layer encoder.KVLayer
+}
+
+func newAttnFixture(t *testing.T, d *emulator.Device, r *rand.Rand, c attnCase, ctx, filled int) *attnFixture {
+	t.Helper()
+	cfg := kv.Config{Type: c.typ, GroupSize: c.gs, Layers: 1, KVHeads: c.kvHeads, HeadDim: c.d, Ctx: ctx,
+		Rotate: c.rot, Smooth: c.smooth}
+	if c.typ == kv.F16 {
+		cfg.GroupSize = 0
+	}
+	cache, err := kv.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lambda []float32
+	if cfg.Smooths() {
+		// Powers of two from 1/4 to 4, larger on the outlier channels.
+		lambda = make([]float32, c.kvHeads*c.d)
+		for i := range lambda {
+			lambda[i] = float32(math.Ldexp(1, r.IntN(5)-2))
+			if i%c.d == 5 || i%c.d == c.d-3 {
+				lambda[i] = 8
+			}
+		}
+		if err := cache.SetLambda(0, lambda); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if filled > 0 {
+		k := attnRows(r, filled, c.kvHeads, c.d, true)
+		v := attnRows(r, filled, c.kvHeads, c.d, false)
+		if err := cache.Append(0, 0, k, v, filled); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lv := cache.Layer(0)
+	f := &attnFixture{cache: cache}
+	f.layer = encoder.KVLayer{Cfg: cfg,
+		K: region(t, d, lv.K.Raw), V: region(t, d, lv.V.Raw), Smoothed: lambda != nil}
+	if lambda != nil {
+		f.layer.Lambda = region(t, d, f32Bytes(lambda))
+	}
+	return f
+}
+
+func region(t *testing.T, d *emulator.Device, b []byte) encoder.Region {
+	t.Helper()
+	return encoder.Region{Buf: buffer(t, d, b), Len: len(b)}
+}
+
+// runEncoded runs what enc encoded in order o.
+func runEncoded(t *testing.T, d *emulator.Device, o emulator.Order, enc *encoder.Encoder) {
+	t.Helper()
+	if err := enc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	d.SetOrder(o)
+	defer d.SetOrder(emulator.Forward)
+	if err := d.Submit(enc.List()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	enc.Reset()
+}
+
+// attnCompare fails when got and want differ by more than tol·max|want|.
+func attnCompare(t *testing.T, what string, got, want []float32, width int, tol float64) {
+	t.Helper()
+	var scale, worst float64
+	at := 0
+	for _, v := range want {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	for i := range want {
+		e := math.Abs(float64(got[i] - want[i]))
+		if !(e <= worst) {
+			worst, at = e, i
+		}
+	}
+	if !(worst <= tol*scale) {
+		t.Fatalf("%s: row %d element %d: %v, want %v (error %.3g of max %.3g, %.2g relative, tolerance %g)",
+			what, at/width, at%width, got[at], want[at], worst, scale, worst/scale, tol)
+	}
+	if testing.Verbose() {
+		t.Logf("%s: worst error %.2g relative to max|out|", what, worst/scale)
+	}
+}
+
+// attnDecodeTol: the kernels and engine/attention compute the same sums in
+// float32 in other orders (other blocks per split, dot products four wide
+// here, eight there) and exp2 differs in the last bits: 1e-5 of max|out|.
+const attnDecodeTol = 1e-5
+
+// kernel_attn_decode_{q4,q8,f16} and kernel_attn_merge_f32 (through
+// encoder.AttendDecode) against engine/attention.Decode on the same cache
+// bytes. Tolerance: attnDecodeTol relative to the largest output.
+func TestAttnDecode(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(51, 52))
+	start := time.Now()
+	cases := []attnCase{
+		// q4: every head dim, GQA 1/2/4/8, gs 32/64, N from 1 to 4096.
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 1000, smooth: true, rot: true},
+		{typ: kv.Q4, gs: 64, d: 64, kvHeads: 4, g: 1, n: 33},
+		{typ: kv.Q4, gs: 32, d: 256, kvHeads: 1, g: 8, n: 257, smooth: true},
+		{typ: kv.Q4, gs: 64, d: 128, kvHeads: 1, g: 1, n: 1},
+		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 2, g: 2, n: 31, rot: true},
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 2, n: 4096, window: 1000, rot: true},
+		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 1, g: 8, n: 4096, smooth: true},
+		{typ: kv.Q4, gs: 64, d: 256, kvHeads: 1, g: 12, n: 300, window: 40}, // G 12: two threadgroups of 6 heads
+		// q8 and f16.
+		{typ: kv.Q8, gs: 32, d: 128, kvHeads: 2, g: 4, n: 1000, smooth: true},
+		{typ: kv.Q8, gs: 64, d: 256, kvHeads: 1, g: 2, n: 31, rot: true},
+		{typ: kv.Q8, gs: 32, d: 64, kvHeads: 1, g: 8, n: 4096, window: 100, smooth: true, rot: true},
+		{typ: kv.F16, d: 128, kvHeads: 2, g: 4, n: 257},
+		{typ: kv.F16, d: 64, kvHeads: 1, g: 1, n: 4096, window: 500},
+		{typ: kv.F16, d: 256, kvHeads: 1, g: 16, n: 33, rot: true},
+	}
+	for _, c := range cases {
+		f := newAttnFixture(t, d, r, c, c.n+r.IntN(3), c.n)
+		p := c.params()
+		width := p.Heads * p.HeadDim
+		q := attnRows(r, 1, p.Heads, p.HeadDim, false)
+		want := make([]float32, width)
+		pool := parallel.NewPool(2)
+		ws := attention.NewWorkspace(p, f.cache.Config().Ctx, 1, 2, nil)
+		if err := attention.Decode(pool, ws, want, q, f.cache, 0, c.n, p); err != nil {
+			t.Fatal(err)
+		}
+		pool.Close()
+		a := &backend.Attention{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Scale: p.Scale, Window: p.Window}
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
+				enc := encoder.New(d, l)
+				defer enc.Close()
+				out := region(t, d, make([]byte, 4*width))
+				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
+				enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
+				runEncoded(t, d, o, enc)
+				attnCompare(t, "out", f32s(out.Buf.Bytes()), want, p.HeadDim, attnDecodeTol)
+			})
+		}
+	}
+	t.Logf("%d cases in both orders: %v", len(cases), time.Since(start).Round(time.Millisecond))
+}
+
+// The optional score export of kernel_attn_decode_<kv>: each query head's
+// q·k·scale for every visible position, against float64 dot products with
+// the dequantized keys in the original space (kv.LayerView.Dequantize, which
+// undoes smoothing and rotation). Tolerance: 2e-5 of the largest |score|
+// (float32 sums of D products).
+func TestAttnDecodeScores(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(53, 54))
+	for _, c := range []attnCase{
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 700, window: 300, smooth: true, rot: true, scoresStride: 710},
+		{typ: kv.Q8, gs: 64, d: 64, kvHeads: 1, g: 2, n: 40, scoresStride: 40},
+		{typ: kv.F16, d: 256, kvHeads: 2, g: 1, n: 33, scoresStride: 64},
+	} {
+		f := newAttnFixture(t, d, r, c, c.n, c.n)
+		p := c.params()
+		width := p.Heads * p.HeadDim
+		q := attnRows(r, 1, p.Heads, p.HeadDim, false)
+		lo := 0
+		if c.window > 0 {
+			lo = max(0, c.n-c.window)
+		}
+		lv := f.cache.Layer(0)
+		want := make([]float32, p.Heads*c.scoresStride)
+		key := make([]float32, c.d)
+		for pos := lo; pos < c.n; pos++ {
+			for kvh := 0; kvh < c.kvHeads; kvh++ {
+				lv.Dequantize(key, &lv.K, kvh, pos)
+				for j := 0; j < c.g; j++ {
+					h := kvh*c.g + j
+					var s float64
+					for i, x := range key {
+						s += float64(q[h*c.d+i]) * float64(x)
+					}
+					want[h*c.scoresStride+pos] = float32(s * float64(p.Scale))
+				}
+			}
+		}
+		a := &backend.Attention{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Scale: p.Scale, Window: p.Window}
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
+				enc := encoder.New(d, l)
+				defer enc.Close()
+				out := region(t, d, make([]byte, 4*width))
+				scores := region(t, d, make([]byte, 4*len(want)))
+				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
+				enc.AttendDecodeScores(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr, scores, c.scoresStride)
+				runEncoded(t, d, o, enc)
+				attnCompare(t, "scores", f32s(scores.Buf.Bytes()), want, c.scoresStride, 2e-5)
+			})
+		}
+	}
+}
+
+// kernel_attn_stage_f32 and kernel_attn_prefill_{q4,q8,f16} (through
+// encoder.AttendPrefill) against engine/attention.Prefill. Tolerance:
+// attnDecodeTol relative to the largest output (the staged rows are the
+// CPU's bit for bit; the sums differ in order).
+func TestAttnPrefill(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(55, 56))
+	start := time.Now()
+	cases := []attnCase{
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 100, rows: 40, smooth: true, rot: true},
+		{typ: kv.Q4, gs: 64, d: 64, kvHeads: 1, g: 1, n: 0, rows: 33},
+		{typ: kv.Q4, gs: 32, d: 256, kvHeads: 1, g: 8, n: 70, rows: 3, window: 50, smooth: true},
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 2, n: 1000, rows: 2, window: 300, rot: true},
+		{typ: kv.Q8, gs: 32, d: 256, kvHeads: 1, g: 2, n: 300, rows: 5, window: 64, smooth: true},
+		{typ: kv.Q8, gs: 64, d: 64, kvHeads: 2, g: 1, n: 31, rows: 17, rot: true},
+		{typ: kv.F16, d: 64, kvHeads: 1, g: 8, n: 50, rows: 20, window: 30},
+		{typ: kv.F16, d: 128, kvHeads: 2, g: 2, n: 33, rows: 9, rot: true},
+	}
+	for _, c := range cases {
+		ctx := c.n + c.rows + 1
+		f := newAttnFixture(t, d, r, c, ctx, c.n)
+		p := c.params()
+		qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
+		q := attnRows(r, c.rows, p.Heads, p.HeadDim, false)
+		k := attnRows(r, c.rows, p.KVHeads, p.HeadDim, true)
+		v := attnRows(r, c.rows, p.KVHeads, p.HeadDim, false)
+		want := make([]float32, c.rows*qw)
+		pool := parallel.NewPool(2)
+		ws := attention.NewWorkspace(p, ctx, c.rows, 2, nil)
+		if err := attention.Prefill(pool, ws, want, q, k, v, c.rows, f.cache, 0, c.n, p); err != nil {
+			t.Fatal(err)
+		}
+		pool.Close()
+		a := &backend.Attention{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Scale: p.Scale, Window: p.Window}
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
+				enc := encoder.New(d, l)
+				defer enc.Close()
+				out := region(t, d, make([]byte, 4*c.rows*qw))
+				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, c.rows)))
+				enc.AttendPrefill(out, region(t, d, f32Bytes(q)), region(t, d, f32Bytes(k)), region(t, d, f32Bytes(v)),
+					&f.layer, c.n, c.rows, a, wsr)
+				runEncoded(t, d, o, enc)
+				attnCompare(t, "out", f32s(out.Buf.Bytes()), want, qw, attnDecodeTol)
+				_ = kw
+			})
+		}
+	}
+	t.Logf("%d cases in both orders: %v", len(cases), time.Since(start).Round(time.Millisecond))
+}
+
+var _ device.Buffer // the harness's buffers back the regions
