@@ -7,19 +7,7 @@ package encoder
 
 import (
 	"nibble/engine/backend"
-	"nibble/engine/ggml"
 )
-
-// ---- get_rows.go, mul_mv.go (weights) ----
-
-// Embed: dst row i = dequantized row tokens[i] of table (get_rows).
-func (e *Encoder) Embed(dst Region, table *Weight, tokens []int32) { e.Failf("Embed not encoded yet") }
-
-// MulMV: dst[r] = W·x[r], r < rows (mat-vec; small row counts).
-func (e *Encoder) MulMV(dst Region, w *Weight, x Region, rows int) { e.Failf("MulMV not encoded yet") }
-
-// SupportsWeight reports whether get_rows and mat-vec have kernels for t.
-func SupportsWeight(t ggml.Type) error { return nil }
 
 // ---- mul_mm.go ----
 
