@@ -9,16 +9,6 @@ import (
 	"nibble/engine/backend"
 )
 
-// ---- mul_mm.go ----
-
-// MulMM: dst[r] = W·x[r], r < rows (mat-mat for prefill batches).
-func (e *Encoder) MulMM(dst Region, w *Weight, x Region, rows int) { e.Failf("MulMM not encoded yet") }
-
-// MatMul chooses MulMV or MulMM by rows.
-func (e *Encoder) MatMul(dst Region, w *Weight, x Region, rows int) {
-	e.Failf("MatMul not encoded yet")
-}
-
 // ---- rms_norm.go, rope.go, elementwise.go, kv_append.go ----
 
 func (e *Encoder) RMSNorm(dst, x Region, w *Weight, eps float32, rows int) {
