@@ -1,0 +1,162 @@
+// kernel_kv_append_{f16,q8,q4}: store rows rows of K and V (kv_heads·d
+// floats each, heads concatenated) at positions pos..pos+rows-1 of one
+// layer's planes, in the layout of docs/ARCHITECTURE.md ("KV cache format"):
+// codes [head][pos], then for q8 and q4 the metadata, one half2
+// {scale, bias} per group of gs, [head][pos][group].
+//
+// The bytes are the CPU cache's (engine/kv Cache.Append): K is divided by λ
+// (smoothing), then rotated (R = H·diag(s)/√d, the butterflies in the CPU's
+// order), then quantized as engine/kv/quant.go does: min/max per group,
+// scale = max((max - min)/L, 2^-14) and bias = min rounded to fp16 first,
+// codes clamp(rint((x - bias)/scale), 0, L) from the rounded values.
+//
+// One thread per 8 consecutive elements of a head vector (one q4 word), a
+// head vector in d/8 consecutive lanes: a group's min/max and the rotation's
+// butterflies across chunks are simd shuffles, no threadgroup memory and no
+// barrier. Grid: (ceil(rows·kv_heads·d/8 / threads), 2): y = 0 stores K,
+// y = 1 stores V. Threads: a multiple of 32.
+#include <metal_stdlib>
+using namespace metal;
+
+// The argument struct (setBytes at buffer(0)).
+struct kv_append_args {
+    uint  d;        // head dim, a multiple of 8 (and of gs)
+    uint  gs;       // elements per {scale, bias} group: 32 or 64 (q8, q4)
+    uint  kv_heads;
+    uint  ctx;      // positions per head in a plane
+    uint  pos;      // position of the first row
+    uint  n;        // chunks of 8 to store per plane: rows·kv_heads·d/8
+    uint  smooth;   // divide K by λ
+    uint  rotate;   // rotate K (d/8 a power of two, at most 32)
+    float norm;     // the rotation's 1/√d, as the CPU rounds it
+    ulong meta;     // byte offset of the metadata in a plane
+};
+
+// kv_append_rotate applies H·x·norm to the head vector held 8 elements a
+// lane by the d/8 lanes of its chunks (c: this lane's chunk). The stages run
+// as engine/kv's hadamard runs them (span 1, 2, 4, ...), each element the
+// same a+b or a-b of the same operands, so the result is the CPU's bit for
+// bit.
+inline void kv_append_rotate(thread float4 & x0, thread float4 & x1, uint c, uint chunks, float norm) {
+    // Spans 1 and 2 inside each float4, span 4 between them.
+    float4 a = float4(x0.x, x0.z, x1.x, x1.z);
+    float4 b = float4(x0.y, x0.w, x1.y, x1.w);
+    float4 s = a + b, t = a - b;
+    x0 = float4(s.x, t.x, s.y, t.y);
+    x1 = float4(s.z, t.z, s.w, t.w);
+    a = float4(x0.xy, x1.xy);
+    b = float4(x0.zw, x1.zw);
+    s = a + b;
+    t = a - b;
+    x0 = float4(s.xy, t.xy);
+    x1 = float4(s.zw, t.zw);
+    s = x0 + x1;
+    x1 = x0 - x1;
+    x0 = s;
+    // Spans 8, 16, ...: the partner chunk is the lane c^m lanes away.
+    for (uint m = 1; m < chunks; m <<= 1) {
+        const float4 p0 = simd_shuffle_xor(x0, (ushort) m);
+        const float4 p1 = simd_shuffle_xor(x1, (ushort) m);
+        if (c & m) {
+            x0 = p0 - x0;
+            x1 = p1 - x1;
+        } else {
+            x0 = x0 + p0;
+            x1 = x1 + p1;
+        }
+    }
+    x0 *= norm;
+    x1 *= norm;
+}
+
+// kv_append_codes is clamp(rint((x - bias)/scale), 0, L); NaN gives 0.
+inline uint4 kv_append_codes(float4 x, float scale, float bias, float L) {
+    const float4 q = rint((x - bias)/scale);
+    return uint4(select(float4(0.0f), min(q, L), q > 0.0f));
+}
+
+// L: 0 stores f16, else the code levels (255 for q8, 15 for q4).
+template <int L>
+kernel void kernel_kv_append(
+        constant kv_append_args & args   [[buffer(0)]],
+        device const float      * k      [[buffer(1)]],
+        device const float      * v      [[buffer(2)]],
+        device const float      * lambda [[buffer(3)]], // kv_heads·d (read when smooth)
+        device const float      * signs  [[buffer(4)]], // d ±1 (read when rotate)
+        device       char       * kp     [[buffer(5)]],
+        device       char       * vp     [[buffer(6)]],
+        uint2 tg  [[threadgroup_position_in_grid]],
+        uint  tid [[thread_index_in_threadgroup]],
+        uint  ntg [[threads_per_threadgroup]]) {
+    const uint gid = tg.x*ntg + tid;
+    if (gid >= args.n) {
+        return; // whole head vectors end here: no live lane needs this one
+    }
+    const bool is_k   = tg.y == 0;
+    const uint chunks = args.d/8;
+    const uint vec    = gid/chunks;         // row·kv_heads + head
+    const uint c      = gid - vec*chunks;   // chunk of the head vector
+    const uint row    = vec/args.kv_heads;
+    const uint h      = vec - row*args.kv_heads;
+
+    device const float4 * src = (device const float4 *) ((is_k ? k : v) + (ulong) gid*8);
+    float4 x0 = src[0];
+    float4 x1 = src[1];
+    if (is_k && args.smooth) {
+        device const float4 * l = (device const float4 *) (lambda + h*args.d + c*8);
+        x0 /= l[0];
+        x1 /= l[1];
+    }
+    if (is_k && args.rotate) {
+        device const float4 * s = (device const float4 *) (signs + c*8);
+        x0 *= s[0];
+        x1 *= s[1];
+        kv_append_rotate(x0, x1, c, chunks, args.norm);
+    }
+
+    device char * plane = is_k ? kp : vp;
+    const ulong slot = (ulong) h*args.ctx + args.pos + row; // head·ctx + position
+    if (L == 0) {
+        device half4 * dst = (device half4 *) (plane + (slot*args.d + c*8)*2);
+        dst[0] = half4(x0);
+        dst[1] = half4(x1);
+        return;
+    }
+
+    // The group's min and max over its gs/8 lanes (aligned: d is a
+    // multiple of gs, and head vectors start at multiples of d/8 lanes).
+    const uint lanes = args.gs/8;
+    float mn = min(min(min(x0.x, x0.y), min(x0.z, x0.w)), min(min(x1.x, x1.y), min(x1.z, x1.w)));
+    float mx = max(max(max(x0.x, x0.y), max(x0.z, x0.w)), max(max(x1.x, x1.y), max(x1.z, x1.w)));
+    for (uint m = 1; m < lanes; m <<= 1) {
+        mn = min(mn, simd_shuffle_xor(mn, (ushort) m));
+        mx = max(mx, simd_shuffle_xor(mx, (ushort) m));
+    }
+    mn = clamp(mn, -65504.0f, 65504.0f);
+    mx = clamp(mx, -65504.0f, 65504.0f);
+    const float s  = max((mx - mn)/float(L), 1.0f/16384.0f);
+    const half  hs = half(min(s, 65504.0f));
+    const half  hb = half(mn);
+    const float scale = float(hs), bias = float(hb);
+
+    const uint4 q0 = kv_append_codes(x0, scale, bias, float(L));
+    const uint4 q1 = kv_append_codes(x1, scale, bias, float(L));
+    if (L == 15) {
+        device uint * dst = (device uint *) (plane + slot*(args.d/2) + c*4);
+        *dst = q0.x | q0.y << 4 | q0.z << 8 | q0.w << 12 | q1.x << 16 | q1.y << 20 | q1.z << 24 | q1.w << 28;
+    } else {
+        device uint * dst = (device uint *) (plane + slot*args.d + c*8);
+        dst[0] = q0.x | q0.y << 8 | q0.z << 16 | q0.w << 24;
+        dst[1] = q1.x | q1.y << 8 | q1.z << 16 | q1.w << 24;
+    }
+    if (c % lanes == 0) {
+        device half2 * meta = (device half2 *) (plane + args.meta);
+        meta[slot*(args.d/args.gs) + c/lanes] = half2(hs, hb);
+    }
+}
+
+typedef decltype(kernel_kv_append<0>) kv_append_t;
+
+template [[host_name("kernel_kv_append_f16")]] kernel kv_append_t kernel_kv_append<0>;
+template [[host_name("kernel_kv_append_q8")]]  kernel kv_append_t kernel_kv_append<255>;
+template [[host_name("kernel_kv_append_q4")]]  kernel kv_append_t kernel_kv_append<15>;

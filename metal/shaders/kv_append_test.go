@@ -1,0 +1,185 @@
+//go:build linux
+
+package shaders
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"nibble/engine/kv"
+	"nibble/metal/device"
+)
+
+// kvAppendSigns are the rotation's signs for head dim d, read off
+// kv.Rotation: R⁻¹·e₀ = diag(s)·H·e₀/√d = s/√d.
+func kvAppendSigns(t *testing.T, d int) []float32 {
+	rot, err := kv.NewRotation(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := make([]float32, d)
+	e[0] = 1
+	rot.Invert(e, e)
+	for i, v := range e {
+		e[i] = float32(math.Copysign(1, float64(v)))
+	}
+	return e
+}
+
+// kvAppendRows are rows of K or V as attention produces them: normal
+// values, a few outlier channels per head (what smoothing is for), and now
+// and then a value far beyond fp16's range or a constant group.
+func kvAppendRows(r *rand.Rand, rows, kvHeads, d int) []float32 {
+	x := make([]float32, rows*kvHeads*d)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+		if i%d == 3 || i%d == d/2+1 {
+			x[i] *= 40
+		}
+	}
+	if len(x) > 2*d {
+		x[r.IntN(len(x))] = 1e6
+		x[r.IntN(len(x))] = -7e4
+		for i := d; i < d+8; i++ {
+			x[i] = 0.25 // a constant run
+		}
+	}
+	return x
+}
+
+// kernel_kv_append_{f16,q8,q4} against engine/kv Cache.Append: the planes'
+// bytes, codes and metadata, must be equal. Tolerance: none (the kernel
+// computes the CPU's operations in the same order; a device whose division
+// is not correctly rounded may move a code by one at a rounding tie).
+func TestKVAppend(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(41, 42))
+	type kcase struct {
+		typ             kv.Type
+		gs, kvHeads, hd int
+		ctx, pos, rows  int
+		smooth, rotate  bool
+		threads         int
+	}
+	var cases []kcase
+	// Every type, group size, smoothing and rotation over the head dims,
+	// at a few heads, batch sizes and positions.
+	i := 0
+	for _, typ := range kv.Types {
+		for _, hd := range []int{64, 128, 256} {
+			for _, gs := range []int{32, 64} {
+				if typ == kv.F16 && gs == 64 {
+					continue
+				}
+				for _, sr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+					heads := []int{1, 2, 4, 8, 32}[i%5]
+					rows := []int{1, 33, 7, 16, 2}[i%5]
+					ctx := []int{64, 128, 4096}[i%3]
+					cases = append(cases, kcase{typ, gs, heads, hd, ctx, ctx - rows - i%3, rows, sr[0], sr[1], []int{256, 128, 32, 1024}[i%4]})
+					i++
+				}
+			}
+		}
+	}
+	// Head dims that are not powers of two (no rotation), and the last
+	// position of a long context.
+	cases = append(cases,
+		kcase{kv.Q4, 32, 2, 96, 50, 3, 5, true, false, 64},
+		kcase{kv.Q8, 64, 3, 192, 40, 39, 1, true, false, 96},
+		kcase{kv.F16, 32, 5, 80, 20, 0, 20, false, false, 128},
+		kcase{kv.Q4, 64, 8, 128, 4096, 4095, 1, true, true, 256},
+		kcase{kv.Q4, 32, 32, 128, 4096, 4064, 32, true, true, 1024},
+	)
+	for _, c := range cases {
+		cfg := kv.Config{Type: c.typ, GroupSize: c.gs, Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, Ctx: c.ctx, Rotate: c.rotate, Smooth: c.smooth}
+		if c.typ == kv.F16 {
+			cfg.GroupSize = kv.DefaultGroupSize
+		}
+		cache, err := kv.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lambda := make([]float32, c.kvHeads*c.hd)
+		for i := range lambda {
+			lambda[i] = float32(math.Ldexp(1, r.IntN(9)-4))
+		}
+		smooth := c.smooth && cfg.Smooths()
+		if err := cache.SetLambda(0, lambda); err != nil {
+			t.Fatal(err)
+		}
+		kr, vr := kvAppendRows(r, c.rows, c.kvHeads, c.hd), kvAppendRows(r, c.rows, c.kvHeads, c.hd)
+		lv := cache.Layer(0)
+		// What the planes held before: the kernel must not touch it.
+		before := make([]byte, len(lv.K.Raw))
+		for i := range before {
+			before[i] = byte(r.Uint32())
+		}
+		copy(lv.K.Raw, before)
+		copy(lv.V.Raw, before)
+		if err := cache.Append(0, c.pos, kr, vr, c.rows); err != nil {
+			t.Fatal(err)
+		}
+		signs := make([]float32, c.hd)
+		if c.rotate {
+			signs = kvAppendSigns(t, c.hd)
+		}
+		codes := c.kvHeads * c.ctx * c.hd
+		switch c.typ {
+		case kv.Q4:
+			codes /= 2
+		case kv.F16:
+			codes *= 2
+		}
+		p := pipeline(t, l, "kernel_kv_append_"+c.typ.String())
+		for _, o := range orders {
+			name := fmt.Sprintf("%v_gs%d_heads%d_d%d_ctx%d_pos%d_rows%d_smooth%v_rotate%v_%v", c.typ, c.gs, c.kvHeads, c.hd, c.ctx, c.pos, c.rows, smooth, c.rotate, o)
+			t.Run(name, func(t *testing.T) {
+				kp, vp := buffer(t, d, before), buffer(t, d, before)
+				n := c.rows * c.kvHeads * c.hd / 8
+				a := kvAppendArgs(c.hd, cfg.GroupSize, c.kvHeads, c.ctx, c.pos, n, smooth, c.rotate, codes)
+				run(t, d, o, device.Dispatch{
+					Pipeline: p, Groups: [3]int{(n + c.threads - 1) / c.threads, 2, 1}, Threads: [3]int{c.threads, 1, 1},
+					Inline: []device.Inline{{Index: 0, Data: a}},
+					Buffers: []device.Binding{
+						{Index: 1, Buffer: buffer(t, d, f32Bytes(kr))}, {Index: 2, Buffer: buffer(t, d, f32Bytes(vr))},
+						{Index: 3, Buffer: buffer(t, d, f32Bytes(lambda))}, {Index: 4, Buffer: buffer(t, d, f32Bytes(signs))},
+						{Index: 5, Buffer: kp}, {Index: 6, Buffer: vp},
+					},
+				})
+				kvAppendCompare(t, "K", kp.Bytes(), lv.K.Raw, codes)
+				kvAppendCompare(t, "V", vp.Bytes(), lv.V.Raw, codes)
+			})
+		}
+	}
+}
+
+// kvAppendArgs packs kv_append_args (a ulong last, at offset 40).
+func kvAppendArgs(hd, gs, kvHeads, ctx, pos, n int, smooth, rotate bool, meta int) []byte {
+	b := func(v bool) int {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	a := args(hd, gs, kvHeads, ctx, pos, n, b(smooth), b(rotate), float32(1/math.Sqrt(float64(hd))), 0)
+	m := uint64(meta)
+	for i := 0; i < 8; i++ {
+		a = append(a, byte(m>>(8*i)))
+	}
+	return a
+}
+
+func kvAppendCompare(t *testing.T, plane string, got, want []byte, codes int) {
+	t.Helper()
+	for i := range want {
+		if got[i] != want[i] {
+			where := "codes"
+			if i >= codes {
+				where = "metadata"
+			}
+			t.Fatalf("%s plane byte %d (%s): %#02x, want %#02x", plane, i, where, got[i], want[i])
+		}
+	}
+}
