@@ -36,8 +36,11 @@ constant bool attn_scores [[function_constant(105)]]; // decode: export the raw 
 #define ATTN_MAXE 8   // elements of a head per lane (ATTN_MAXD/32)
 #define ATTN_LOG2E 1.4426950408889634f
 
-constant uint attn_e  = attn_d/32;      // elements of a head per lane in V
-constant uint attn_ng = attn_d/attn_gs; // metadata groups per head
+// Macros, not program-scope constants computed from the function
+// constants: those are evaluated for every dispatch of the library (in the
+// emulator), where attn_gs may be unset and zero.
+#define attn_e  (attn_d/32)      // elements of a head per lane in V
+#define attn_ng (attn_d/attn_gs) // metadata groups per head
 
 // The argument struct (setBytes at buffer(0)), one for every kernel here;
 // the encoder (metal/encoder/attention.go) writes the same layout.
