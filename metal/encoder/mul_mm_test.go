@@ -84,7 +84,9 @@ func mmWeights(t *testing.T, rng *rand.Rand, typ ggml.Type, rows, cols int) []by
 	return b
 }
 
-// MulMM on the emulator against engine/cpu's MatMul. The CPU backend
+// MatMul on the emulator against engine/cpu's MatMul: MulMM for the
+// batches of 8 rows and more (TestEncoderMatMulChoice checks the choice),
+// MulMV below. The CPU backend
 // rounds x to f16 for F16 weights and quantizes it to q8 for the quantized
 // types, so the two differ by that rounding: the tolerance is the CPU's
 // bound of the backend conformance suite (2e-3·‖w∘x‖₂ for F16,
@@ -103,6 +105,7 @@ func TestEncoderMulMM(t *testing.T) {
 		{ggml.Q4_0, 100, 256, 33},
 		{ggml.Q4_K, 65, 512, 40},
 		{ggml.Q6_K, 64, 256, 8},
+		{ggml.Q4_K, 65, 512, 3}, // mat-vec
 	} {
 		t.Run(fmt.Sprintf("%v_%dx%d_rows%d", c.typ, c.outs, c.cols, c.rows), func(t *testing.T) {
 			wb := mmWeights(t, rng, c.typ, c.outs, c.cols)
@@ -134,7 +137,7 @@ func TestEncoderMulMM(t *testing.T) {
 			xr := mmBuffer(t, dev, mmF32Bytes(x))
 			dr := mmBuffer(t, dev, make([]byte, 4*c.rows*c.outs))
 			w := &Weight{Region: wr, Type: c.typ, Rows: c.outs, Cols: c.cols}
-			e.MulMM(dr, w, xr, c.rows)
+			e.MatMul(dr, w, xr, c.rows)
 			if err := e.Err(); err != nil {
 				t.Fatal(err)
 			}
