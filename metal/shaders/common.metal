@@ -25,8 +25,10 @@
 // hand, which needs no bfloat support from the Metal version.
 //
 // A row of a weight is n/qk consecutive blocks; rows are type-size·n/qk
-// bytes apart. Every block struct has 2-byte alignment at most (4 for
-// block_f32), which GGUF's row sizes keep.
+// bytes apart. Every block's size is even, so blocks stay 2-byte aligned
+// and the dequantizers read their codes as ushort (two bytes a load); the
+// float types read float4/half4, so their rows must start 16-byte aligned
+// (GGUF aligns tensors to 32 bytes).
 #include <metal_stdlib>
 using namespace metal;
 
@@ -157,10 +159,13 @@ void dequant16_bf16(device const block_bf16 * b, short il, thread T4x4 & out) {
 template <typename T4x4>
 void dequant16_q4_0(device const block_q4_0 * b, short il, thread T4x4 & out) {
     const float d = b->d;
+    device const ushort * qs = (device const ushort *) b->qs;
     const short shift = il*4;
     float4x4 t;
-    for (short i = 0; i < 16; i++) {
-        t[i/4][i%4] = float((b->qs[i] >> shift) & 15) - 8.0f;
+    for (short i = 0; i < 8; i++) {
+        const ushort v = qs[i] >> shift; // elements 2i (bits 0..3) and 2i+1 (bits 8..11)
+        t[i/2][2*(i%2) + 0] = float(v & 15) - 8.0f;
+        t[i/2][2*(i%2) + 1] = float((v >> 8) & 15) - 8.0f;
     }
     out = T4x4(t*d);
 }
@@ -169,10 +174,13 @@ template <typename T4x4>
 void dequant16_q4_1(device const block_q4_1 * b, short il, thread T4x4 & out) {
     const float d = b->d;
     const float m = b->m;
+    device const ushort * qs = (device const ushort *) b->qs;
     const short shift = il*4;
     float4x4 t;
-    for (short i = 0; i < 16; i++) {
-        t[i/4][i%4] = float((b->qs[i] >> shift) & 15)*d + m;
+    for (short i = 0; i < 8; i++) {
+        const ushort v = qs[i] >> shift;
+        t[i/2][2*(i%2) + 0] = float(v & 15)*d + m;
+        t[i/2][2*(i%2) + 1] = float((v >> 8) & 15)*d + m;
     }
     out = T4x4(t);
 }
@@ -212,10 +220,10 @@ void dequant16_q5_1(device const block_q5_1 * b, short il, thread T4x4 & out) {
 template <typename T4x4>
 void dequant16_q8_0(device const block_q8_0 * b, short il, thread T4x4 & out) {
     const float d = b->d;
-    device const int8_t * q = b->qs + il*16;
+    device const char2 * q = (device const char2 *) (b->qs + il*16); // 2-byte aligned
     float4x4 t;
-    for (short i = 0; i < 16; i++) {
-        t[i/4][i%4] = float(q[i]);
+    for (short i = 0; i < 4; i++) {
+        t[i] = float4(float2(q[2*i]), float2(q[2*i + 1]));
     }
     out = T4x4(t*d);
 }
@@ -272,11 +280,13 @@ void dequant16_q4_k(device const block_q4_k * b, short il, thread T4x4 & out) {
     const uchar2 sm = common_scale_min_k4(b->scales, is);
     const float dl = float(b->d)*float(sm.x);
     const float ml = float(b->dmin)*float(sm.y);
-    device const uint8_t * q = b->qs + 32*(il/4) + 16*(il%2);
+    device const ushort * q = (device const ushort *) (b->qs + 32*(il/4) + 16*(il%2));
     const short shift = 4*((il%4)/2);
     float4x4 t;
-    for (short i = 0; i < 16; i++) {
-        t[i/4][i%4] = dl*float((q[i] >> shift) & 15) - ml;
+    for (short i = 0; i < 8; i++) {
+        const ushort v = q[i] >> shift;
+        t[i/2][2*(i%2) + 0] = dl*float(v & 15) - ml;
+        t[i/2][2*(i%2) + 1] = dl*float((v >> 8) & 15) - ml;
     }
     out = T4x4(t);
 }
@@ -304,14 +314,16 @@ void dequant16_q6_k(device const block_q6_k * b, short il, thread T4x4 & out) {
     // (k%2), its nibble (k/2) and qh's bit pair (k); the scale is il's own.
     const float dl = float(b->d)*float(b->scales[il]);
     const short k = (il%8)/2;
-    device const uint8_t * ql = b->ql + 64*(il/8) + 32*(k%2) + 16*(il%2);
-    device const uint8_t * qh = b->qh + 32*(il/8) + 16*(il%2);
+    device const ushort * ql = (device const ushort *) (b->ql + 64*(il/8) + 32*(k%2) + 16*(il%2));
+    device const ushort * qh = (device const ushort *) (b->qh + 32*(il/8) + 16*(il%2));
     const short lshift = 4*(k/2);
     const short hshift = 2*k;
     float4x4 t;
-    for (short i = 0; i < 16; i++) {
-        const int v = (((ql[i] >> lshift) & 15) | ((qh[i] >> hshift) & 3) << 4) - 32;
-        t[i/4][i%4] = float(v);
+    for (short i = 0; i < 8; i++) {
+        const ushort l = ql[i] >> lshift;
+        const ushort h = qh[i] >> hshift;
+        t[i/2][2*(i%2) + 0] = float(short((l & 15) | (h & 3) << 4) - 32);
+        t[i/2][2*(i%2) + 1] = float(short(((l >> 8) & 15) | ((h >> 8) & 3) << 4) - 32);
     }
     out = T4x4(t*dl);
 }
