@@ -1,0 +1,73 @@
+// kernel_rope_{norm,neox}_f32: rotary position embedding in place. Row r of
+// x holds heads heads of head_dim floats; the first 2·pairs elements of each
+// head are rotated pairwise, pair j by pos[r]·freq[j] radians: (2j, 2j+1)
+// (norm) or (j, j+pairs) (NeoX).
+//
+// freq[j] is the pair's angle per position, scale·base^(-2j/dims)/factor_j,
+// computed on the host in float64 (as the CPU backend does) and passed as
+// two floats, hi + lo. The angle is formed from them with an exact product
+// error and reduced mod 2π (Cody–Waite) before sin and cos, so it is
+// within ~3e-7 rad of the CPU's float64 angle at any position: a plain
+// float32 pos·freq would be off by ~pos·2^-24 rad, 0.008 at 128K.
+//
+// Grid: (rows, ceil(heads/hpg)); threads: one per pair (a multiple of 32,
+// at least pairs). A thread computes its pair's sin and cos once and
+// rotates that pair in hpg heads.
+#include <metal_stdlib>
+using namespace metal;
+
+// The argument struct (setBytes at buffer(0)).
+struct rope_args {
+    uint heads;    // heads per row
+    uint head_dim; // floats between heads
+    uint pairs;    // rotated pairs per head: dims/2
+    uint hpg;      // heads per threadgroup
+};
+
+// rope_angle returns p·(hi + lo) mod 2π, in [-π, π] up to rounding.
+inline float rope_angle(float p, float2 f) {
+    // 2π = C1 + C2 + C3 (each the float nearest to what is left).
+    const float C1 = 6.28318548202514648438f;
+    const float C2 = -1.74845553146951715461e-07f;
+    const float C3 = -6.86049804002352750e-15f;
+    const float a = p*f.x;
+    const float e = fma(p, f.x, -a); // exact: a + e = p·hi
+    const float k = rint(a*0.15915494309189533577f);
+    // a and k·C1 are multiples of C1's ulp (2^-21) once a >= 4, and their
+    // difference is within π: exact.
+    float r = fma(-k, C1, a);
+    r = fma(-k, C2, r);
+    return r + (fma(p, f.y, e) - k*C3);
+}
+
+template <bool NEOX>
+kernel void kernel_rope(
+        constant rope_args & args [[buffer(0)]],
+        device       float * x    [[buffer(1)]],
+        device const int   * pos  [[buffer(2)]],
+        device const float2* freq [[buffer(3)]],
+        uint2 tg [[threadgroup_position_in_grid]],
+        uint  j  [[thread_index_in_threadgroup]]) {
+    if (j >= args.pairs) {
+        return;
+    }
+    const uint  row = tg.x;
+    const float r   = rope_angle(float(pos[row]), freq[j]);
+    const float c   = cos(r);
+    const float s   = sin(r);
+    const uint  a   = NEOX ? j : 2*j;
+    const uint  b   = NEOX ? j + args.pairs : 2*j + 1;
+    const uint  h0  = tg.y*args.hpg;
+    const uint  h1  = min(h0 + args.hpg, args.heads);
+    for (uint h = h0; h < h1; ++h) {
+        device float * v = x + ((ulong) row*args.heads + h)*args.head_dim;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0*c - x1*s;
+        v[b] = x0*s + x1*c;
+    }
+}
+
+typedef decltype(kernel_rope<false>) rope_t;
+
+template [[host_name("kernel_rope_norm_f32")]] kernel rope_t kernel_rope<false>;
+template [[host_name("kernel_rope_neox_f32")]] kernel rope_t kernel_rope<true>;

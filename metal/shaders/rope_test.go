@@ -1,0 +1,110 @@
+//go:build linux
+
+package shaders
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"nibble/engine/backend"
+	"nibble/engine/cpu"
+	"nibble/metal/device"
+)
+
+// ropeFreqs are the pairs' angles per position as kernel_rope reads them:
+// the CPU backend's float64 frequencies (engine/cpu ropeFrequencies) split
+// into float32 hi + lo.
+func ropeFreqs(r *backend.RoPE) []float32 {
+	scale := float64(r.PosScale)
+	if scale == 0 {
+		scale = 1
+	}
+	out := make([]float32, r.Dims)
+	for i := 0; i < r.Dims/2; i++ {
+		f := scale * math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims))
+		if r.FreqFactors != nil {
+			f /= float64(r.FreqFactors[i])
+		}
+		hi := float32(f)
+		out[2*i], out[2*i+1] = hi, float32(f-float64(hi))
+	}
+	return out
+}
+
+// kernel_rope_{norm,neox}_f32 against the CPU backend's RoPE (angles in
+// float64). Tolerance: |Δ| ≤ 1e-6·max|x| of the row at every position (the
+// kernel's angle is within ~3e-7 rad of the CPU's, then one rounding each
+// for sin, cos and the products).
+func TestRoPE(t *testing.T) {
+	d, l := emu(t)
+	cb := cpu.New(1)
+	defer cb.Close()
+	r := rand.New(rand.NewPCG(51, 52))
+	for i, c := range []struct {
+		heads, headDim, dims int
+		base, scale          float32
+		factors              bool
+		pos                  []int32
+	}{
+		{32, 128, 128, 500000, 1, true, []int32{0, 1, 2, 4095, 131071, 77, 1 << 20}},
+		{8, 64, 64, 10000, 1, false, []int32{5}},
+		{14, 64, 64, 1e6, 1, false, []int32{4096, 4097, 4098}},
+		{4, 256, 256, 10000, 1, true, []int32{33, 0, 100000}},
+		{3, 128, 64, 1e6, 0.25, false, []int32{7, 65535}},
+		{5, 80, 80, 10000, 1, false, []int32{1, 2, 3, 4000}},
+		{1, 128, 32, 10000, 0.5, true, []int32{12345}},
+	} {
+		for _, neox := range []bool{false, true} {
+			rp := &backend.RoPE{Neox: neox, Dims: c.dims, Base: c.base, PosScale: c.scale}
+			if c.factors {
+				rp.FreqFactors = make([]float32, c.dims/2)
+				for i := range rp.FreqFactors {
+					rp.FreqFactors[i] = 1 + 7*r.Float32()
+				}
+			}
+			rows, width := len(c.pos), c.heads*c.headDim
+			x := ewRandom(r, rows*width, 1)
+			want := &cpu.Tensor{D: append([]float32(nil), x...)}
+			cb.RoPE(want, c.heads, c.headDim, rows, c.pos, rp)
+			name := "kernel_rope_norm_f32"
+			if neox {
+				name = "kernel_rope_neox_f32"
+			}
+			p := pipeline(t, l, name)
+			pos := make([]byte, 4*rows)
+			for i, v := range c.pos {
+				binary.LittleEndian.PutUint32(pos[4*i:], uint32(v))
+			}
+			hpg := []int{1, 3, 8, 32}[i%4]
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("heads%d_d%d_dims%d_neox%v_hpg%d_%v", c.heads, c.headDim, c.dims, neox, hpg, o), func(t *testing.T) {
+					xb := buffer(t, d, f32Bytes(x))
+					run(t, d, o, device.Dispatch{
+						Pipeline: p, Groups: [3]int{rows, (c.heads + hpg - 1) / hpg, 1}, Threads: [3]int{(c.dims/2 + 31) / 32 * 32, 1, 1},
+						Inline:  []device.Inline{{Index: 0, Data: args(c.heads, c.headDim, c.dims/2, hpg)}},
+						Buffers: []device.Binding{{Index: 1, Buffer: xb}, {Index: 2, Buffer: buffer(t, d, pos)}, {Index: 3, Buffer: buffer(t, d, f32Bytes(ropeFreqs(rp)))}},
+					})
+					got := f32s(xb.Bytes())
+					worst := 0.0
+					for row := 0; row < rows; row++ {
+						var scale float64
+						for _, v := range x[row*width : (row+1)*width] {
+							scale = math.Max(scale, math.Abs(float64(v)))
+						}
+						for i := row * width; i < (row+1)*width; i++ {
+							e := math.Abs(float64(got[i]-want.D[i])) / scale
+							worst = max(worst, e)
+							if !(e <= 1e-6) {
+								t.Fatalf("row %d (pos %d) head %d element %d: %v, want %v", row, c.pos[row], (i-row*width)/c.headDim, i%c.headDim, got[i], want.D[i])
+							}
+						}
+					}
+					t.Logf("largest |Δ|/max|x| %.2g", worst)
+				})
+			}
+		}
+	}
+}
