@@ -16,7 +16,6 @@ import (
 	"nibble/engine/half"
 	"nibble/metal/device"
 	"nibble/metal/emulator"
-	"nibble/metal/msl"
 	"nibble/metal/shaders"
 )
 
@@ -26,20 +25,9 @@ func weightsEmu(t *testing.T) (*emulator.Device, *Encoder) {
 	if err := emulator.Available(); err != nil {
 		t.Skipf("Metal encoder tests skipped: %v", err)
 	}
-	all, err := shaders.Sources()
+	srcs, err := shaders.Sources()
 	if err != nil {
 		t.Fatal(err)
-	}
-	// Only the files of these ops: another family's program-scope constant
-	// computed from its function constants (attention.metal's attn_d/attn_gs)
-	// divides by zero in the emulator when a dispatch of another kernel
-	// leaves them unset.
-	var srcs []msl.Source
-	for _, s := range all {
-		switch s.Name {
-		case "common.metal", "get_rows.metal", "mul_mv.metal":
-			srcs = append(srcs, s)
-		}
 	}
 	dev, err := emulator.New(emulator.Options{})
 	if err != nil {

@@ -8,53 +8,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 
 	"nibble/engine/ggml"
 	"nibble/engine/half"
 	"nibble/engine/quant"
 	"nibble/metal/device"
-	"nibble/metal/emulator"
-	"nibble/metal/msl"
 )
-
-var (
-	wOnce   sync.Once
-	wDev    *emulator.Device
-	wLib    *emulator.Library
-	wDevErr error
-)
-
-// emuWeights is the emulator with common.metal, get_rows.metal and
-// mul_mv.metal only (TEMPORARY while other families are being written).
-func emuWeights(t *testing.T) (*emulator.Device, *emulator.Library) {
-	t.Helper()
-	if err := emulator.Available(); err != nil {
-		t.Skipf("Metal kernel tests skipped: %v", err)
-	}
-	wOnce.Do(func() {
-		all, err := Sources()
-		if err != nil {
-			wDevErr = err
-			return
-		}
-		var srcs []msl.Source
-		for _, s := range all {
-			if s.Name == "common.metal" || s.Name == "get_rows.metal" || s.Name == "mul_mv.metal" {
-				srcs = append(srcs, s)
-			}
-		}
-		if wDev, wDevErr = emulator.New(emulator.Options{}); wDevErr != nil {
-			return
-		}
-		wLib, wDevErr = wDev.Build(srcs)
-	})
-	if wDevErr != nil {
-		t.Fatal(wDevErr)
-	}
-	return wDev, wLib
-}
 
 // weightTypes is every tensor type the engine computes with (common.metal
 // has a block struct and a dequantizer for each).
@@ -125,7 +85,7 @@ func i32Bytes(v []int32) []byte {
 // block). Tolerance: none; the dequantizers compute the twin's float32
 // products in the twin's order, and the emulator does not fuse them.
 func TestGetRows(t *testing.T) {
-	d, l := emuWeights(t)
+	d, l := emu(t)
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, typ := range weightTypes {
 		p := pipeline(t, l, "kernel_get_rows_"+suffix(typ))

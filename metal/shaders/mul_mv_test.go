@@ -58,7 +58,7 @@ func mulMVRef(wf, x []float32, rows, cols, xrows int) (want, scale []float64) {
 // products in lane then simd order, about 16 float32 roundings deep; the
 // dequantized weights are exact). The worst case seen is about 5% of it.
 func TestMulMV(t *testing.T) {
-	d, l := emuWeights(t)
+	d, l := emu(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, typ := range weightTypes {
 		worst := 0.0
