@@ -13,7 +13,6 @@ import (
 	"nibble/engine/backend"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
-	"nibble/metal/device"
 	"nibble/metal/emulator"
 	"nibble/metal/encoder"
 )
@@ -170,8 +169,9 @@ func attnCompare(t *testing.T, what string, got, want []float32, width int, tol 
 
 // attnDecodeTol: the kernels and engine/attention compute the same sums in
 // float32 in other orders (other blocks per split, dot products four wide
-// here, eight there) and exp2 differs in the last bits: 1e-5 of max|out|.
-const attnDecodeTol = 1e-5
+// here, eight there) and exp2 differs in the last bits: 2e-5 of max|out|
+// (the worst seen is 8.7e-6).
+const attnDecodeTol = 2e-5
 
 // kernel_attn_decode_{q4,q8,f16} and kernel_attn_merge_f32 (through
 // encoder.AttendDecode) against engine/attention.Decode on the same cache
@@ -301,7 +301,7 @@ func TestAttnPrefill(t *testing.T) {
 		ctx := c.n + c.rows + 1
 		f := newAttnFixture(t, d, r, c, ctx, c.n)
 		p := c.params()
-		qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
+		qw := p.Heads * p.HeadDim
 		q := attnRows(r, c.rows, p.Heads, p.HeadDim, false)
 		k := attnRows(r, c.rows, p.KVHeads, p.HeadDim, true)
 		v := attnRows(r, c.rows, p.KVHeads, p.HeadDim, false)
@@ -323,11 +323,8 @@ func TestAttnPrefill(t *testing.T) {
 					&f.layer, c.n, c.rows, a, wsr)
 				runEncoded(t, d, o, enc)
 				attnCompare(t, "out", f32s(out.Buf.Bytes()), want, qw, attnDecodeTol)
-				_ = kw
 			})
 		}
 	}
 	t.Logf("%d cases in both orders: %v", len(cases), time.Since(start).Round(time.Millisecond))
 }
-
-var _ device.Buffer // the harness's buffers back the regions

@@ -1,0 +1,229 @@
+//go:build linux
+
+package encoder
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"nibble/engine/backend"
+	"nibble/engine/cpu"
+	"nibble/engine/kv"
+	"nibble/metal/emulator"
+	"nibble/metal/shaders"
+)
+
+// attnEmu is the emulator with every kernel and an encoder on it.
+func attnEmu(t *testing.T) (*emulator.Device, *Encoder) {
+	t.Helper()
+	if err := emulator.Available(); err != nil {
+		t.Skipf("Metal encoder tests skipped: %v", err)
+	}
+	srcs, err := shaders.Sources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := emulator.New(emulator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	lib, err := dev.Build(srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(dev, lib)
+	t.Cleanup(e.Close)
+	return dev, e
+}
+
+func attnRegion(t *testing.T, dev *emulator.Device, b []byte) Region {
+	t.Helper()
+	buf, err := dev.NewBuffer(max(16, len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(buf.Release)
+	copy(buf.Bytes(), b)
+	return Region{Buf: buf, Len: len(b)}
+}
+
+func attnF32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func attnF32s(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+func attnRandom(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(2 * r.NormFloat64())
+	}
+	return x
+}
+
+// cpuTensor is a CPU backend tensor holding x.
+func cpuTensor(b *cpu.Backend, x []float32) backend.Tensor {
+	t := b.Alloc(len(x))
+	copy(t.(*cpu.Tensor).D, x)
+	return t
+}
+
+// AttendDecode and AttendPrefill on the emulator against the CPU backend's
+// ops of the same names, on a cache the CPU backend filled (KVSetSmoothing,
+// KVStore) and whose planes ReadKV copies to the device. Tolerance: 2e-5 of
+// the largest output (float32 sums in other orders; the kernels' own tests
+// in metal/shaders cover the shapes).
+func TestEncoderAttention(t *testing.T) {
+	dev, e := attnEmu(t)
+	r := rand.New(rand.NewPCG(61, 62))
+	for _, c := range []struct {
+		cfg            kv.Config
+		heads, n, rows int
+		window         int
+		smooth         bool
+		prefill        bool
+		past           int
+	}{
+		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 64, Ctx: 320, Smooth: true}, heads: 4, n: 300, smooth: true},
+		{cfg: kv.Config{Type: kv.Q8, GroupSize: 64, KVHeads: 1, HeadDim: 128, Ctx: 64, Rotate: true}, heads: 1, n: 40, window: 16},
+		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 128, Ctx: 80, Rotate: true, Smooth: true}, heads: 8, prefill: true, past: 40, rows: 20, smooth: true},
+		{cfg: kv.Config{Type: kv.F16, KVHeads: 1, HeadDim: 64, Ctx: 40}, heads: 2, prefill: true, past: 0, rows: 17, window: 8},
+	} {
+		c.cfg.Layers = 1
+		name := fmt.Sprintf("%v_d%d_h%d_kv%d_n%d_past%d_rows%d", c.cfg.Type, c.cfg.HeadDim, c.heads, c.cfg.KVHeads, c.n, c.past, c.rows)
+		t.Run(name, func(t *testing.T) {
+			cb := cpu.New(2)
+			defer cb.Close()
+			kvw, d := c.cfg.KVHeads*c.cfg.HeadDim, c.cfg.HeadDim
+			batch := max(1, c.rows)
+			kc, err := cb.NewKVCache(c.cfg, c.heads, batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kc.Close()
+			var lambda []float32
+			if c.smooth {
+				lambda = make([]float32, kvw)
+				for i := range lambda {
+					lambda[i] = float32(math.Ldexp(1, r.IntN(5)-2))
+				}
+				cb.KVSetSmoothing(kc, 0, lambda)
+			}
+			stored := c.n
+			if c.prefill {
+				stored = c.past
+			}
+			if stored > 0 {
+				cb.KVStore(kc, 0, cpuTensor(cb, attnRandom(r, stored*kvw)), cpuTensor(cb, attnRandom(r, stored*kvw)), 0, stored)
+			}
+			if err := cb.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			plane := c.cfg.KVHeads * c.cfg.Ctx * kv.BytesPerTokenHead(c.cfg.Type, d, c.cfg.GroupSize)
+			kb, vb := make([]byte, plane), make([]byte, plane)
+			if err := cb.ReadKV(kc, 0, kb, vb); err != nil {
+				t.Fatal(err)
+			}
+			layer := &KVLayer{Cfg: c.cfg, K: attnRegion(t, dev, kb), V: attnRegion(t, dev, vb), Smoothed: lambda != nil}
+			if lambda != nil {
+				layer.Lambda = attnRegion(t, dev, attnF32Bytes(lambda))
+			}
+			a := &backend.Attention{Heads: c.heads, KVHeads: c.cfg.KVHeads, HeadDim: d,
+				Scale: float32(1 / math.Sqrt(float64(d))), Window: c.window}
+			rows := max(1, c.rows)
+			q := attnRandom(r, rows*c.heads*d)
+			want := make([]float32, len(q))
+			out := attnRegion(t, dev, make([]byte, 4*len(q)))
+			ws := attnRegion(t, dev, make([]byte, WorkspaceBytes(c.cfg, c.heads, batch)))
+			if c.prefill {
+				k, v := attnRandom(r, rows*kvw), attnRandom(r, rows*kvw)
+				wt := cb.Alloc(len(q))
+				cb.AttendPrefill(wt, cpuTensor(cb, q), cpuTensor(cb, k), cpuTensor(cb, v), kc, 0, c.past, rows, a)
+				if err := cb.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				cb.Read(want, wt, 0)
+				e.AttendPrefill(out, attnRegion(t, dev, attnF32Bytes(q)), attnRegion(t, dev, attnF32Bytes(k)),
+					attnRegion(t, dev, attnF32Bytes(v)), layer, c.past, rows, a, ws)
+			} else {
+				wt := cb.Alloc(len(q))
+				cb.AttendDecode(wt, cpuTensor(cb, q), kc, 0, c.n, a)
+				if err := cb.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				cb.Read(want, wt, 0)
+				e.AttendDecode(out, attnRegion(t, dev, attnF32Bytes(q)), layer, c.n, a, ws)
+			}
+			runList(t, dev, e)
+			got := attnF32s(out.Buf.Bytes()[:4*len(q)])
+			var scale, worst float64
+			for i := range want {
+				scale = math.Max(scale, math.Abs(float64(want[i])))
+				worst = math.Max(worst, math.Abs(float64(got[i]-want[i])))
+			}
+			if !(worst <= 2e-5*scale) {
+				t.Fatalf("error %.3g of max %.3g", worst, scale)
+			}
+		})
+	}
+}
+
+// Arguments that break the contract are encoding errors, not panics, and
+// encode nothing.
+func TestEncoderAttentionContract(t *testing.T) {
+	dev, e := attnEmu(t)
+	cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 2, HeadDim: 64, Ctx: 64}
+	plane := cfg.KVHeads * cfg.Ctx * kv.BytesPerTokenHead(cfg.Type, cfg.HeadDim, cfg.GroupSize)
+	layer := &KVLayer{Cfg: cfg, K: attnRegion(t, dev, make([]byte, plane)), V: attnRegion(t, dev, make([]byte, plane))}
+	ws := attnRegion(t, dev, make([]byte, WorkspaceBytes(cfg, 4, 8)))
+	buf := attnRegion(t, dev, make([]byte, 4*16*4*64))
+	good := backend.Attention{Heads: 4, KVHeads: 2, HeadDim: 64, Scale: 0.125}
+	for _, c := range []struct {
+		want string
+		run  func(a *backend.Attention)
+	}{
+		{"positions outside", func(a *backend.Attention) { e.AttendDecode(buf, buf, layer, 65, a, ws) }},
+		{"positions outside", func(a *backend.Attention) { e.AttendDecode(buf, buf, layer, 0, a, ws) }},
+		{"kv heads", func(a *backend.Attention) { a.KVHeads, a.Heads = 1, 1; e.AttendDecode(buf, buf, layer, 5, a, ws) }},
+		{"not a multiple", func(a *backend.Attention) { a.Heads = 3; e.AttendDecode(buf, buf, layer, 5, a, ws) }},
+		{"scale", func(a *backend.Attention) { a.Scale = 0; e.AttendDecode(buf, buf, layer, 5, a, ws) }},
+		{"workspace", func(a *backend.Attention) { e.AttendDecode(buf, buf, layer, 5, a, ws.Sub(0, 16)) }},
+		{"workspace", func(a *backend.Attention) { e.AttendPrefill(buf, buf, buf, buf, layer, 0, 9, a, ws) }},
+		{"q and out", func(a *backend.Attention) { e.AttendPrefill(buf, buf.Sub(0, 64), buf, buf, layer, 0, 8, a, ws) }},
+		{"positions", func(a *backend.Attention) { e.AttendPrefill(buf, buf, buf, buf, layer, 60, 8, a, ws) }},
+		{"scores", func(a *backend.Attention) { e.AttendDecodeScores(buf, buf, layer, 5, a, ws, buf, 4) }},
+	} {
+		a := good
+		c.run(&a)
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v", c.want, err)
+		}
+		if n := e.List().Len(); n != 0 {
+			t.Errorf("%s: %d dispatches encoded", c.want, n)
+		}
+		e.Reset()
+	}
+	// The workspace holds the partials of the most splits AttendDecode uses.
+	for _, ctx := range []int{1, 255, 256, 4096, 1 << 17} {
+		cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 1, HeadDim: 128, Ctx: ctx}
+		s := attnSplits(ctx, 1, attnMaxSplitsFor(ctx))
+		if need := s * 8 * (128 + 2) * 4; WorkspaceBytes(cfg, 8, 0) < need {
+			t.Errorf("ctx %d: workspace %d bytes, %d splits need %d", ctx, WorkspaceBytes(cfg, 8, 0), s, need)
+		}
+	}
+}
