@@ -17,8 +17,8 @@
 //
 // Grid: (ceil(rows/32), ceil(W rows/64)), 128 threads. Consecutive
 // threadgroups share a W tile (read from cache after the first), as W is
-// the large operand. cols must be a multiple of 32; x rows and dst rows 16
-// bytes aligned.
+// the large operand. cols must be a multiple of 32 and x rows 16-byte
+// aligned (read as float4); dst is written as floats.
 #include <metal_stdlib>
 using namespace metal;
 
