@@ -268,9 +268,9 @@ void dequant16_q3_k(device const block_q3_k * b, short il, thread T4x4 & out) {
 // 6-bit pairs packed in 12 bytes (Q4_K, Q5_K).
 inline uchar2 common_scale_min_k4(device const uint8_t * q, short j) {
     if (j < 4) {
-        return uchar2(q[j] & 63, q[j + 4] & 63);
+        return uchar2(uchar(q[j] & 63), uchar(q[j + 4] & 63));
     }
-    return uchar2((q[j + 4] & 15) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    return uchar2(uchar((q[j + 4] & 15) | ((q[j - 4] >> 6) << 4)), uchar((q[j + 4] >> 4) | ((q[j] >> 6) << 4)));
 }
 
 template <typename T4x4>
