@@ -41,7 +41,9 @@ func attnMaxSplitsFor(ctx int) int { return max(1, min(ctx/attnMinChunk, attnMax
 // WorkspaceBytes is the attention workspace a cache of cfg needs for heads
 // query heads and prefill batches of up to maxBatch rows: the split
 // partials (o, then {m, l}, per query head and split) and the staged new
-// K and V rows of a prefill batch as halves.
+// K and V rows of a prefill batch as halves. The workspace and the K and V
+// planes must start 16-byte aligned (the kernels read them 16 bytes at a
+// time).
 func WorkspaceBytes(cfg kv.Config, heads, maxBatch int) int {
 	part, staged := attnLayout(cfg, heads, maxBatch)
 	return part + staged
@@ -222,8 +224,8 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	case q.Len < 4*width || out.Len < 4*width:
 		e.Failf("attention decode: q and out need %d floats, have %d and %d bytes", width, q.Len, out.Len)
 		return
-	case ws.Len < part:
-		e.Failf("attention decode: workspace of %d bytes, want %d", ws.Len, part)
+	case ws.Len < part || ws.Off%16 != 0:
+		e.Failf("attention decode: workspace of %d bytes at offset %d, want %d, 16-byte aligned", ws.Len, ws.Off, part)
 		return
 	}
 	lo := 0
@@ -287,8 +289,8 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 	case k.Len < 4*rows*kw || v.Len < 4*rows*kw:
 		e.Failf("attention prefill: k and v need %d floats, have %d and %d bytes", rows*kw, k.Len, v.Len)
 		return
-	case ws.Len < part+2*stagedBytes:
-		e.Failf("attention prefill: workspace of %d bytes, want %d for %d rows", ws.Len, part+2*stagedBytes, rows)
+	case ws.Len < part+2*stagedBytes || ws.Off%16 != 0:
+		e.Failf("attention prefill: workspace of %d bytes at offset %d, want %d for %d rows, 16-byte aligned", ws.Len, ws.Off, part+2*stagedBytes, rows)
 		return
 	}
 	if rows == 0 {

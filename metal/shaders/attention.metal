@@ -144,7 +144,9 @@ struct attn_q4 {
     // sc[j] = q'_j·k for the token in slot: per group s·Σq'n + b·Σq'.
     static inline void score(thread float * sc, attn_plane k, uint slot,
                              threadgroup const float * qs, threadgroup const float * qsum) {
-        device const uint  * w = (device const uint *) k.codes + slot*(attn_d/8);
+        // 16-byte loads: a slot is D/2 ≥ 32 bytes and planes start 16-byte
+        // aligned (the encoder checks).
+        device const uint4 * w = (device const uint4 *) (k.codes + slot*(attn_d/2));
         device const half2 * m = k.meta + slot*attn_ng;
         threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
         for (uint j = 0; j < attn_hg; ++j) {
@@ -156,12 +158,15 @@ struct attn_q4 {
             for (uint j = 0; j < attn_hg; ++j) {
                 acc[j] = 0.0f;
             }
-            for (uint i = g*attn_gs/8; i < (g + 1)*attn_gs/8; ++i) {
-                const uint x = w[i];
-                const float4 lo = float4(x & 0xFu, x & 0xF0u, x & 0xF00u, x & 0xF000u);
-                const float4 hi = float4(x & 0xF0000u, x & 0xF00000u, x & 0xF000000u, x & 0xF0000000u);
-                for (uint j = 0; j < attn_hg; ++j) {
-                    acc[j] += dot(q4[j*attn_d/4 + 2*i], lo) + dot(q4[j*attn_d/4 + 2*i + 1], hi);
+            for (uint i4 = g*attn_gs/32; i4 < (g + 1)*attn_gs/32; ++i4) {
+                const uint4 x4 = w[i4];
+                for (uint c = 0; c < 4; ++c) {
+                    const uint x = x4[c], i = 4*i4 + c; // word i: elements 8i..8i+7
+                    const float4 lo = float4(x & 0xFu, x & 0xF0u, x & 0xF00u, x & 0xF000u);
+                    const float4 hi = float4(x & 0xF0000u, x & 0xF00000u, x & 0xF000000u, x & 0xF0000000u);
+                    for (uint j = 0; j < attn_hg; ++j) {
+                        acc[j] += dot(q4[j*attn_d/4 + 2*i], lo) + dot(q4[j*attn_d/4 + 2*i + 1], hi);
+                    }
                 }
             }
             for (uint j = 0; j < attn_hg; ++j) {
@@ -205,7 +210,8 @@ struct attn_q8 {
 
     static inline void score(thread float * sc, attn_plane k, uint slot,
                              threadgroup const float * qs, threadgroup const float * qsum) {
-        device const uchar4 * c = (device const uchar4 *) (k.codes + slot*attn_d);
+        // 16-byte loads, as for q4.
+        device const uint4  * c = (device const uint4 *) (k.codes + slot*attn_d);
         device const half2  * m = k.meta + slot*attn_ng;
         threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
         for (uint j = 0; j < attn_hg; ++j) {
@@ -217,10 +223,14 @@ struct attn_q8 {
             for (uint j = 0; j < attn_hg; ++j) {
                 acc[j] = 0.0f;
             }
-            for (uint i = g*attn_gs/4; i < (g + 1)*attn_gs/4; ++i) {
-                const float4 n = float4(c[i]);
-                for (uint j = 0; j < attn_hg; ++j) {
-                    acc[j] += dot(q4[j*attn_d/4 + i], n);
+            for (uint i4 = g*attn_gs/16; i4 < (g + 1)*attn_gs/16; ++i4) {
+                const uint4 x4 = c[i4];
+                for (uint b = 0; b < 4; ++b) {
+                    const float4 n = float4(as_type<uchar4>(x4[b])); // elements 4i..4i+3
+                    const uint i = 4*i4 + b;
+                    for (uint j = 0; j < attn_hg; ++j) {
+                        acc[j] += dot(q4[j*attn_d/4 + i], n);
+                    }
                 }
             }
             for (uint j = 0; j < attn_hg; ++j) {
@@ -259,15 +269,17 @@ struct attn_f16 {
 
     static inline void score(thread float * sc, attn_plane k, uint slot,
                              threadgroup const float * qs, threadgroup const float *) {
-        device const half4 * c = (device const half4 *) (k.codes + slot*attn_d*2);
+        // 16-byte loads, as for q4.
+        device const uint4 * c = (device const uint4 *) (k.codes + slot*attn_d*2);
         threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
         for (uint j = 0; j < attn_hg; ++j) {
             sc[j] = 0.0f;
         }
-        for (uint i = 0; i < attn_d/4; ++i) {
-            const float4 x = float4(c[i]);
+        for (uint i8 = 0; i8 < attn_d/8; ++i8) {
+            const uint4 x8 = c[i8];
+            const float4 a = float4(as_type<half4>(x8.xy)), b = float4(as_type<half4>(x8.zw));
             for (uint j = 0; j < attn_hg; ++j) {
-                sc[j] += dot(q4[j*attn_d/4 + i], x);
+                sc[j] += dot(q4[j*attn_d/4 + 2*i8], a) + dot(q4[j*attn_d/4 + 2*i8 + 1], b);
             }
         }
     }
