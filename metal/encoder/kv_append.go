@@ -1,0 +1,129 @@
+package encoder
+
+import (
+	"encoding/binary"
+	"math"
+
+	"nibble/engine/kv"
+	"nibble/metal/device"
+)
+
+// kvAppendThreads is the threadgroup of kernel_kv_append: 32 lanes hold one
+// to four head vectors of up to 256 elements (8 a lane).
+const kvAppendThreads = 256
+
+// KVSetSmoothing writes the layer's K smoothing factors λ (KVHeads·HeadDim
+// powers of two, as kv.Cache.SetLambda takes them; nil: ones, smoothing
+// off) into c.Lambda for the stores and attention encoded after it. The
+// factors are copied now and reach c.Lambda in command order (an upload,
+// then kernel_copy_f32), so dispatches encoded before still read the old
+// ones. A cache that does not smooth checks λ and ignores it.
+func (e *Encoder) KVSetSmoothing(c *KVLayer, lambda []float32) {
+	if c == nil {
+		e.Failf("kv smoothing: no cache layer")
+		return
+	}
+	cfg := c.Cfg
+	if lambda != nil {
+		// kv.Cache's own check (length, powers of two within its range),
+		// on a one-position cache of the same geometry.
+		probe := kv.Config{Type: cfg.Type, GroupSize: cfg.GroupSize, Layers: 1, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, Ctx: 1, Smooth: true}
+		pc, err := kv.New(probe, nil)
+		if err == nil {
+			err = pc.SetLambda(0, lambda)
+		}
+		if err != nil {
+			e.Failf("kv smoothing: %v", err)
+			return
+		}
+	}
+	n := cfg.KVHeads * cfg.HeadDim
+	if !cfg.Smooths() || c.Lambda.Len == 0 {
+		c.Smoothed = false
+		return
+	}
+	if c.Lambda.Len < 4*n {
+		e.Failf("kv smoothing: λ of %d bytes, want %d", c.Lambda.Len, 4*n)
+		return
+	}
+	b := make([]byte, 4*n)
+	for i := 0; i < n; i++ {
+		l := float32(1)
+		if lambda != nil {
+			l = lambda[i]
+		}
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(l))
+	}
+	e.Copy(c.Lambda, 0, e.Upload(b), 0, n)
+	c.Smoothed = lambda != nil
+}
+
+// KVStore quantizes rows rows of k and v (KVHeads·HeadDim floats each,
+// heads concatenated) into positions pos..pos+rows-1 of the layer, the
+// bytes engine/kv's Cache.Append writes: K divided by λ (when c.Smoothed),
+// then rotated (Cfg.Rotate, head dims up to 256), then quantized with
+// scale and bias rounded to fp16 first.
+//
+// kernel_kv_append_{f16,q8,q4}: a thread per 8 elements, grid y 0 for K
+// and 1 for V.
+func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
+	if c == nil {
+		e.Failf("kv store: no cache layer")
+		return
+	}
+	cfg := c.Cfg
+	d, row := cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	smooth := c.Smoothed && cfg.Smooths()
+	switch {
+	case cfg.Validate() != nil:
+		e.Failf("kv store: %v", cfg.Validate())
+		return
+	case rows < 0 || pos < 0 || pos > cfg.Ctx-rows:
+		e.Failf("kv store: positions [%d, %d) outside the context of %d", pos, pos+rows, cfg.Ctx)
+		return
+	case cfg.Rotate && d > 256:
+		// The rotation's butterflies run across the lanes of one
+		// simdgroup: 32 lanes of 8 elements.
+		e.Failf("kv store: rotation of a head dim of %d (at most 256)", d)
+		return
+	case c.K.Len < c.PlaneBytes() || c.V.Len < c.PlaneBytes():
+		e.Failf("kv store: planes of %d and %d bytes, want %d", c.K.Len, c.V.Len, c.PlaneBytes())
+		return
+	case smooth && c.Lambda.Len < 4*row:
+		e.Failf("kv store: λ of %d bytes, want %d", c.Lambda.Len, 4*row)
+		return
+	case !ewVec4(4, k, v, c.K, c.V):
+		e.Failf("kv store: offsets %d, %d, %d and %d must be multiples of 16", k.Off, v.Off, c.K.Off, c.V.Off)
+		return
+	case !e.ewCheck("kv store", rows*row, k, v) || rows == 0:
+		return
+	}
+	lambda, signs := k, k // bound but not read unless smoothing, rotating
+	if smooth {
+		lambda = c.Lambda
+	}
+	if cfg.Rotate {
+		b, err := signsOf(d)
+		if err != nil {
+			e.Failf("kv store: %v", err)
+			return
+		}
+		signs = e.Upload(b)
+	}
+	flag := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	n := rows * row / 8
+	a := Args(d, cfg.GroupSize, cfg.KVHeads, cfg.Ctx, pos, n, flag(smooth), flag(cfg.Rotate),
+		float32(1/math.Sqrt(float64(d))), uint64(c.CodesBytes()))
+	e.Dispatch(device.Dispatch{
+		Pipeline: e.Pipeline("kernel_kv_append_" + cfg.Type.String()),
+		Groups:   [3]int{(n + kvAppendThreads - 1) / kvAppendThreads, 2, 1},
+		Threads:  [3]int{kvAppendThreads, 1, 1},
+		Inline:   []device.Inline{{Index: 0, Data: a}},
+		Buffers:  []device.Binding{k.bind(1), v.bind(2), lambda.bind(3), signs.bind(4), c.K.bind(5), c.V.bind(6)},
+	})
+}
