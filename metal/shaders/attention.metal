@@ -35,6 +35,11 @@ constant bool attn_scores [[function_constant(105)]]; // decode: export the raw 
 #define ATTN_MAXD 256 // head dim
 #define ATTN_MAXE 8   // elements of a head per lane (ATTN_MAXD/32)
 #define ATTN_LOG2E 1.4426950408889634f
+// The "minus infinity" of the online softmax: finite, because Metal
+// compiles with fast math, which assumes no infinities; 2^(ATTN_NEG - m)
+// is still 0 and ATTN_NEG - ATTN_NEG is 0, so an empty state merges with
+// weight 0 (next to a real one) or 1 (alone, with l = 0 and o = 0).
+#define ATTN_NEG (-FLT_MAX/2)
 
 // Macros, not program-scope constants computed from the function
 // constants: those are evaluated for every dispatch of the library (in the
@@ -321,7 +326,7 @@ inline void attn_state_init(thread attn_state & st) {
             st.o[j*ATTN_MAXE + e] = 0.0f;
         }
         st.ob[j] = 0.0f;
-        st.m[j] = -INFINITY;
+        st.m[j] = ATTN_NEG;
         st.l[j] = 0.0f;
     }
 }
@@ -346,7 +351,7 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
             }
         } else {
             for (uint j = 0; j < attn_hg; ++j) {
-                sc[j] = -INFINITY;
+                sc[j] = ATTN_NEG;
             }
         }
         for (uint j = 0; j < attn_hg; ++j) {
@@ -398,14 +403,14 @@ inline void attn_merge_head(thread attn_state & st, uint j, threadgroup float * 
         cml[2*sg + 1] = st.l[j];
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    m = -INFINITY;
+    m = ATTN_NEG;
     for (uint s = 0; s < ATTN_NSG; ++s) {
         m = max(m, cml[2*s]);
     }
     l = 0.0f;
     for (uint s = 0; s < ATTN_NSG; ++s) {
-        // A simdgroup without tokens has m = -inf (and so may all).
-        w[s] = cml[2*s] == -INFINITY ? 0.0f : exp2(cml[2*s] - m);
+        // A simdgroup without tokens has m = ATTN_NEG (and so may all).
+        w[s] = exp2(cml[2*s] - m);
         l += w[s]*cml[2*s + 1];
     }
 }
@@ -492,24 +497,20 @@ kernel void kernel_attn_merge_f32(
         ushort ntg [[threads_per_threadgroup]]) {
     const uint splits = args.splits;
     device const float * ml = part_ml + 2*h*splits;
-    float m = -INFINITY;
+    float m = ATTN_NEG;
     for (uint s = 0; s < splits; ++s) {
         m = max(m, ml[2*s]);
     }
     float l = 0.0f;
     for (uint s = 0; s < splits; ++s) {
-        if (ml[2*s] != -INFINITY) {
-            l += exp2(ml[2*s] - m)*ml[2*s + 1];
-        }
+        l += exp2(ml[2*s] - m)*ml[2*s + 1];
     }
     const float inv = 1.0f/l;
     device const float * o = part_o + h*splits*attn_d;
     for (uint i = tid; i < attn_d; i += ntg) {
         float acc = 0.0f;
         for (uint s = 0; s < splits; ++s) {
-            if (ml[2*s] != -INFINITY) {
-                acc += exp2(ml[2*s] - m)*o[s*attn_d + i];
-            }
+            acc += exp2(ml[2*s] - m)*o[s*attn_d + i];
         }
         out[h*attn_d + i] = acc*inv;
     }
