@@ -1,0 +1,229 @@
+//go:build linux
+
+package encoder
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"nibble/engine/backend"
+	"nibble/engine/cpu"
+	"nibble/engine/ggml"
+	"nibble/metal/emulator"
+	"nibble/metal/shaders"
+)
+
+// opsEmu is the emulator with every kernel and an encoder on it.
+func opsEmu(t *testing.T) (*emulator.Device, *Encoder) {
+	t.Helper()
+	if err := emulator.Available(); err != nil {
+		t.Skipf("Metal encoder tests skipped: %v", err)
+	}
+	srcs, err := shaders.Sources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := emulator.New(emulator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	lib, err := dev.Build(srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(dev, lib)
+	t.Cleanup(e.Close)
+	return dev, e
+}
+
+// opsRun runs what e encoded, in order o, and resets it.
+func opsRun(t *testing.T, dev *emulator.Device, e *Encoder, o emulator.Order) {
+	t.Helper()
+	if err := e.Err(); err != nil {
+		t.Fatal(err)
+	}
+	dev.SetOrder(o)
+	defer dev.SetOrder(emulator.Forward)
+	if err := dev.Submit(e.List()); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	e.Reset()
+}
+
+// opsBytes is a device region holding b, from byte off of its buffer.
+func opsBytes(t *testing.T, dev *emulator.Device, b []byte, off int) Region {
+	t.Helper()
+	buf, err := dev.NewBuffer(off + len(b) + 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(buf.Release)
+	copy(buf.Bytes()[off:], b)
+	return Region{Buf: buf, Off: off, Len: len(b)}
+}
+
+func opsF32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// opsFloats is a device region holding x, from byte off of its buffer.
+func opsFloats(t *testing.T, dev *emulator.Device, x []float32, off int) Region {
+	return opsBytes(t, dev, opsF32Bytes(x), off)
+}
+
+// opsRead is the region's floats (after Sync).
+func opsRead(r Region) []float32 {
+	b := r.Buf.Bytes()[r.Off : r.Off+r.Len]
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+func opsRandom(r *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * scale)
+	}
+	return x
+}
+
+// opsCPU is a CPU backend tensor holding x.
+func opsCPU(b *cpu.Backend, x []float32) *cpu.Tensor {
+	t := b.Alloc(len(x)).(*cpu.Tensor)
+	copy(t.D, x)
+	return t
+}
+
+// opsVector is a one-row F32 weight holding x, for the CPU backend and on
+// the device (at byte off of its buffer).
+func opsVector(t *testing.T, dev *emulator.Device, b *cpu.Backend, x []float32, off int) (backend.Weight, *Weight) {
+	t.Helper()
+	data := opsF32Bytes(x)
+	m, err := b.MapWeights(data, []backend.WeightDesc{{Name: "v", Type: ggml.F32, Rows: 1, Cols: len(x)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Weights()[0], &Weight{Region: opsBytes(t, dev, data, off), Type: ggml.F32, Rows: 1, Cols: len(x)}
+}
+
+func opsEqual(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if got[i] != want[i] && !(math.IsNaN(float64(got[i])) && math.IsNaN(float64(want[i]))) {
+			t.Fatalf("%s: element %d is %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
+
+// Add, SwiGLU, AddBias, Copy and Argmax on the emulator against the CPU
+// backend's ops, on the engine's widths, with aligned (float4 kernels) and
+// unaligned (float kernels) offsets. Tolerance: none (the kernels compute
+// the CPU's operations; see metal/shaders for what a GPU may fuse).
+func TestEncoderElementwise(t *testing.T) {
+	dev, e := opsEmu(t)
+	cb := cpu.New(1)
+	defer cb.Close()
+	r := rand.New(rand.NewPCG(71, 72))
+	for _, c := range []struct{ n, rows, off int }{{896, 3, 0}, {4864, 1, 16}, {1000, 2, 4}, {37, 5, 0}, {151936, 1, 0}} {
+		for _, o := range []emulator.Order{emulator.Forward, emulator.Reverse} {
+			t.Run(fmt.Sprintf("n%d_rows%d_off%d_%v", c.n, c.rows, c.off, o), func(t *testing.T) {
+				m := c.n * c.rows
+				a, x, u := opsRandom(r, m, 1), opsRandom(r, m, 3), opsRandom(r, m, 1)
+
+				dst, src := opsFloats(t, dev, a, c.off), opsFloats(t, dev, x, c.off)
+				e.Add(dst, src, m)
+				want := opsCPU(cb, a)
+				cb.Add(want, opsCPU(cb, x), m)
+				opsRun(t, dev, e, o)
+				opsEqual(t, "add", opsRead(dst), want.D)
+
+				sw := opsFloats(t, dev, make([]float32, m), c.off)
+				e.SwiGLU(sw, src, opsFloats(t, dev, u, 0), m)
+				want = opsCPU(cb, make([]float32, m))
+				cb.SwiGLU(want, opsCPU(cb, x), opsCPU(cb, u), m)
+				opsRun(t, dev, e, o)
+				opsEqual(t, "swiglu", opsRead(sw), want.D)
+
+				bias := opsRandom(r, c.n, 1)
+				cw, gw := opsVector(t, dev, cb, bias, c.off)
+				xb := opsFloats(t, dev, a, 0)
+				e.AddBias(xb, gw, c.rows)
+				want = opsCPU(cb, a)
+				cb.AddBias(want, cw, c.rows)
+				opsRun(t, dev, e, o)
+				opsEqual(t, "add_bias", opsRead(xb), want.D)
+
+				// Copy half between float offsets of two tensors.
+				cp := opsFloats(t, dev, a, 0)
+				cn := m / 2
+				so, do := 3, m-cn
+				e.Copy(cp, do, src, so, cn)
+				want = opsCPU(cb, a)
+				cb.Copy(want, do, opsCPU(cb, x), so, cn)
+				opsRun(t, dev, e, o)
+				opsEqual(t, "copy", opsRead(cp), want.D)
+
+				// Argmax: a tie of the maximum in the last row.
+				x[m-1], x[m-2-c.n/3] = 50, 50
+				am := opsFloats(t, dev, make([]float32, c.rows), 0)
+				e.Argmax(am, opsFloats(t, dev, x, c.off), c.rows, c.n)
+				want = opsCPU(cb, make([]float32, c.rows))
+				cb.Argmax(want, opsCPU(cb, x), c.rows, c.n)
+				opsRun(t, dev, e, o)
+				opsEqual(t, "argmax", opsRead(am), want.D)
+			})
+		}
+	}
+}
+
+// Arguments that break the ops' contracts are encoding errors, not
+// dispatches.
+func TestEncoderElementwiseContract(t *testing.T) {
+	dev, e := opsEmu(t)
+	x := opsFloats(t, dev, make([]float32, 64), 0)
+	f16 := &Weight{Region: x, Type: ggml.F16, Rows: 1, Cols: 64}
+	for _, c := range []struct {
+		what string
+		op   func()
+	}{
+		{"floats", func() { e.Add(x, x, 65) }},
+		{"floats", func() { e.SwiGLU(x, x, x.Sub(0, 16), 8) }},
+		{"overlapping", func() { e.Copy(x, 1, x, 0, 8) }},
+		{"copy: 8 floats", func() { e.Copy(x, 60, x, 0, 8) }},
+		{"F32 only", func() { e.AddBias(x, f16, 1) }},
+		{"argmax: 2 rows of 0", func() { e.Argmax(x, x, 2, 0) }},
+		{"F32 only", func() { e.RMSNorm(x, x, f16, 1e-5, 1) }},
+		{"multiples of 16", func() {
+			w := &Weight{Region: x.Sub(4, 32), Type: ggml.F32, Rows: 1, Cols: 8}
+			e.RMSNorm(x, x, w, 1e-5, 1)
+		}},
+	} {
+		c.op()
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), c.what) {
+			t.Errorf("%s: error %v", c.what, err)
+		}
+		if e.List().Len() != 0 {
+			t.Errorf("%s: %d dispatches encoded", c.what, e.List().Len())
+		}
+		e.Reset()
+	}
+	// Copying a span onto itself is nothing to do.
+	e.Copy(x, 4, x, 4, 8)
+	if e.Err() != nil || e.List().Len() != 0 {
+		t.Errorf("copy onto itself: %v, %d dispatches", e.Err(), e.List().Len())
+	}
+}
