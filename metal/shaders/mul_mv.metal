@@ -3,9 +3,10 @@
 // sums in f32. The decode matmul (xrows = 1) and small batches.
 //
 // Each simdgroup computes MUL_MV_NR consecutive rows of W for up to
-// FC_mul_mv_nx rows of x, so every weight chunk is dequantized once and met
-// by every x row of the threadgroup. The lanes stride over the row's
-// 16-element chunks (common.metal's dequant16): neighbouring lanes read
+// FC_mul_mv_nx rows of x, so every weight chunk is decoded once and met by
+// every x row of the threadgroup. The lanes stride over the row's
+// 16-element chunks (mv_codes16: the codes and one affine map per chunk,
+// scaled once per chunk rather than per element): neighbouring lanes read
 // neighbouring chunks of W and neighbouring 64 bytes of x, and the chunk of
 // x is loaded once (as float4) for the simdgroup's rows of W. Each lane
 // keeps its partial sums in registers; simd_sum reduces them at the end, so
@@ -30,6 +31,143 @@ struct mul_mv_args {
     uint x_stride; // bytes between rows of x, a multiple of 16
     uint d_stride; // bytes between rows of dst, a multiple of 4
 };
+
+// mv_codes16(b, il, q) writes the codes of elements il*16 .. il*16+15 of
+// block b as floats, q[i/4][i%4], and returns the chunk's affine map (a, m):
+// element i = a·q_i + m (common.metal's dequant16 is that, element by
+// element). The dot product of a chunk with x is then a·(q·x) + m·Σx, with
+// Σx once per chunk of x for every row of W: two operations per chunk in
+// place of a scale per element.
+
+inline float2 mv_codes16(device const block_f32 * b, short il, thread float4x4 & q) {
+    device const float4 * v = (device const float4 *) b->v;
+    q = float4x4(v[0], v[1], v[2], v[3]);
+    return float2(1.0f, 0.0f);
+}
+
+inline float2 mv_codes16(device const block_f16 * b, short il, thread float4x4 & q) {
+    device const half4 * v = (device const half4 *) b->v;
+    q = float4x4(float4(v[0]), float4(v[1]), float4(v[2]), float4(v[3]));
+    return float2(1.0f, 0.0f);
+}
+
+inline float2 mv_codes16(device const block_bf16 * b, short il, thread float4x4 & q) {
+    device const ushort4 * v = (device const ushort4 *) b->v;
+    q = float4x4(common_bf16x4(v[0]), common_bf16x4(v[1]), common_bf16x4(v[2]), common_bf16x4(v[3]));
+    return float2(1.0f, 0.0f);
+}
+
+// mv_nibbles16 reads 16 bytes (2-byte aligned) as two bytes a load and
+// keeps the nibble at shift (0 or 4) of each.
+inline void mv_nibbles16(device const uint8_t * p, short shift, thread float4x4 & q) {
+    device const ushort * u = (device const ushort *) p;
+    for (short i = 0; i < 8; i++) {
+        const ushort v = u[i] >> shift;
+        q[i/2][2*(i%2) + 0] = float(v & 15);
+        q[i/2][2*(i%2) + 1] = float((v >> 8) & 15);
+    }
+}
+
+inline float2 mv_codes16(device const block_q4_0 * b, short il, thread float4x4 & q) {
+    mv_nibbles16(b->qs, il*4, q);
+    const float d = b->d;
+    return float2(d, -8.0f*d);
+}
+
+inline float2 mv_codes16(device const block_q4_1 * b, short il, thread float4x4 & q) {
+    mv_nibbles16(b->qs, il*4, q);
+    return float2(b->d, b->m);
+}
+
+// mv_fifth16 adds bit 4 to each of 16 codes from 16 consecutive bits.
+inline void mv_fifth16(uint bits, thread float4x4 & q) {
+    for (short i = 0; i < 16; i++) {
+        q[i/4][i%4] += float((bits >> i) & 1)*16.0f;
+    }
+}
+
+inline float2 mv_codes16(device const block_q5_0 * b, short il, thread float4x4 & q) {
+    mv_nibbles16(b->qs, il*4, q);
+    mv_fifth16(common_qh32(b->qh) >> (il*16), q);
+    const float d = b->d;
+    return float2(d, -16.0f*d);
+}
+
+inline float2 mv_codes16(device const block_q5_1 * b, short il, thread float4x4 & q) {
+    mv_nibbles16(b->qs, il*4, q);
+    mv_fifth16(common_qh32(b->qh) >> (il*16), q);
+    return float2(b->d, b->m);
+}
+
+inline float2 mv_codes16(device const block_q8_0 * b, short il, thread float4x4 & q) {
+    device const char2 * p = (device const char2 *) (b->qs + il*16);
+    for (short i = 0; i < 4; i++) {
+        q[i] = float4(float2(p[2*i]), float2(p[2*i + 1]));
+    }
+    return float2(b->d, 0.0f);
+}
+
+inline float2 mv_codes16(device const block_q2_k * b, short il, thread float4x4 & q) {
+    device const ushort * u = (device const ushort *) (b->qs + (il/8)*32 + (il%2)*16);
+    const short shift = 2*((il%8)/2);
+    for (short i = 0; i < 8; i++) {
+        const ushort v = u[i] >> shift;
+        q[i/2][2*(i%2) + 0] = float(v & 3);
+        q[i/2][2*(i%2) + 1] = float((v >> 8) & 3);
+    }
+    const uint8_t s = b->scales[il];
+    return float2(float(b->d)*float(s & 15), -float(b->dmin)*float(s >> 4));
+}
+
+inline float2 mv_codes16(device const block_q3_k * b, short il, thread float4x4 & q) {
+    device const ushort * u = (device const ushort *) (b->qs + (il/8)*32 + (il%2)*16);
+    device const ushort * h = (device const ushort *) (b->hmask + (il%2)*16);
+    const short shift = 2*((il%8)/2);
+    const short hbit = il/2;
+    for (short i = 0; i < 8; i++) {
+        const ushort v = u[i] >> shift;
+        const ushort g = h[i] >> hbit; // a clear high bit subtracts 4
+        q[i/2][2*(i%2) + 0] = float(short(v & 3) - ((g & 1) ? 0 : 4));
+        q[i/2][2*(i%2) + 1] = float(short((v >> 8) & 3) - (((g >> 8) & 1) ? 0 : 4));
+    }
+    return float2(float(b->d)*float(common_q3k_scale(b->scales, il)), 0.0f);
+}
+
+inline float2 mv_codes16(device const block_q4_k * b, short il, thread float4x4 & q) {
+    const short is = 2*(il/4) + (il%4)/2;
+    mv_nibbles16(b->qs + 32*(il/4) + 16*(il%2), 4*((il%4)/2), q);
+    const uchar2 sm = common_scale_min_k4(b->scales, is);
+    return float2(float(b->d)*float(sm.x), -float(b->dmin)*float(sm.y));
+}
+
+inline float2 mv_codes16(device const block_q5_k * b, short il, thread float4x4 & q) {
+    const short is = 2*(il/4) + (il%4)/2;
+    mv_nibbles16(b->qs + 32*(il/4) + 16*(il%2), 4*((il%4)/2), q);
+    device const ushort * h = (device const ushort *) (b->qh + 16*(il%2));
+    for (short i = 0; i < 8; i++) {
+        const ushort g = h[i] >> is;
+        q[i/2][2*(i%2) + 0] += float(g & 1)*16.0f;
+        q[i/2][2*(i%2) + 1] += float((g >> 8) & 1)*16.0f;
+    }
+    const uchar2 sm = common_scale_min_k4(b->scales, is);
+    return float2(float(b->d)*float(sm.x), -float(b->dmin)*float(sm.y));
+}
+
+inline float2 mv_codes16(device const block_q6_k * b, short il, thread float4x4 & q) {
+    const short k = (il%8)/2;
+    device const ushort * ql = (device const ushort *) (b->ql + 64*(il/8) + 32*(k%2) + 16*(il%2));
+    device const ushort * qh = (device const ushort *) (b->qh + 32*(il/8) + 16*(il%2));
+    const short lshift = 4*(k/2);
+    const short hshift = 2*k;
+    for (short i = 0; i < 8; i++) {
+        const ushort l = ql[i] >> lshift;
+        const ushort h = qh[i] >> hshift;
+        q[i/2][2*(i%2) + 0] = float((l & 15) | (h & 3) << 4);
+        q[i/2][2*(i%2) + 1] = float(((l >> 8) & 15) | ((h >> 8) & 3) << 4);
+    }
+    const float a = float(b->d)*float(b->scales[il]);
+    return float2(a, -32.0f*a);
+}
 
 // Rows of W per simdgroup: four independent accumulators per x row hide
 // the latency of the loads and share the chunk of x.
@@ -75,17 +213,20 @@ kernel void kernel_mul_mv(
     const uint nc = args.cols/16;
     for (uint c = lane; c < nc; c += 32) {
         float4x4 xv[MUL_MV_NX_MAX];
+        float    xs[MUL_MV_NX_MAX]; // Σx of the chunk, for the codes' offsets
         for (short j = 0; j < NX; j++) {
             device const float4 * xc = xr[j] + 4*c;
             xv[j] = float4x4(xc[0], xc[1], xc[2], xc[3]);
+            xs[j] = dot(xv[j][0] + xv[j][1] + xv[j][2] + xv[j][3], float4(1.0f));
         }
         const uint  b  = c/W::nl; // nl is a power of two: a shift
         const short il = c%W::nl;
         for (short k = 0; k < MUL_MV_NR; k++) {
-            float4x4 wv;
-            W::dequant16(wr[k] + b, il, wv);
+            float4x4 q;
+            const float2 am = mv_codes16(wr[k] + b, il, q);
             for (short j = 0; j < NX; j++) {
-                acc[k][j] += dot(wv[0], xv[j][0]) + dot(wv[1], xv[j][1]) + dot(wv[2], xv[j][2]) + dot(wv[3], xv[j][3]);
+                const float qx = dot(q[0], xv[j][0]) + dot(q[1], xv[j][1]) + dot(q[2], xv[j][2]) + dot(q[3], xv[j][3]);
+                acc[k][j] += am.x*qx + am.y*xs[j];
             }
         }
     }
