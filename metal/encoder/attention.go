@@ -188,6 +188,15 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 	return []device.Binding{c.K.bind(2), km.bind(3), c.V.bind(4), vm.bind(5), lambda.bind(6), signs.bind(7)}
 }
 
+// attnSharedBytes is the [[threadgroup(0)]] memory of decode and prefill
+// (attention.metal): queries, Σq' per group, probabilities, and the
+// simdgroups' merge.
+func attnSharedBytes(hg, d int) int {
+	const nsg = attnThreads / 32
+	floats := hg*d + hg*8 + nsg*hg*32 + nsg*d + 2*nsg
+	return (4*floats + 15) &^ 15
+}
+
 func attnKernel(op string, t kv.Type) string { return "kernel_attn_" + op + "_" + t.String() }
 
 // AttendDecode follows backend.Backend's AttendDecode: the query row q
@@ -256,6 +265,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 		Pipeline: e.Pipeline(attnKernel("decode", c.Cfg.Type), consts...),
 		Groups:   [3]int{a.KVHeads * chunks, s, 1}, Threads: [3]int{attnThreads, 1, 1},
 		Buffers: bind, Inline: []device.Inline{{Index: 0, Data: args.bytes()}},
+		Threadgroup: []int{attnSharedBytes(hg, d)},
 	})
 	e.Dispatch(device.Dispatch{
 		Pipeline: e.Pipeline("kernel_attn_merge_f32", attnConsts(c, hg, false)...),
@@ -316,6 +326,7 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 		Pipeline: e.Pipeline(attnKernel("prefill", c.Cfg.Type), consts...),
 		Groups:   [3]int{a.KVHeads * chunks, rows, 1}, Threads: [3]int{attnThreads, 1, 1},
 		Buffers: bind, Inline: []device.Inline{{Index: 0, Data: args.bytes()}},
+		Threadgroup: []int{attnSharedBytes(hg, d)},
 	})
 }
 

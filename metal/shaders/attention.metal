@@ -425,6 +425,12 @@ inline float attn_merged(threadgroup const float * comb, thread const float * w,
 
 // ---- decode ----
 
+// The threadgroup memory of decode and prefill, in floats (the encoder
+// sizes [[threadgroup(0)]] the same way): sized by the function constants,
+// not the largest shape, so that small heads leave room for more
+// threadgroups per core.
+//   attn_hg·D + attn_hg·8 + ATTN_NSG·attn_hg·32 + ATTN_NSG·D + 2·ATTN_NSG
+
 template <typename KV>
 kernel void kernel_attn_decode(
         constant attn_args  & args   [[buffer(0)]],
@@ -438,16 +444,17 @@ kernel void kernel_attn_decode(
         device       float  * part_o [[buffer(8)]],  // [query head][split][D]
         device       float  * part_ml[[buffer(9)]],  // [query head][split]{m, l}
         device       float  * scores [[buffer(10)]], // attn_scores: [query head][score_stride]
+        threadgroup  float  * shmem  [[threadgroup(0)]], // attn_shmem_floats
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort tid  [[thread_index_in_threadgroup]],
         ushort ntg  [[threads_per_threadgroup]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
-    threadgroup float qs[ATTN_MAXH*ATTN_MAXD];
-    threadgroup float qsum[ATTN_MAXH*ATTN_MAXD/32];
-    threadgroup float p[ATTN_NSG*ATTN_MAXH*32];
-    threadgroup float comb[ATTN_NSG*ATTN_MAXD];
-    threadgroup float cml[2*ATTN_NSG];
+    threadgroup float * qs   = shmem;                   // attn_hg×D prepared queries
+    threadgroup float * qsum = qs + attn_hg*attn_d;     // attn_hg×(D/gs ≤ 8) Σq' per group
+    threadgroup float * p    = qsum + attn_hg*8;        // ATTN_NSG×attn_hg×32 probabilities
+    threadgroup float * comb = p + ATTN_NSG*attn_hg*32; // ATTN_NSG×D merge
+    threadgroup float * cml  = comb + ATTN_NSG*attn_d;  // ATTN_NSG×{m, l}
 
     const uint kvh = tg.x/args.chunks;
     const uint h0 = kvh*args.group + (tg.x - kvh*args.chunks)*attn_hg; // first query head served
@@ -462,7 +469,7 @@ kernel void kernel_attn_decode(
     attn_state_init(st);
     const attn_plane k = {kc, km}, v = {vc, vm};
     device float * sc = attn_scores ? scores + h0*args.score_stride : (device float *) nullptr;
-    attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, t1, qs, qsum, p + sg*ATTN_MAXH*32, sc, args.score_stride, sg, lane);
+    attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, t1, qs, qsum, p + sg*attn_hg*32, sc, args.score_stride, sg, lane);
 
     for (uint j = 0; j < attn_hg; ++j) {
         float m, l, w[ATTN_NSG];
@@ -582,16 +589,17 @@ kernel void kernel_attn_prefill(
         device const char   * sk     [[buffer(8)]],
         device const char   * sv     [[buffer(9)]],
         device       float  * out    [[buffer(10)]],
+        threadgroup  float  * shmem  [[threadgroup(0)]], // attn_shmem_floats
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort tid  [[thread_index_in_threadgroup]],
         ushort ntg  [[threads_per_threadgroup]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
-    threadgroup float qs[ATTN_MAXH*ATTN_MAXD];
-    threadgroup float qsum[ATTN_MAXH*ATTN_MAXD/32];
-    threadgroup float p[ATTN_NSG*ATTN_MAXH*32];
-    threadgroup float comb[ATTN_NSG*ATTN_MAXD];
-    threadgroup float cml[2*ATTN_NSG];
+    threadgroup float * qs   = shmem;                   // attn_hg×D prepared queries
+    threadgroup float * qsum = qs + attn_hg*attn_d;     // attn_hg×(D/gs ≤ 8) Σq' per group
+    threadgroup float * p    = qsum + attn_hg*8;        // ATTN_NSG×attn_hg×32 probabilities
+    threadgroup float * comb = p + ATTN_NSG*attn_hg*32; // ATTN_NSG×D merge
+    threadgroup float * cml  = comb + ATTN_NSG*attn_d;  // ATTN_NSG×{m, l}
 
     const uint kvh = tg.x/args.chunks;
     const uint h0 = kvh*args.group + (tg.x - kvh*args.chunks)*attn_hg;
@@ -603,7 +611,7 @@ kernel void kernel_attn_prefill(
 
     attn_state st;
     attn_state_init(st);
-    threadgroup float * ps = p + sg*ATTN_MAXH*32;
+    threadgroup float * ps = p + sg*attn_hg*32;
     device float * none = (device float *) nullptr;
     if (lo < past) {
         attn_prepare_query(qs, qsum, qrow, lambda + kvh*attn_d, signs,
