@@ -367,8 +367,16 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
             p[j*32 + lane] = pj;
         }
         simdgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint t = 0; t < nb; ++t) {
-            KV::accumulate(st.o, st.ob, v, base + b + t, lane, p + t);
+        if (nb == 32) {
+            // A whole block: a constant trip count the compiler can unroll,
+            // so that several tokens' V loads are in flight.
+            for (uint t = 0; t < 32; ++t) {
+                KV::accumulate(st.o, st.ob, v, base + b + t, lane, p + t);
+            }
+        } else {
+            for (uint t = 0; t < nb; ++t) {
+                KV::accumulate(st.o, st.ob, v, base + b + t, lane, p + t);
+            }
         }
         // p is rewritten by the next block.
         simdgroup_barrier(mem_flags::mem_threadgroup);
