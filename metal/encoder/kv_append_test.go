@@ -1,0 +1,154 @@
+//go:build linux
+
+package encoder
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"nibble/engine/cpu"
+	"nibble/engine/kv"
+	"nibble/metal/emulator"
+)
+
+// opsLayer is one cache layer of cfg on the device, λ holding ones, as the
+// metal backend makes it.
+func opsLayer(t *testing.T, dev *emulator.Device, cfg kv.Config) *KVLayer {
+	c := &KVLayer{Cfg: cfg}
+	c.K = opsBytes(t, dev, make([]byte, c.PlaneBytes()), 0)
+	c.V = opsBytes(t, dev, make([]byte, c.PlaneBytes()), 0)
+	if cfg.Smooths() {
+		ones := make([]float32, cfg.KVHeads*cfg.HeadDim)
+		for i := range ones {
+			ones[i] = 1
+		}
+		c.Lambda = opsFloats(t, dev, ones, 0)
+	}
+	return c
+}
+
+func opsLambda(r *rand.Rand, n int) []float32 {
+	l := make([]float32, n)
+	for i := range l {
+		l[i] = float32(math.Ldexp(1, r.IntN(7)-3))
+	}
+	return l
+}
+
+// KVSetSmoothing and KVStore on the emulator against the CPU backend's
+// (ReadKV): a prompt batch stored with λ1, decode rows after, then λ2 set
+// and a row stored in the same command list (λ reaches the device in
+// command order), then smoothing turned off. Every type, smoothing and
+// rotation. Tolerance: none, the planes' bytes are equal.
+func TestEncoderKVStore(t *testing.T) {
+	dev, e := opsEmu(t)
+	cb := cpu.New(1)
+	defer cb.Close()
+	r := rand.New(rand.NewPCG(77, 78))
+	i := 0
+	for _, typ := range kv.Types {
+		for _, sr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			cfg := kv.Config{Type: typ, GroupSize: []int{32, 64}[i%2], Layers: 2, KVHeads: []int{2, 8, 1}[i%3],
+				HeadDim: []int{64, 128, 256}[i%3], Ctx: 80, Smooth: sr[0], Rotate: sr[1]}
+			i++
+			for _, o := range []emulator.Order{emulator.Forward, emulator.Reverse} {
+				t.Run(fmt.Sprintf("%v_gs%d_kvheads%d_d%d_smooth%v_rotate%v_%v", typ, cfg.GroupSize, cfg.KVHeads, cfg.HeadDim, cfg.Smooth, cfg.Rotate, o), func(t *testing.T) {
+					cc, err := cb.NewKVCache(cfg, cfg.KVHeads, 64)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer cc.Close()
+					const layer = 1
+					c := opsLayer(t, dev, cfg)
+					w := cfg.KVHeads * cfg.HeadDim
+					l1, l2 := opsLambda(r, w), opsLambda(r, w)
+					store := func(pos, rows int) {
+						k, v := opsRandom(r, rows*w, 2), opsRandom(r, rows*w, 1)
+						e.KVStore(c, opsFloats(t, dev, k, 0), opsFloats(t, dev, v, 0), pos, rows)
+						cb.KVStore(cc, layer, opsCPU(cb, k), opsCPU(cb, v), pos, rows)
+					}
+					smooth := func(l []float32) {
+						e.KVSetSmoothing(c, l)
+						cb.KVSetSmoothing(cc, layer, l)
+					}
+					smooth(l1)
+					store(0, 33)
+					opsRun(t, dev, e, o)
+					store(33, 1)
+					store(34, 1)
+					smooth(l2)
+					store(35, 2)
+					opsRun(t, dev, e, o)
+					smooth(nil)
+					store(79, 1)
+					opsRun(t, dev, e, o)
+					if c.Smoothed {
+						t.Error("smoothing still on after KVSetSmoothing(nil)")
+					}
+					if err := cb.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					wk, wv := make([]byte, c.PlaneBytes()), make([]byte, c.PlaneBytes())
+					if err := cb.ReadKV(cc, layer, wk, wv); err != nil {
+						t.Fatal(err)
+					}
+					for _, p := range []struct {
+						name      string
+						got, want []byte
+					}{{"K", c.K.Buf.Bytes()[:c.K.Len], wk}, {"V", c.V.Buf.Bytes()[:c.V.Len], wv}} {
+						if !bytes.Equal(p.got, p.want) {
+							for j := range p.want {
+								if p.got[j] != p.want[j] {
+									t.Fatalf("%s plane byte %d of %d (codes end at %d): %#02x, want %#02x", p.name, j, len(p.want), c.CodesBytes(), p.got[j], p.want[j])
+								}
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// KV arguments that break the contract are encoding errors.
+func TestEncoderKVContract(t *testing.T) {
+	dev, e := opsEmu(t)
+	cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 2, HeadDim: 64, Ctx: 16, Smooth: true}
+	c := opsLayer(t, dev, cfg)
+	k := opsFloats(t, dev, make([]float32, 4*128), 0)
+	bad := opsLambda(rand.New(rand.NewPCG(1, 2)), 128)
+	bad[5] = 3
+	big := &KVLayer{Cfg: kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 1, HeadDim: 512, Ctx: 1, Rotate: true}}
+	big.K = opsBytes(t, dev, make([]byte, big.PlaneBytes()), 0)
+	big.V = big.K
+	for _, tc := range []struct {
+		what string
+		op   func()
+	}{
+		{"power of two", func() { e.KVSetSmoothing(c, bad) }},
+		{"want 128", func() { e.KVSetSmoothing(c, bad[:7]) }},
+		{"outside the context", func() { e.KVStore(c, k, k, 14, 3) }},
+		{"floats in a region", func() { e.KVStore(c, k, k.Sub(0, 256), 0, 4) }},
+		{"multiples of 16", func() { e.KVStore(c, k.Sub(4, 1024), k, 0, 1) }},
+		{"at most 256", func() { e.KVStore(big, k, k, 0, 1) }},
+	} {
+		tc.op()
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), tc.what) {
+			t.Errorf("%s: error %v", tc.what, err)
+		}
+		if e.List().Len() != 0 {
+			t.Errorf("%s: %d dispatches encoded", tc.what, e.List().Len())
+		}
+		e.Reset()
+	}
+	// An f16 cache checks λ and ignores it.
+	f := opsLayer(t, dev, kv.Config{Type: kv.F16, Layers: 1, KVHeads: 2, HeadDim: 64, Ctx: 4, Smooth: true})
+	e.KVSetSmoothing(f, opsLambda(rand.New(rand.NewPCG(3, 4)), 128))
+	if e.Err() != nil || e.List().Len() != 0 || f.Smoothed {
+		t.Errorf("f16 cache: %v, %d dispatches, smoothed %v", e.Err(), e.List().Len(), f.Smoothed)
+	}
+}
