@@ -189,7 +189,7 @@ func TestAttnDecode(t *testing.T) {
 		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 2, g: 2, n: 31, rot: true},
 		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 2, n: 4096, window: 1000, rot: true},
 		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 1, g: 8, n: 4096, smooth: true},
-		{typ: kv.Q4, gs: 64, d: 256, kvHeads: 1, g: 12, n: 300, window: 40}, // G 12: two threadgroups of 6 heads
+		{typ: kv.Q4, gs: 64, d: 256, kvHeads: 1, g: 12, n: 300, window: 40},              // G 12: two threadgroups of 6 heads
 		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 8, g: 4, n: 4096, smooth: true, rot: true}, // Llama 3 8B's layer
 		// q8 and f16.
 		{typ: kv.Q8, gs: 32, d: 128, kvHeads: 2, g: 4, n: 1000, smooth: true},
