@@ -129,13 +129,17 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 		e.Failf("%s: K and V planes of %d and %d bytes, the cache needs %d", op, c.K.Len, c.V.Len, c.PlaneBytes())
 	case c.K.Off%16 != 0 || c.V.Off%16 != 0:
 		e.Failf("%s: K and V planes must start 16-byte aligned (offsets %d, %d)", op, c.K.Off, c.V.Off)
-	case c.Smoothed && c.Lambda.Len < 4*cfg.KVHeads*d:
+	case attnSmooths(c) && c.Lambda.Len < 4*cfg.KVHeads*d:
 		e.Failf("%s: λ of %d bytes, want %d", op, c.Lambda.Len, 4*cfg.KVHeads*d)
 	default:
 		return attnHeadsPerGroup(a.Heads / a.KVHeads), true
 	}
 	return 0, false
 }
+
+// attnSmooths says whether queries meet K as q∘λ: factors set on a cache
+// that smooths (an f16 cache ignores them, as the CPU's does).
+func attnSmooths(c *KVLayer) bool { return c.Smoothed && c.Lambda.Len > 0 && c.Cfg.Smooths() }
 
 // attnConsts are the function constants of every attention kernel.
 func attnConsts(c *KVLayer, hg int, scores bool) []device.Constant {
@@ -147,7 +151,7 @@ func attnConsts(c *KVLayer, hg int, scores bool) []device.Constant {
 		{Index: fcAttnD, Value: uint32(c.Cfg.HeadDim)},
 		{Index: fcAttnGS, Value: uint32(gs)},
 		{Index: fcAttnHG, Value: uint32(hg)},
-		{Index: fcAttnSmooth, Value: c.Smoothed && c.Lambda.Len > 0},
+		{Index: fcAttnSmooth, Value: attnSmooths(c)},
 		{Index: fcAttnRotate, Value: c.Cfg.Rotate},
 		{Index: fcAttnScores, Value: scores},
 	}
@@ -174,7 +178,7 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 		km, vm = c.K, c.V // unused
 	}
 	lambda := c.Lambda
-	if !c.Smoothed || lambda.Len == 0 {
+	if !attnSmooths(c) {
 		lambda = c.K // unused
 	}
 	signs := c.K // unused
