@@ -206,7 +206,7 @@ func TestEncoderElementwiseContract(t *testing.T) {
 		{"copy: 8 floats", func() { e.Copy(x, 60, x, 0, 8) }},
 		{"F32 only", func() { e.AddBias(x, f16, 1) }},
 		{"argmax: 2 rows of 0", func() { e.Argmax(x, x, 2, 0) }},
-		{"F32 only", func() { e.RMSNorm(x, x, f16, 1e-5, 1) }},
+		{"F32 or F16 only", func() { e.RMSNorm(x, x, &Weight{Region: x, Type: ggml.Q8_0, Rows: 1, Cols: 32}, 1e-5, 1) }},
 		{"multiples of 16", func() {
 			w := &Weight{Region: x.Sub(4, 32), Type: ggml.F32, Rows: 1, Cols: 8}
 			e.RMSNorm(x, x, w, 1e-5, 1)

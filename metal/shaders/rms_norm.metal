@@ -1,4 +1,5 @@
-// kernel_rms_norm_f32: y = x / sqrt(mean(x²) + eps) * w, row by row.
+// kernel_rms_norm_{f32,f16}: y = x / sqrt(mean(x²) + eps) * w, row by row,
+// for a weight w of f32 or f16 (GGUF norms are f32; some files store f16).
 // One threadgroup per row; any multiple of 32 threads up to 1024.
 #include <metal_stdlib>
 using namespace metal;
@@ -12,10 +13,11 @@ struct rms_norm_args {
     float eps;
 };
 
-kernel void kernel_rms_norm_f32(
+template <typename W4>
+kernel void kernel_rms_norm(
         constant rms_norm_args & args [[buffer(0)]],
         device const char      * src  [[buffer(1)]],
-        device const float4    * w    [[buffer(2)]],
+        device const W4        * w    [[buffer(2)]],
         device       char      * dst  [[buffer(3)]],
         threadgroup  float     * sums [[threadgroup(0)]], // 32 floats
         uint   row  [[threadgroup_position_in_grid]],
@@ -45,6 +47,11 @@ kernel void kernel_rms_norm_f32(
 
     const float scale = 1.0f/sqrt(s/args.n + args.eps);
     for (uint i = tid; i < n4; i += ntg) {
-        y[i] = x[i]*scale*w[i];
+        y[i] = x[i]*scale*float4(w[i]);
     }
 }
+
+typedef decltype(kernel_rms_norm<float4>) rms_norm_t;
+
+template [[host_name("kernel_rms_norm_f32")]] kernel rms_norm_t kernel_rms_norm<float4>;
+template [[host_name("kernel_rms_norm_f16")]] kernel rms_norm_t kernel_rms_norm<half4>;

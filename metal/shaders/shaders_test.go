@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -112,71 +111,4 @@ func pipeline(t *testing.T, l *emulator.Library, name string) device.Pipeline {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// rmsNormTwin is the CPU backend's rms_norm (engine/cpu Backend.RMSNorm):
-// the sum of squares in float64, the scale and products in float32.
-func rmsNormTwin(x, w []float32, n int, eps float32) []float32 {
-	out := make([]float32, len(x))
-	for r := 0; r < len(x)/n; r++ {
-		row := x[r*n : (r+1)*n]
-		var sum float64
-		for _, v := range row {
-			sum += float64(v) * float64(v)
-		}
-		scale := float32(1 / math.Sqrt(sum/float64(n)+float64(eps)))
-		for i, v := range row {
-			out[r*n+i] = v * scale * w[i]
-		}
-	}
-	return out
-}
-
-// kernel_rms_norm_f32 against its twin. Tolerance: 2e-6 relative to the
-// row's largest output (the kernel sums squares in float32, in simd order).
-func TestRMSNorm(t *testing.T) {
-	d, l := emu(t)
-	p := pipeline(t, l, "kernel_rms_norm_f32")
-	r := rand.New(rand.NewPCG(11, 12))
-	for _, c := range []struct{ n, rows, threads int }{
-		{64, 1, 32}, {128, 3, 64}, {256, 2, 256}, {100, 5, 32}, {2052, 3, 1024}, {4096, 4, 256}, {8192, 1, 1024}, {5120, 2, 96},
-	} {
-		x := make([]float32, c.n*c.rows)
-		for i := range x {
-			x[i] = float32(r.NormFloat64() * math.Exp(3*r.NormFloat64())) // rows of very different scale
-		}
-		w := make([]float32, c.n)
-		for i := range w {
-			w[i] = float32(1 + 0.3*r.NormFloat64())
-		}
-		const eps = 1e-5
-		want := rmsNormTwin(x, w, c.n, eps)
-		for _, o := range orders {
-			t.Run(fmt.Sprintf("n%d_rows%d_threads%d_%v", c.n, c.rows, c.threads, o), func(t *testing.T) {
-				// Rows of the output a little apart from each other, to
-				// check the strides.
-				dstStride := 4*c.n + 16
-				dst := buffer(t, d, make([]byte, dstStride*c.rows))
-				run(t, d, o, device.Dispatch{
-					Pipeline: p, Groups: [3]int{c.rows, 1, 1}, Threads: [3]int{c.threads, 1, 1},
-					Inline:      []device.Inline{{Index: 0, Data: args(c.n, 4*c.n, dstStride, float32(eps))}},
-					Buffers:     []device.Binding{{Index: 1, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 2, Buffer: buffer(t, d, f32Bytes(w))}, {Index: 3, Buffer: dst}},
-					Threadgroup: []int{32 * 4},
-				})
-				for row := 0; row < c.rows; row++ {
-					got := f32s(dst.Bytes()[row*dstStride : row*dstStride+4*c.n])
-					exp := want[row*c.n : (row+1)*c.n]
-					var scale float64
-					for _, v := range exp {
-						scale = math.Max(scale, math.Abs(float64(v)))
-					}
-					for i := range got {
-						if e := math.Abs(float64(got[i] - exp[i])); !(e <= 2e-6*scale) {
-							t.Fatalf("row %d element %d: %v, want %v (error %.3g of %.3g)", row, i, got[i], exp[i], e, scale)
-						}
-					}
-				}
-			})
-		}
-	}
 }
