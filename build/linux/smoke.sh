@@ -39,6 +39,7 @@ xpid=$!
 for _ in $(seq 50); do [ -e "$tmp/Xvfb_screen0" ] && break; sleep 0.1; done
 [ -e "$tmp/Xvfb_screen0" ] || { echo "smoke: Xvfb did not start:" >&2; cat "$tmp/xvfb.log" >&2; exit 1; }
 
+: >"$tmp/app.out" # before the app starts writing it, for the first grep
 DISPLAY=":$n" NIBBLE_AUTOTEST_PROMPT="$prompt" NIBBLE_AUTOTEST_STOP_AFTER="$stop_after" "$app" >"$tmp/app.out" 2>"$tmp/app.err" &
 apid=$!
 start=$SECONDS
