@@ -13,7 +13,7 @@ import (
 	"nibble/metal/emulator"
 )
 
-// ewCase runs one elementwise kernel, scalar (_f32) or float4 (_f32_4), over
+// ewRun runs one elementwise kernel, scalar (_f32) or float4 (_f32_4), over
 // n floats in one dispatch of 256-thread groups, rows rows along grid y.
 func ewRun(t *testing.T, d *emulator.Device, o emulator.Order, name string, vec bool, n, rows int, bufs ...device.Buffer) {
 	t.Helper()
@@ -97,7 +97,7 @@ func TestSwiGLU(t *testing.T) {
 	for _, n := range []int{1, 7, 64, 4096, 14336, 18944 + 3} {
 		g, u := ewRandom(r, n, 4), ewRandom(r, n, 1)
 		// The polynomial's edges: underflow, clamping, NaN, infinities.
-		for i, v := range []float32{0, -0.0, 1e-30, 86, 87.5, 88.5, 90, -90, 200, -200, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
+		for i, v := range []float32{0, float32(math.Copysign(0, -1)), 1e-30, 86, 87.5, 88.5, 90, -90, 200, -200, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
 			if i < n {
 				g[i] = v
 			}
