@@ -118,8 +118,8 @@ func (e *Encoder) Copy(dst Region, dstOff int, src Region, srcOff, n int) {
 
 // Argmax writes, for each of rows rows of x (n wide), the index of its
 // largest element into dst[r] as a float: the first on ties, NaN never, 0
-// when none is above -Inf (kernel_argmax_f32: a threadgroup per row, a simd
-// reduction then one across simdgroups).
+// when none is above -Inf (kernel_argmax_f32[_4]: a threadgroup per row, a
+// simd reduction then one across simdgroups).
 func (e *Encoder) Argmax(dst, x Region, rows, n int) {
 	switch {
 	case rows < 0 || n <= 0 || n > 1<<24:
@@ -129,10 +129,14 @@ func (e *Encoder) Argmax(dst, x Region, rows, n int) {
 	case !e.ewCheck("argmax", rows, dst) || !e.ewCheck("argmax", rows*n, x) || rows == 0:
 		return
 	}
+	name, count := "kernel_argmax_f32", n
+	if ewVec4(n, x) {
+		name, count = name+"_4", n/4
+	}
 	e.Dispatch(device.Dispatch{
-		Pipeline:    e.Pipeline("kernel_argmax_f32"),
+		Pipeline:    e.Pipeline(name),
 		Groups:      [3]int{rows, 1, 1},
-		Threads:     [3]int{min(1024, (n+31)&^31), 1, 1},
+		Threads:     [3]int{min(1024, (count+31)&^31), 1, 1},
 		Inline:      []device.Inline{{Index: 0, Data: Args(n)}},
 		Buffers:     []device.Binding{x.bind(1), dst.bind(2)},
 		Threadgroup: []int{64 * 4}, // 32 values, then 32 indices

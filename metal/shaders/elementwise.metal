@@ -7,7 +7,7 @@
 //   kernel_swiglu_f32:   dst[i] = silu(gate[i])·up[i]
 //   kernel_copy_f32:     dst[i] = src[i]
 //
-// and kernel_argmax_f32, one threadgroup per row. One element (or float4)
+// and kernel_argmax_f32[_4], one threadgroup per row. One element (or float4)
 // per thread: these are memory-bound, and consecutive threads read
 // consecutive addresses.
 #include <metal_stdlib>
@@ -102,14 +102,35 @@ typedef decltype(kernel_copy<float>) copy_t;
 template [[host_name("kernel_copy_f32")]]   kernel copy_t kernel_copy<float>;
 template [[host_name("kernel_copy_f32_4")]] kernel copy_t kernel_copy<float4>;
 
-// kernel_argmax_f32: dst[r] = the index of the largest element of row r of
-// x, as a float: the first on ties, NaN never (strictly greater wins, and
-// NaN is greater than nothing), 0 when no element is above -Inf: the CPU's
-// sample.Greedy. One threadgroup per row, any multiple of 32 threads up to
-// 1024: each thread scans a strided slice (coalesced), then a simd
-// reduction and one across the simdgroups.
-kernel void kernel_argmax_f32(
-        constant ew_args & args [[buffer(0)]],
+// argmax_take keeps (v, i) when v is strictly greater: scanning upwards,
+// the first maximum; NaN never.
+inline void argmax_take(thread float & bv, thread uint & bi, float v, uint i) {
+    if (v > bv) {
+        bv = v;
+        bi = i;
+    }
+}
+
+inline void argmax_scan(thread float & bv, thread uint & bi, float v, uint i) {
+    argmax_take(bv, bi, v, i);
+}
+
+inline void argmax_scan(thread float & bv, thread uint & bi, float4 v, uint i) {
+    argmax_take(bv, bi, v.x, 4*i);
+    argmax_take(bv, bi, v.y, 4*i + 1);
+    argmax_take(bv, bi, v.z, 4*i + 2);
+    argmax_take(bv, bi, v.w, 4*i + 3);
+}
+
+// kernel_argmax_f32[_4]: dst[r] = the index of the largest element of row
+// r of x, as a float: the first on ties, NaN never (strictly greater wins,
+// and NaN is greater than nothing), 0 when no element is above -Inf: the
+// CPU's sample.Greedy. One threadgroup per row, any multiple of 32 threads
+// up to 1024: each thread scans a strided slice (coalesced; float4s when
+// the row allows), then a simd reduction and one across the simdgroups.
+template <typename T>
+kernel void kernel_argmax(
+        constant ew_args & args [[buffer(0)]], // n: floats per row
         device const float * x    [[buffer(1)]],
         device       float * dst  [[buffer(2)]],
         threadgroup  float * vals [[threadgroup(0)]], // 32 floats, then 32 uints
@@ -120,7 +141,8 @@ kernel void kernel_argmax_f32(
         ushort lane [[thread_index_in_simdgroup]]) {
     const uint none = 0xffffffffu;
     threadgroup uint * idxs = (threadgroup uint *) (vals + 32);
-    device const float * xr = x + (ulong) row*args.n;
+    device const T * xr = (device const T *) (x + (ulong) row*args.n);
+    const uint n = args.n/(sizeof(T)/sizeof(float));
 
     // Slots of simdgroups that do not exist must lose every comparison.
     if (sg == 0) {
@@ -129,12 +151,8 @@ kernel void kernel_argmax_f32(
     }
     float bv = -INFINITY;
     uint  bi = none;
-    for (uint i = tid; i < args.n; i += ntg) {
-        const float v = xr[i];
-        if (v > bv) {
-            bv = v;
-            bi = i;
-        }
+    for (uint i = tid; i < n; i += ntg) {
+        argmax_scan(bv, bi, xr[i], i);
     }
     // bv is never NaN, so max and == are well defined.
     float m = simd_max(bv);
@@ -154,3 +172,8 @@ kernel void kernel_argmax_f32(
         }
     }
 }
+
+typedef decltype(kernel_argmax<float>) argmax_t;
+
+template [[host_name("kernel_argmax_f32")]]   kernel argmax_t kernel_argmax<float>;
+template [[host_name("kernel_argmax_f32_4")]] kernel argmax_t kernel_argmax<float4>;

@@ -142,13 +142,12 @@ func argmaxTwin(x []float32) float32 {
 	return float32(best)
 }
 
-// kernel_argmax_f32 against the CPU backend's Argmax. Tolerance: none.
+// kernel_argmax_f32[_4] against the CPU backend's Argmax. Tolerance: none.
 func TestArgmax(t *testing.T) {
 	d, l := emu(t)
-	p := pipeline(t, l, "kernel_argmax_f32")
 	r := rand.New(rand.NewPCG(35, 36))
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
-	for _, c := range []struct{ n, threads int }{{1, 32}, {4, 32}, {100, 64}, {4096, 1024}, {32000, 1024}, {152064, 1024}, {152064, 256}, {50000, 96}} {
+	for _, c := range []struct{ n, threads int }{{1, 32}, {4, 32}, {100, 64}, {4096, 1024}, {32000, 1024}, {152064, 1024}, {151935, 1024}, {152064, 256}, {50001, 96}, {17, 32}} {
 		// Rows: random; ties of the maximum far apart and near; NaN
 		// everywhere but one element; all -Inf; NaN and -Inf only; +Inf
 		// ties; the maximum in the last element.
@@ -187,8 +186,13 @@ func TestArgmax(t *testing.T) {
 		for _, row := range rows {
 			x = append(x, row...)
 		}
+		name := "kernel_argmax_f32"
+		if c.n%4 == 0 {
+			name += "_4"
+		}
+		p := pipeline(t, l, name)
 		for _, o := range orders {
-			t.Run(fmt.Sprintf("n%d_threads%d_%v", c.n, c.threads, o), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s_n%d_threads%d_%v", name, c.n, c.threads, o), func(t *testing.T) {
 				dst := buffer(t, d, make([]byte, 4*len(rows)))
 				run(t, d, o, device.Dispatch{
 					Pipeline: p, Groups: [3]int{len(rows), 1, 1}, Threads: [3]int{c.threads, 1, 1},
