@@ -12,6 +12,7 @@ import (
 	"math"
 
 	"nibble/engine/backend"
+	"nibble/engine/ggml"
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 	"nibble/metal/shaders"
@@ -157,6 +158,21 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight, tokens []int32
 	}
 	d := b.region("embed", dst, 0, len(tokens)*w.Cols)
 	if b.enc.Err() != nil || len(tokens) == 0 {
+		return
+	}
+	if w.Type == ggml.F32 && w.Cols%16 != 0 {
+		// get_rows reads whole 16-element chunks; an F32 row of another
+		// width (the conformance suite uploads through such tables) is a
+		// copy, one per run of consecutive ids.
+		n := w.Cols
+		for i := 0; i < len(tokens); {
+			j := i + 1
+			for j < len(tokens) && tokens[j] == tokens[j-1]+1 {
+				j++
+			}
+			b.enc.Copy(d, i*n, w.Region, int(tokens[i])*n, (j-i)*n)
+			i = j
+		}
 		return
 	}
 	b.enc.Embed(d, w, tokens)
