@@ -53,8 +53,9 @@ kernel void kernel_rope(
     }
     const uint  row = tg.x;
     const float r   = rope_angle(float(pos[row]), freq[j]);
-    const float c   = cos(r);
-    const float s   = sin(r);
+    // precise::: Metal's fast sin and cos are off by up to 2^-13 in [-π, π].
+    const float c   = precise::cos(r);
+    const float s   = precise::sin(r);
     const uint  a   = NEOX ? j : 2*j;
     const uint  b   = NEOX ? j + args.pairs : 2*j + 1;
     const uint  h0  = tg.y*args.hpg;
