@@ -323,6 +323,25 @@ func TestMissingBarrier(t *testing.T) {
 	}
 }
 
+// Each [[threadgroup(i)]] argument has its own memory, at the offsets the
+// lengths give.
+func TestTwoThreadgroupArguments(t *testing.T) {
+	d, l := testDevice(t)
+	for _, o := range orders {
+		y := zeroBuffer(t, d, 4*32)
+		g, th := grid1(1, 32)
+		if err := run(t, d, o, device.Dispatch{Pipeline: pipe(t, l, "two_tg_args"), Groups: g, Threads: th,
+			Buffers: []device.Binding{{Index: 0, Buffer: y}}, Threadgroup: []int{128, 128}}); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range f32s(y) {
+			if want := float32(1+i) - 10*float32(1+(i+1)%32); v != want {
+				t.Fatalf("%v: y[%d] = %v, want %v", o, i, v, want)
+			}
+		}
+	}
+}
+
 // A simd collective synchronises one simdgroup, not the threadgroup: a
 // barrier missing between simdgroups shows in one of the two orders.
 func TestMissingBarrierBetweenSimdgroups(t *testing.T) {

@@ -174,7 +174,6 @@ struct Worker {
   Job *job;
   Simdgroup sg[EMU_MAX_THREADS / 32];
   unsigned char *tgmem;
-  size_t tg_arg_off[EMU_MAX_BUFFERS];
   size_t tg_used;
   Local locals[EMU_MAX_LOCALS];
   int nlocals;
@@ -205,7 +204,8 @@ struct Job {
   uint32_t groups[3], threads[3];
   uint64_t total, next;
   int nthreads, nsg, order;
-  size_t tg_args; // bytes of [[threadgroup(i)]] arguments
+  size_t tg_args;                 // bytes of [[threadgroup(i)]] arguments
+  size_t tg_off[EMU_MAX_BUFFERS];    // where threadgroup(i) starts in them
   int failed;
   pthread_mutex_t mu;
   char err[EMU_ERR];
@@ -393,7 +393,7 @@ extern "C" void *msl_threadgroup_arg(int index, const char *file, int line) {
   const emu_desc *d = w->job->d;
   if (index < 0 || index >= EMU_MAX_BUFFERS) msl_fail(file, line, "threadgroup(%d) is outside 0..%d", index, EMU_MAX_BUFFERS - 1);
   if (!d->tg_len[index]) msl_fail(file, line, "threadgroup(%d) has no memory length set", index);
-  return w->tgmem + w->tg_arg_off[index];
+  return w->tgmem + w->job->tg_off[index];
 }
 
 extern "C" void *msl_threadgroup_local(int id, size_t size, size_t align, const char *file, int line) {
@@ -691,6 +691,7 @@ EMU_API int emu_dispatch(const emu_desc *d, char *err, uint64_t errlen) {
       job_error(&j, "%s: threadgroup(%d) length %llu is not a multiple of 16", j.k->name, i, (unsigned long long)d->tg_len[i]);
       goto out;
     }
+    j.tg_off[i] = j.tg_args;
     j.tg_args += d->tg_len[i];
   }
   if (j.tg_args > EMU_TGMEM_MAX) {

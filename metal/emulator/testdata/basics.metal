@@ -187,3 +187,15 @@ typedef decltype(times<float, 2>) times_t;
 
 template [[host_name("times_f32_2")]] kernel times_t times<float, 2>;
 template [[host_name("times_f16_3")]] kernel void times<half, 3>(device const half *, device half *, uint);
+
+// Two threadgroup arguments: each must have its own memory.
+kernel void two_tg_args(
+        device       float * y [[buffer(0)]],
+        threadgroup  float * a [[threadgroup(0)]],
+        threadgroup  float * b [[threadgroup(1)]],
+        uint tid [[thread_index_in_threadgroup]]) {
+    a[tid] = 1.0f + tid;
+    b[tid] = -1.0f - tid;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    y[tid] = a[tid] + 10.0f*b[(tid + 1) % 32];
+}
