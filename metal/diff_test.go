@@ -16,6 +16,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
+	"nibble/engine/quant"
 )
 
 // pair is a backend that runs every op on the CPU backend (the reference)
@@ -29,9 +30,12 @@ type pair struct {
 	t   *testing.T
 	// worst relative error ‖Δ‖₂/‖ref‖₂ per op label; ops counts them.
 	worst map[string]float64
-	ops   map[string]int
-	first map[string]string // the first call with that worst error
-	seq   int
+	// For matmuls, the worst error of each backend against the float64
+	// product of the dequantized weights and the same inputs.
+	exactCPU, exactMetal map[string]float64
+	ops                  map[string]int
+	first                map[string]string // the first call with that worst error
+	seq                  int
 }
 
 type pairTensor struct {
@@ -42,6 +46,8 @@ type pairTensor struct {
 
 type pairWeight struct {
 	r, g backend.Weight
+	data []byte    // the tensor's bytes in the region
+	deq  []float32 // dequantized on first use (exact float64 products)
 }
 
 func (w *pairWeight) Desc() backend.WeightDesc { return w.r.Desc() }
@@ -69,7 +75,8 @@ func (c *pairCache) Close() error {
 
 func newPair(t *testing.T) *pair {
 	p := &pair{ref: cpu.New(2), got: newBackend(t), t: t,
-		worst: map[string]float64{}, ops: map[string]int{}, first: map[string]string{}}
+		worst: map[string]float64{}, ops: map[string]int{}, first: map[string]string{},
+		exactCPU: map[string]float64{}, exactMetal: map[string]float64{}}
 	t.Cleanup(func() { p.ref.Close() })
 	return p
 }
@@ -110,7 +117,8 @@ func (p *pair) MapWeights(region []byte, ds []backend.WeightDesc) (backend.Mappi
 	}
 	m := &pairMapping{r: r, g: g}
 	for i := range ds {
-		m.ws = append(m.ws, &pairWeight{r: r.Weights()[i], g: g.Weights()[i]})
+		d := ds[i]
+		m.ws = append(m.ws, &pairWeight{r: r.Weights()[i], g: g.Weights()[i], data: region[d.Offset : d.Offset+d.Bytes()]})
 	}
 	return m, nil
 }
@@ -225,7 +233,39 @@ func (p *pair) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor, ro
 	if rows > 1 {
 		kind = "mat-mat"
 	}
-	p.check(wlabel(kind, w), dst, rows*w.Desc().Rows)
+	label := wlabel(kind, w)
+	d := w.Desc()
+	if err := p.Sync(); err != nil {
+		p.t.Fatalf("%s: %v", label, err)
+	}
+	// Both against the exact product, on the same inputs.
+	pwt := pw(w)
+	if pwt.deq == nil {
+		pwt.deq = make([]float32, d.Rows*d.Cols)
+		if err := quant.Dequantize(d.Type, pwt.deq, pwt.data); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	xs := make([]float32, rows*d.Cols)
+	p.ref.Read(xs, pt(x).r, 0)
+	cpuOut, metalOut := make([]float32, rows*d.Rows), make([]float32, rows*d.Rows)
+	p.ref.Read(cpuOut, pt(dst).r, 0)
+	p.got.Read(metalOut, pt(dst).g, 0)
+	var ec, em, ee float64
+	for r := 0; r < rows; r++ {
+		xr := xs[r*d.Cols : (r+1)*d.Cols]
+		for i := 0; i < d.Rows; i++ {
+			var want float64
+			for j, v := range pwt.deq[i*d.Cols : (i+1)*d.Cols] {
+				want += float64(v) * float64(xr[j])
+			}
+			c, m := float64(cpuOut[r*d.Rows+i])-want, float64(metalOut[r*d.Rows+i])-want
+			ec, em, ee = ec+c*c, em+m*m, ee+want*want
+		}
+	}
+	p.exactCPU[label] = math.Max(p.exactCPU[label], math.Sqrt(ec/ee))
+	p.exactMetal[label] = math.Max(p.exactMetal[label], math.Sqrt(em/ee))
+	p.check(label, dst, rows*d.Rows)
 }
 
 func (p *pair) AddBias(x backend.Tensor, b backend.Weight, rows int) {
@@ -298,6 +338,9 @@ func (p *pair) report() (bad []string) {
 	var b strings.Builder
 	for _, l := range labels {
 		fmt.Fprintf(&b, "\n  %-40s %4d calls, worst %.3g (%s)", l, p.ops[l], p.worst[l], p.first[l])
+		if e, ok := p.exactCPU[l]; ok {
+			fmt.Fprintf(&b, "; against the float64 product: cpu %.3g, metal %.3g", e, p.exactMetal[l])
+		}
 		if p.worst[l] > opTolerance(l) {
 			bad = append(bad, fmt.Sprintf("%s: %.3g > %.3g at %s", l, p.worst[l], opTolerance(l), p.first[l]))
 		}

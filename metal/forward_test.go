@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"nibble/engine"
+	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
+	"nibble/engine/quant"
 	"nibble/engine/sample"
 	"nibble/internal/testdata"
 )
@@ -89,61 +92,141 @@ func cosine(a, b []float32) float64 {
 	return ab / math.Sqrt(aa*bb)
 }
 
+// exactCPU is the CPU backend with MatMul in float64 over the dequantized
+// weights and the float activations: what the Metal kernels compute (they
+// read activations as floats, as llama.cpp's Metal kernels do), where the
+// CPU backend, as ggml's CPU code, first rounds the activations of a block
+// type to 8 bits (Q8_0, Q8_K) or of F16 weights to fp16. That rounding moves
+// each product of the tiny random-weight models by 1-2% (TestOpsInForward
+// prints it), so the pass on the plain CPU backend is not the reference the
+// Metal kernels can be held to at cosine 0.9999.
+type exactCPU struct {
+	*cpu.Backend
+	data map[backend.Weight][]byte
+	deq  map[backend.Weight][]float32
+}
+
+func newExactCPU() *exactCPU {
+	return &exactCPU{Backend: cpu.New(2), data: map[backend.Weight][]byte{}, deq: map[backend.Weight][]float32{}}
+}
+
+func (e *exactCPU) MapWeights(region []byte, ds []backend.WeightDesc) (backend.Mapping, error) {
+	m, err := e.Backend.MapWeights(region, ds)
+	if err != nil {
+		return nil, err
+	}
+	for i, w := range m.Weights() {
+		e.data[w] = region[ds[i].Offset : ds[i].Offset+ds[i].Bytes()]
+	}
+	return m, nil
+}
+
+func (e *exactCPU) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor, rows int) {
+	d := w.Desc()
+	deq, ok := e.deq[w]
+	if !ok {
+		deq = make([]float32, d.Rows*d.Cols)
+		if err := quant.Dequantize(d.Type, deq, e.data[w]); err != nil {
+			panic(err)
+		}
+		e.deq[w] = deq
+	}
+	out, xs := dst.(*cpu.Tensor).D, x.(*cpu.Tensor).D
+	var wg sync.WaitGroup
+	const parts = 4
+	for p := 0; p < parts; p++ {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				wr := deq[i*d.Cols : (i+1)*d.Cols]
+				for r := 0; r < rows; r++ {
+					var sum float64
+					for j, v := range xs[r*d.Cols : (r+1)*d.Cols] {
+						sum += float64(wr[j]) * float64(v)
+					}
+					out[r*d.Rows+i] = float32(sum)
+				}
+			}
+		}(p*d.Rows/parts, (p+1)*d.Rows/parts)
+	}
+	wg.Wait()
+}
+
+// loaded is one model on one backend.
+type loaded struct {
+	m *engine.Model
+	b backend.Backend
+}
+
+func load(t *testing.T, path string, b backend.Backend) loaded {
+	t.Helper()
+	t.Cleanup(func() { b.Close() })
+	m, err := engine.LoadModel(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return loaded{m, b}
+}
+
 // The acceptance test of the Metal backend: the whole forward pass of every
 // test model, loaded through the engine's own path, on the emulator against
-// the CPU backend. The last prompt position's logits agree with cosine
-// ≥ 0.9999 with an f16 cache and ≥ 0.999 with a q4 cache (smoothed, as
-// sessions run it), and greedy decoding picks the same 8 tokens.
+// the CPU backend with float activations (exactCPU): the last prompt
+// position's logits agree with cosine ≥ 0.9999 with an f16 cache and
+// ≥ 0.999 with a q4 cache (smoothed, as sessions run it), and greedy
+// decoding picks the same 8 tokens. Against the plain CPU backend, whose
+// 8-bit activations separate it from both (measured: cosine 0.9995-1 with
+// f16 KV, 0.996-0.99995 with q4 KV, and greedy tokens that part after a few
+// steps on three models with q4 KV, the same for the CPU with float
+// activations), the cosines are logged and held to sanity bounds.
 func TestForwardMatchesCPU(t *testing.T) {
 	files := testModels(t)
 	dev := emulatorDevice(t)
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
 		t.Run(name, func(t *testing.T) {
-			cb := cpu.New(2)
-			defer cb.Close()
-			cm, err := engine.LoadModel(path, cb)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cm.Close()
+			plain := load(t, path, cpu.New(2))
+			exact := load(t, path, newExactCPU())
 			mb, err := New(dev)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer mb.Close()
-			mm, err := engine.LoadModel(path, mb)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mm.Close()
-			ids := cm.EncodePrompt(forwardPrompt)
+			metal := load(t, path, mb)
+			ids := plain.m.EncodePrompt(forwardPrompt)
 			if len(ids) <= forwardBatch {
 				t.Fatalf("the prompt is %d tokens, not two batches of %d", len(ids), forwardBatch)
 			}
 			for _, c := range []struct {
 				kv     kv.Config
 				minCos float64
+				// Against the plain CPU backend, a sanity bound: the q4
+				// cache's rounding amplifies the 8-bit activations'
+				// difference (the CPU with float activations is as far).
+				minCosPlain float64
 			}{
-				{kv.Config{Type: kv.F16}, 0.9999},
-				{kv.Config{Type: kv.Q4, GroupSize: 32, Smooth: true}, 0.999},
+				{kv.Config{Type: kv.F16}, 0.9999, 0.999},
+				{kv.Config{Type: kv.Q4, GroupSize: 32, Smooth: true}, 0.999, 0.99},
 			} {
 				t.Run(c.kv.Type.String(), func(t *testing.T) {
-					want := runPass(t, cm, ids, c.kv)
-					got := runPass(t, mm, ids, c.kv)
-					cos := cosine(got.last, want.last)
+					want := runPass(t, exact.m, ids, c.kv)
+					got := runPass(t, metal.m, ids, c.kv)
+					ref := runPass(t, plain.m, ids, c.kv)
+					cos, cosPlain := cosine(got.last, want.last), cosine(got.last, ref.last)
 					worstStep := 1.0
-					n := min(len(got.steps), len(want.steps))
-					for i := 0; i < n && got.greedy[i] == want.greedy[i]; i++ {
+					for i := 0; i < greedySteps && got.greedy[i] == want.greedy[i]; i++ {
 						worstStep = min(worstStep, cosine(got.steps[i], want.steps[i]))
 					}
-					t.Logf("%d prompt tokens, kv %v: cos(last prompt logits) = %.7f; greedy metal %v, cpu %v; worst decode-step cos %.7f",
-						len(ids), c.kv.Type, cos, got.greedy, want.greedy, worstStep)
+					t.Logf("%d prompt tokens, kv %v: cos(last prompt logits) metal/cpu-float %.7f (decode steps ≥ %.7f), metal/cpu %.7f, cpu-float/cpu %.7f; greedy metal %v, cpu-float %v, cpu %v",
+						len(ids), c.kv.Type, cos, worstStep, cosPlain, cosine(want.last, ref.last), got.greedy, want.greedy, ref.greedy)
 					if !(cos >= c.minCos) {
-						t.Errorf("cosine of the last-position logits %.7f < %g", cos, c.minCos)
+						t.Errorf("cosine of the last-position logits to the CPU with float activations %.7f < %g", cos, c.minCos)
 					}
 					if !slices.Equal(got.greedy, want.greedy) {
-						t.Errorf("greedy tokens differ: metal %v, cpu %v", got.greedy, want.greedy)
+						t.Errorf("greedy tokens differ: metal %v, cpu with float activations %v", got.greedy, want.greedy)
+					}
+					if !(cosPlain >= c.minCosPlain) {
+						t.Errorf("cosine of the last-position logits to the CPU backend %.7f < %g", cosPlain, c.minCosPlain)
 					}
 					if t.Failed() {
 						t.Log("TestOpsInForward compares the pass op by op and names the kernel that differs")
