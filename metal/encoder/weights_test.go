@@ -268,8 +268,6 @@ func TestEncodeWeightsErrors(t *testing.T) {
 		{"x misaligned", "offset 4", func() { e.MulMV(dst, w, dst.Sub(4, 4*64), 1) }},
 		{"x too small", "in x", func() { e.MulMV(dst, w, dst.Sub(0, 4*64), 2) }},
 		{"no rows", "0 rows", func() { e.MulMV(dst, w, dst, 0) }},
-		{"rounding in place", "overlap", func() { e.RoundActivations(dst, dst.Sub(0, 4*64), ggml.Q8_0, 1, 64) }},
-		{"rounding for no kernel", "IQ4_NL", func() { e.RoundActivations(dst, dst, ggml.IQ4_NL, 1, 64) }},
 	} {
 		c.op()
 		if err := e.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -304,81 +302,4 @@ func seq(n int) []int32 {
 		v[i] = int32(i)
 	}
 	return v
-}
-
-// RoundActivations then MulMV gives the CPU backend's MatMul up to
-// summation order: tolerance 1e-6·Σ|w||x| (both sides sum float32 products
-// of the same rounded activations), and for Q4_1 and Q5_1 also 2^-11 of
-// Σ|m||x| over the blocks' offsets m (the CPU's Q8_1 term fp16(d·Σq), which
-// the expanded activations do not round).
-func TestEncodeRoundedMatMul(t *testing.T) {
-	dev, e := weightsEmu(t)
-	ref := cpu.New(1)
-	defer ref.Close()
-	r := rand.New(rand.NewPCG(33, 34))
-	worst := map[ggml.Type]float64{}
-	for typ := range testWeights {
-		const outRows, rows = 21, 3
-		cols := 512
-		wData := randomMatrix(r, typ, outRows, cols)
-		xs := make([]float32, rows*cols)
-		for i := range xs {
-			xs[i] = float32(r.NormFloat64() * math.Exp(r.NormFloat64()))
-		}
-		ws := cpuWeights(t, ref, []backend.WeightDesc{
-			{Name: "w", Type: typ, Rows: outRows, Cols: cols},
-			{Name: "x", Type: ggml.F32, Rows: rows, Cols: cols},
-		}, [][]byte{wData, f32le(xs)})
-		wf := make([]float32, outRows*cols)
-		wt := ref.Alloc(outRows * cols)
-		ref.Embed(wt, ws[0], seq(outRows))
-		ref.Read(wf, wt, 0)
-		x := ref.Alloc(rows * cols)
-		ref.Embed(x, ws[1], seq(rows))
-		want := ref.Alloc(rows * outRows)
-		ref.MatMul(want, ws[0], x, rows)
-		if err := ref.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		wantF := make([]float32, rows*outRows)
-		ref.Read(wantF, want, 0)
-
-		w := deviceWeight(t, dev, typ, outRows, cols, wData)
-		xd := deviceFloats(t, dev, xs)
-		in := xd
-		if RoundsActivations(typ) {
-			in = deviceFloats(t, dev, make([]float32, len(xs)))
-			e.RoundActivations(in, xd, typ, rows, cols)
-		}
-		dst := deviceFloats(t, dev, make([]float32, rows*outRows))
-		e.MulMV(dst, w, in, rows)
-		runList(t, dev, e)
-		got := readFloats(dst, rows*outRows)
-		for y := 0; y < rows; y++ {
-			xr := xs[y*cols : (y+1)*cols]
-			for i := 0; i < outRows; i++ {
-				var sumAbs, offs float64
-				for j, wij := range wf[i*cols : (i+1)*cols] {
-					sumAbs += math.Abs(float64(wij) * float64(xr[j]))
-				}
-				if typ == ggml.Q4_1 || typ == ggml.Q5_1 {
-					ts := typ.TypeSize()
-					for b := 0; b < cols/32; b++ {
-						m := float64(half.ToFloat32(binary.LittleEndian.Uint16(wData[i*typ.RowBytes(cols)+b*ts+2:])))
-						for _, v := range xr[32*b : 32*b+32] {
-							offs += math.Abs(m * float64(v))
-						}
-					}
-				}
-				tol := 1e-6*sumAbs + math.Ldexp(offs, -11) + 1e-30
-				k := y*outRows + i
-				d := math.Abs(float64(got[k]) - float64(wantF[k]))
-				worst[typ] = math.Max(worst[typ], d/tol)
-				if !(d <= tol) {
-					t.Fatalf("%v: x row %d output %d: %v, CPU %v (|Δ| %.3g > %.3g)", typ, y, i, got[k], wantF[k], d, tol)
-				}
-			}
-		}
-	}
-	t.Logf("largest |Δ|/tolerance: %v", worst)
 }
