@@ -16,7 +16,8 @@ import (
 // (kv head, row).
 
 const (
-	attnThreads   = 128 // 4 simdgroups (ATTN_NSG)
+	attnThreads   = 256 // 8 simdgroups (ATTN_NSG)
+	attnBlock     = 64  // tokens per simdgroup block (ATTN_BT: 2 per lane)
 	attnMaxHG     = 8   // query heads one threadgroup serves (ATTN_MAXH)
 	attnMinChunk  = 256 // fewest tokens a split owns
 	attnTargetTGs = 256 // pass 1 threadgroups to aim for: several per GPU core
@@ -197,7 +198,7 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 // simdgroups' merge.
 func attnSharedBytes(hg, d int) int {
 	const nsg = attnThreads / 32
-	floats := hg*d + hg*8 + nsg*hg*32 + nsg*d + 2*nsg
+	floats := hg*d + hg*8 + max(nsg*hg*attnBlock, nsg*d) + 2*nsg
 	return (4*floats + 15) &^ 15
 }
 

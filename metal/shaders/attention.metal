@@ -14,12 +14,22 @@
 //                            staged new rows 0..row, normalized.
 //
 // <kv> is q4, q8 or f16. A threadgroup is ATTN_NSG simdgroups. Each
-// simdgroup walks its own blocks of 32 tokens (blocks sg, sg+NSG, ... of the
-// range): lane i scores token i of the block for every query head (the
-// qdot identity on packed codes: s·Σq'n + b·Σq'), one online-softmax update
-// per block in the exp2 domain, then the simdgroup accumulates V with each
-// lane owning D/32 consecutive elements of every head. At the end the
-// simdgroups' (m, l, o) are merged through threadgroup memory.
+// simdgroup walks its own blocks of ATTN_BT = 64 tokens (blocks sg,
+// sg+NSG, ... of the range): lane i scores tokens i and i+32 of the block
+// for every query head (the qdot identity on packed codes: s·Σq'n + b·Σq';
+// each query value read from threadgroup memory serves both tokens), one
+// online-softmax update per block in the exp2 domain, then the simdgroup
+// accumulates V with each lane owning D/32 consecutive elements of every
+// head. At the end the simdgroups' (m, l, o) are merged through
+// threadgroup memory.
+//
+// Shape choices were measured on an H200 with a hand CUDA port of the q4
+// decode pass (D 128, gs 32, 8 kv heads, 128K positions, 256 threadgroups):
+// 8 simdgroups of 2 tokens per lane read 1.3 TB/s at GQA 4 and 2.1 TB/s at
+// GQA 1, against 0.9 and 1.0 TB/s for 4 simdgroups of one token per lane;
+// more splits (1024 or 4096 threadgroups) did not help. GQA 8 stays near
+// 0.65 TB/s: the score and V arithmetic (about 2·G·D per token) is the
+// limit there, not the bandwidth.
 #include <metal_stdlib>
 using namespace metal;
 
@@ -30,7 +40,9 @@ constant bool attn_smooth [[function_constant(103)]]; // queries meet K as q∘�
 constant bool attn_rotate [[function_constant(104)]]; // queries are rotated like K
 constant bool attn_scores [[function_constant(105)]]; // decode: export the raw scores
 
-#define ATTN_NSG  4   // simdgroups per threadgroup
+#define ATTN_NSG  8   // simdgroups per threadgroup
+#define ATTN_TPL  2   // tokens per lane in a block: a simdgroup's block is ATTN_BT tokens
+#define ATTN_BT   (32*ATTN_TPL)
 #define ATTN_MAXH 8   // query heads per threadgroup
 #define ATTN_MAXD 256 // head dim
 #define ATTN_MAXE 8   // elements of a head per lane (ATTN_MAXD/32)
@@ -146,36 +158,54 @@ struct attn_q4 {
     static inline bool predivide() { return true; }
     static inline bool groups() { return true; }
 
-    // sc[j] = q'_j·k for the token in slot: per group s·Σq'n + b·Σq'.
-    static inline void score(thread float * sc, attn_plane k, uint slot,
+    // sc[u·ATTN_MAXH + j] = q'_j·k for the token in slot[u]: per group
+    // s·Σq'n + b·Σq'. Each q' read from threadgroup memory serves the
+    // ATTN_TPL tokens of the lane.
+    static inline void score(thread float * sc, attn_plane k, thread const uint * slot,
                              threadgroup const float * qs, threadgroup const float * qsum) {
         // 16-byte loads: a slot is D/2 ≥ 32 bytes and planes start 16-byte
         // aligned (the encoder checks).
-        device const uint4 * w = (device const uint4 *) (k.codes + slot*(attn_d/2));
-        device const half2 * m = k.meta + slot*attn_ng;
-        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
-        for (uint j = 0; j < attn_hg; ++j) {
-            sc[j] = 0.0f;
-        }
-        for (uint g = 0; g < attn_ng; ++g) {
-            const float2 sb = float2(m[g]);
-            float acc[ATTN_MAXH];
+        device const uint4 * w[ATTN_TPL];
+        for (uint u = 0; u < ATTN_TPL; ++u) {
+            w[u] = (device const uint4 *) (k.codes + slot[u]*(attn_d/2));
             for (uint j = 0; j < attn_hg; ++j) {
-                acc[j] = 0.0f;
+                sc[u*ATTN_MAXH + j] = 0.0f;
+            }
+        }
+        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
+        for (uint g = 0; g < attn_ng; ++g) {
+            float acc[ATTN_TPL*ATTN_MAXH];
+            for (uint u = 0; u < ATTN_TPL; ++u) {
+                for (uint j = 0; j < attn_hg; ++j) {
+                    acc[u*ATTN_MAXH + j] = 0.0f;
+                }
             }
             for (uint i4 = g*attn_gs/32; i4 < (g + 1)*attn_gs/32; ++i4) {
-                const uint4 x4 = w[i4];
+                uint4 x4[ATTN_TPL];
+                for (uint u = 0; u < ATTN_TPL; ++u) {
+                    x4[u] = w[u][i4];
+                }
                 for (uint c = 0; c < 4; ++c) {
-                    const uint x = x4[c], i = 4*i4 + c; // word i: elements 8i..8i+7
-                    const float4 lo = float4(x & 0xFu, x & 0xF0u, x & 0xF00u, x & 0xF000u);
-                    const float4 hi = float4(x & 0xF0000u, x & 0xF00000u, x & 0xF000000u, x & 0xF0000000u);
+                    const uint i = 4*i4 + c; // word i: elements 8i..8i+7
+                    float4 lo[ATTN_TPL], hi[ATTN_TPL];
+                    for (uint u = 0; u < ATTN_TPL; ++u) {
+                        const uint x = x4[u][c];
+                        lo[u] = float4(x & 0xFu, x & 0xF0u, x & 0xF00u, x & 0xF000u);
+                        hi[u] = float4(x & 0xF0000u, x & 0xF00000u, x & 0xF000000u, x & 0xF0000000u);
+                    }
                     for (uint j = 0; j < attn_hg; ++j) {
-                        acc[j] += dot(q4[j*attn_d/4 + 2*i], lo) + dot(q4[j*attn_d/4 + 2*i + 1], hi);
+                        const float4 a = q4[j*attn_d/4 + 2*i], b = q4[j*attn_d/4 + 2*i + 1];
+                        for (uint u = 0; u < ATTN_TPL; ++u) {
+                            acc[u*ATTN_MAXH + j] += dot(a, lo[u]) + dot(b, hi[u]);
+                        }
                     }
                 }
             }
-            for (uint j = 0; j < attn_hg; ++j) {
-                sc[j] += sb.x*acc[j] + sb.y*qsum[j*attn_ng + g];
+            for (uint u = 0; u < ATTN_TPL; ++u) {
+                const float2 sb = float2(k.meta[slot[u]*attn_ng + g]);
+                for (uint j = 0; j < attn_hg; ++j) {
+                    sc[u*ATTN_MAXH + j] += sb.x*acc[u*ATTN_MAXH + j] + sb.y*qsum[j*attn_ng + g];
+                }
             }
         }
     }
@@ -194,7 +224,7 @@ struct attn_q4 {
         }
         const float2 sb = float2(v.meta[slot*attn_ng + lane*attn_e/attn_gs]);
         for (uint j = 0; j < attn_hg; ++j) {
-            const float pj = p[j*32];
+            const float pj = p[j*ATTN_BT];
             const float w = pj*sb.x;
             ob[j] += pj*sb.y;
             for (uint e = 0; e < attn_e; ++e) {
@@ -213,33 +243,48 @@ struct attn_q8 {
     static inline bool predivide() { return false; }
     static inline bool groups() { return true; }
 
-    static inline void score(thread float * sc, attn_plane k, uint slot,
+    static inline void score(thread float * sc, attn_plane k, thread const uint * slot,
                              threadgroup const float * qs, threadgroup const float * qsum) {
         // 16-byte loads, as for q4.
-        device const uint4  * c = (device const uint4 *) (k.codes + slot*attn_d);
-        device const half2  * m = k.meta + slot*attn_ng;
-        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
-        for (uint j = 0; j < attn_hg; ++j) {
-            sc[j] = 0.0f;
-        }
-        for (uint g = 0; g < attn_ng; ++g) {
-            const float2 sb = float2(m[g]);
-            float acc[ATTN_MAXH];
+        device const uint4 * c[ATTN_TPL];
+        for (uint u = 0; u < ATTN_TPL; ++u) {
+            c[u] = (device const uint4 *) (k.codes + slot[u]*attn_d);
             for (uint j = 0; j < attn_hg; ++j) {
-                acc[j] = 0.0f;
+                sc[u*ATTN_MAXH + j] = 0.0f;
+            }
+        }
+        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
+        for (uint g = 0; g < attn_ng; ++g) {
+            float acc[ATTN_TPL*ATTN_MAXH];
+            for (uint u = 0; u < ATTN_TPL; ++u) {
+                for (uint j = 0; j < attn_hg; ++j) {
+                    acc[u*ATTN_MAXH + j] = 0.0f;
+                }
             }
             for (uint i4 = g*attn_gs/16; i4 < (g + 1)*attn_gs/16; ++i4) {
-                const uint4 x4 = c[i4];
+                uint4 x4[ATTN_TPL];
+                for (uint u = 0; u < ATTN_TPL; ++u) {
+                    x4[u] = c[u][i4];
+                }
                 for (uint b = 0; b < 4; ++b) {
-                    const float4 n = float4(as_type<uchar4>(x4[b])); // elements 4i..4i+3
-                    const uint i = 4*i4 + b;
+                    const uint i = 4*i4 + b; // elements 4i..4i+3
+                    float4 n[ATTN_TPL];
+                    for (uint u = 0; u < ATTN_TPL; ++u) {
+                        n[u] = float4(as_type<uchar4>(x4[u][b]));
+                    }
                     for (uint j = 0; j < attn_hg; ++j) {
-                        acc[j] += dot(q4[j*attn_d/4 + i], n);
+                        const float4 a = q4[j*attn_d/4 + i];
+                        for (uint u = 0; u < ATTN_TPL; ++u) {
+                            acc[u*ATTN_MAXH + j] += dot(a, n[u]);
+                        }
                     }
                 }
             }
-            for (uint j = 0; j < attn_hg; ++j) {
-                sc[j] += sb.x*acc[j] + sb.y*qsum[j*attn_ng + g];
+            for (uint u = 0; u < ATTN_TPL; ++u) {
+                const float2 sb = float2(k.meta[slot[u]*attn_ng + g]);
+                for (uint j = 0; j < attn_hg; ++j) {
+                    sc[u*ATTN_MAXH + j] += sb.x*acc[u*ATTN_MAXH + j] + sb.y*qsum[j*attn_ng + g];
+                }
             }
         }
     }
@@ -253,7 +298,7 @@ struct attn_q8 {
         }
         const float2 sb = float2(v.meta[slot*attn_ng + lane*attn_e/attn_gs]);
         for (uint j = 0; j < attn_hg; ++j) {
-            const float pj = p[j*32];
+            const float pj = p[j*ATTN_BT];
             const float w = pj*sb.x;
             ob[j] += pj*sb.y;
             for (uint e = 0; e < attn_e; ++e) {
@@ -272,19 +317,29 @@ struct attn_f16 {
     static inline bool predivide() { return false; }
     static inline bool groups() { return false; }
 
-    static inline void score(thread float * sc, attn_plane k, uint slot,
+    static inline void score(thread float * sc, attn_plane k, thread const uint * slot,
                              threadgroup const float * qs, threadgroup const float *) {
         // 16-byte loads, as for q4.
-        device const uint4 * c = (device const uint4 *) (k.codes + slot*attn_d*2);
-        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
-        for (uint j = 0; j < attn_hg; ++j) {
-            sc[j] = 0.0f;
-        }
-        for (uint i8 = 0; i8 < attn_d/8; ++i8) {
-            const uint4 x8 = c[i8];
-            const float4 a = float4(as_type<half4>(x8.xy)), b = float4(as_type<half4>(x8.zw));
+        device const uint4 * c[ATTN_TPL];
+        for (uint u = 0; u < ATTN_TPL; ++u) {
+            c[u] = (device const uint4 *) (k.codes + slot[u]*attn_d*2);
             for (uint j = 0; j < attn_hg; ++j) {
-                sc[j] += dot(q4[j*attn_d/4 + 2*i8], a) + dot(q4[j*attn_d/4 + 2*i8 + 1], b);
+                sc[u*ATTN_MAXH + j] = 0.0f;
+            }
+        }
+        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
+        for (uint i8 = 0; i8 < attn_d/8; ++i8) {
+            float4 x[ATTN_TPL], y[ATTN_TPL];
+            for (uint u = 0; u < ATTN_TPL; ++u) {
+                const uint4 x8 = c[u][i8];
+                x[u] = float4(as_type<half4>(x8.xy));
+                y[u] = float4(as_type<half4>(x8.zw));
+            }
+            for (uint j = 0; j < attn_hg; ++j) {
+                const float4 a = q4[j*attn_d/4 + 2*i8], b = q4[j*attn_d/4 + 2*i8 + 1];
+                for (uint u = 0; u < ATTN_TPL; ++u) {
+                    sc[u*ATTN_MAXH + j] += dot(a, x[u]) + dot(b, y[u]);
+                }
             }
         }
     }
@@ -297,7 +352,7 @@ struct attn_f16 {
             x[e] = float(c[e]);
         }
         for (uint j = 0; j < attn_hg; ++j) {
-            const float pj = p[j*32];
+            const float pj = p[j*ATTN_BT];
             for (uint e = 0; e < attn_e; ++e) {
                 o[j*ATTN_MAXE + e] += pj*x[e];
             }
@@ -331,46 +386,60 @@ inline void attn_state_init(thread attn_state & st) {
     }
 }
 
-// attn_blocks runs this simdgroup's blocks of the token range [t0, t1) of
-// slots base+t: blocks start at t0 + 32·sg and step by 32·ATTN_NSG. p is
-// the simdgroup's ATTN_MAXH×32 probabilities. scores (when not null) gets
+// attn_blocks runs this simdgroup's blocks of ATTN_BT tokens of the range
+// [t0, t1) of slots base+t: blocks start at t0 + ATTN_BT·sg and step by
+// ATTN_BT·ATTN_NSG; lane i scores tokens i, i+32, ... of a block. p is the
+// simdgroup's attn_hg×ATTN_BT probabilities. scores (when not null) gets
 // each head's raw score q·k·scale at [j·score_stride + t].
 template <typename KV>
 inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint base, uint t0, uint t1,
                         threadgroup const float * qs, threadgroup const float * qsum, threadgroup float * p,
                         device float * scores, uint score_stride, ushort sg, ushort lane) {
-    for (uint b = t0 + 32*sg; b < t1; b += 32*ATTN_NSG) {
-        const uint nb = min(32u, t1 - b);
-        float sc[ATTN_MAXH];
-        if (lane < nb) {
-            KV::score(sc, k, base + b + lane, qs, qsum);
-            if (scores) {
-                for (uint j = 0; j < attn_hg; ++j) {
-                    scores[j*score_stride + b + lane] = sc[j]*(1.0f/ATTN_LOG2E);
-                }
-            }
-        } else {
+    for (uint b = t0 + ATTN_BT*sg; b < t1; b += ATTN_BT*ATTN_NSG) {
+        const uint nb = min(uint(ATTN_BT), t1 - b);
+        // Lanes past the end score the last token (no branch around the
+        // loads) and drop it.
+        uint slot[ATTN_TPL];
+        for (uint u = 0; u < ATTN_TPL; ++u) {
+            slot[u] = base + b + min(u*32 + lane, nb - 1);
+        }
+        float sc[ATTN_TPL*ATTN_MAXH];
+        KV::score(sc, k, slot, qs, qsum);
+        for (uint u = 0; u < ATTN_TPL; ++u) {
+            const uint t = u*32 + lane;
             for (uint j = 0; j < attn_hg; ++j) {
-                sc[j] = ATTN_NEG;
+                if (t >= nb) {
+                    sc[u*ATTN_MAXH + j] = ATTN_NEG;
+                } else if (scores) {
+                    scores[j*score_stride + b + t] = sc[u*ATTN_MAXH + j]*(1.0f/ATTN_LOG2E);
+                }
             }
         }
         for (uint j = 0; j < attn_hg; ++j) {
-            const float mnew = max(st.m[j], simd_max(sc[j]));
-            const float pj = exp2(sc[j] - mnew);
+            float mx = sc[j];
+            for (uint u = 1; u < ATTN_TPL; ++u) {
+                mx = max(mx, sc[u*ATTN_MAXH + j]);
+            }
+            const float mnew = max(st.m[j], simd_max(mx));
             const float alpha = exp2(st.m[j] - mnew);
-            st.l[j] = st.l[j]*alpha + simd_sum(pj);
+            float sum = 0.0f;
+            for (uint u = 0; u < ATTN_TPL; ++u) {
+                const float pj = exp2(sc[u*ATTN_MAXH + j] - mnew);
+                p[j*ATTN_BT + u*32 + lane] = pj;
+                sum += pj;
+            }
+            st.l[j] = st.l[j]*alpha + simd_sum(sum);
             st.m[j] = mnew;
             for (uint e = 0; e < attn_e; ++e) {
                 st.o[j*ATTN_MAXE + e] *= alpha;
             }
             st.ob[j] *= alpha;
-            p[j*32 + lane] = pj;
         }
         simdgroup_barrier(mem_flags::mem_threadgroup);
-        if (nb == 32) {
+        if (nb == ATTN_BT) {
             // A whole block: a constant trip count the compiler can unroll,
             // so that several tokens' V loads are in flight.
-            for (uint t = 0; t < 32; ++t) {
+            for (uint t = 0; t < ATTN_BT; ++t) {
                 KV::accumulate(st.o, st.ob, v, base + b + t, lane, p + t);
             }
         } else {
@@ -437,7 +506,7 @@ inline float attn_merged(threadgroup const float * comb, thread const float * w,
 // sizes [[threadgroup(0)]] the same way): sized by the function constants,
 // not the largest shape, so that small heads leave room for more
 // threadgroups per core.
-//   attn_hg·D + attn_hg·8 + ATTN_NSG·attn_hg·32 + ATTN_NSG·D + 2·ATTN_NSG
+//   attn_hg·D + attn_hg·8 + max(ATTN_NSG·attn_hg·ATTN_BT, ATTN_NSG·D) + 2·ATTN_NSG
 
 template <typename KV>
 kernel void kernel_attn_decode(
@@ -458,11 +527,11 @@ kernel void kernel_attn_decode(
         ushort ntg  [[threads_per_threadgroup]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
-    threadgroup float * qs   = shmem;                   // attn_hg×D prepared queries
-    threadgroup float * qsum = qs + attn_hg*attn_d;     // attn_hg×(D/gs ≤ 8) Σq' per group
-    threadgroup float * p    = qsum + attn_hg*8;        // ATTN_NSG×attn_hg×32 probabilities
-    threadgroup float * comb = p + ATTN_NSG*attn_hg*32; // ATTN_NSG×D merge
-    threadgroup float * cml  = comb + ATTN_NSG*attn_d;  // ATTN_NSG×{m, l}
+    threadgroup float * qs   = shmem;               // attn_hg×D prepared queries
+    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ 8) Σq' per group
+    threadgroup float * p    = qsum + attn_hg*8;    // ATTN_NSG×attn_hg×ATTN_BT probabilities,
+    threadgroup float * comb = p;                   // then ATTN_NSG×D for the merge
+    threadgroup float * cml  = p + max(uint(ATTN_NSG*attn_hg*ATTN_BT), uint(ATTN_NSG*attn_d)); // ATTN_NSG×{m, l}
 
     const uint kvh = tg.x/args.chunks;
     const uint h0 = kvh*args.group + (tg.x - kvh*args.chunks)*attn_hg; // first query head served
@@ -477,7 +546,8 @@ kernel void kernel_attn_decode(
     attn_state_init(st);
     const attn_plane k = {kc, km}, v = {vc, vm};
     device float * sc = attn_scores ? scores + h0*args.score_stride : (device float *) nullptr;
-    attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, t1, qs, qsum, p + sg*attn_hg*32, sc, args.score_stride, sg, lane);
+    attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, t1, qs, qsum, p + sg*attn_hg*ATTN_BT, sc, args.score_stride, sg, lane);
+    threadgroup_barrier(mem_flags::mem_threadgroup); // comb overlays p
 
     for (uint j = 0; j < attn_hg; ++j) {
         float m, l, w[ATTN_NSG];
@@ -603,11 +673,11 @@ kernel void kernel_attn_prefill(
         ushort ntg  [[threads_per_threadgroup]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
-    threadgroup float * qs   = shmem;                   // attn_hg×D prepared queries
-    threadgroup float * qsum = qs + attn_hg*attn_d;     // attn_hg×(D/gs ≤ 8) Σq' per group
-    threadgroup float * p    = qsum + attn_hg*8;        // ATTN_NSG×attn_hg×32 probabilities
-    threadgroup float * comb = p + ATTN_NSG*attn_hg*32; // ATTN_NSG×D merge
-    threadgroup float * cml  = comb + ATTN_NSG*attn_d;  // ATTN_NSG×{m, l}
+    threadgroup float * qs   = shmem;               // attn_hg×D prepared queries
+    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ 8) Σq' per group
+    threadgroup float * p    = qsum + attn_hg*8;    // ATTN_NSG×attn_hg×ATTN_BT probabilities,
+    threadgroup float * comb = p;                   // then ATTN_NSG×D for the merge
+    threadgroup float * cml  = p + max(uint(ATTN_NSG*attn_hg*ATTN_BT), uint(ATTN_NSG*attn_d)); // ATTN_NSG×{m, l}
 
     const uint kvh = tg.x/args.chunks;
     const uint h0 = kvh*args.group + (tg.x - kvh*args.chunks)*attn_hg;
@@ -619,7 +689,7 @@ kernel void kernel_attn_prefill(
 
     attn_state st;
     attn_state_init(st);
-    threadgroup float * ps = p + sg*attn_hg*32;
+    threadgroup float * ps = p + sg*attn_hg*ATTN_BT;
     device float * none = (device float *) nullptr;
     if (lo < past) {
         attn_prepare_query(qs, qsum, qrow, lambda + kvh*attn_d, signs,
@@ -634,6 +704,7 @@ kernel void kernel_attn_prefill(
                        args.qscale, args.norm, false, false, tid, ntg);
     const attn_plane nk = {sk, (device const half2 *) sk}, nv = {sv, (device const half2 *) sv};
     attn_blocks<attn_f16>(st, nk, nv, kvh*args.n, max(lo, past) - past, r + 1, qs, qsum, ps, none, 0, sg, lane);
+    threadgroup_barrier(mem_flags::mem_threadgroup); // comb overlays p
 
     device float * orow = out + (r*args.heads + h0)*attn_d;
     for (uint j = 0; j < attn_hg; ++j) {
