@@ -5,11 +5,13 @@ package metal
 import (
 	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
 
 	"nibble/engine/backend"
 	"nibble/engine/backend/backendtest"
 	"nibble/engine/ggml"
+	"nibble/engine/kv"
 )
 
 // The backend conformance suite (engine/backend/backendtest) against the
@@ -56,5 +58,53 @@ func TestCloseAndDeferredFree(t *testing.T) {
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// MapWeights refuses, naming the tensor, a type without kernels and an
+// offset a buffer binding cannot have; the footprint declares exactly what
+// a cache allocates besides its planes.
+func TestMapWeightsAndFootprint(t *testing.T) {
+	b := newBackend(t)
+	region := make([]byte, 4096)
+	for _, bad := range []backend.WeightDesc{
+		{Name: "iq4", Type: ggml.IQ4_NL, Rows: 1, Cols: 32, Offset: 0},
+		{Name: "unaligned", Type: ggml.F32, Rows: 1, Cols: 16, Offset: 2},
+	} {
+		if m, err := b.MapWeights(region, []backend.WeightDesc{bad}); err == nil {
+			m.Close()
+			t.Errorf("MapWeights accepted %+v", bad)
+		} else if !strings.Contains(err.Error(), bad.Name) {
+			t.Errorf("%+v: error %q does not name the tensor", bad, err)
+		}
+	}
+	f, err := backend.FootprintOf("metal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []kv.Config{
+		{Type: kv.Q4, GroupSize: 32, Layers: 4, KVHeads: 2, HeadDim: 64, Ctx: 333, Smooth: true},
+		{Type: kv.Q8, GroupSize: 64, Layers: 2, KVHeads: 8, HeadDim: 128, Ctx: 64, Smooth: true, Rotate: true},
+		{Type: kv.F16, Layers: 1, KVHeads: 1, HeadDim: 256, Ctx: 10, Smooth: true},
+	} {
+		base := b.AllocatedBytes()
+		c, err := b.NewKVCache(cfg, 4*cfg.KVHeads, 48)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := cfg.Bytes() + f.WorkspaceBytes(cfg, 4*cfg.KVHeads, 48, 0)
+		if got := b.AllocatedBytes() - base; got != want {
+			t.Errorf("%+v: NewKVCache counted %d bytes, the footprint says %d", cfg, got, want)
+		}
+		if cfg.Smooths() && f.WorkspaceBytes(cfg, 4*cfg.KVHeads, 48, 0) < int64(4*cfg.Layers*cfg.KVHeads*cfg.HeadDim) {
+			t.Errorf("%+v: the footprint leaves out the λ buffers", cfg)
+		}
+		c.Close()
+		if got := b.AllocatedBytes(); got != base {
+			t.Errorf("%+v: after Close the count is %d, want %d", cfg, got, base)
+		}
+	}
+	if f.OverheadBytes(backend.Shape{}, 0) <= 0 {
+		t.Error("no base overhead")
 	}
 }
