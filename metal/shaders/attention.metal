@@ -19,17 +19,18 @@
 // for every query head (the qdot identity on packed codes: s·Σq'n + b·Σq';
 // each query value read from threadgroup memory serves both tokens), one
 // online-softmax update per block in the exp2 domain, then the simdgroup
-// accumulates V with each lane owning D/32 consecutive elements of every
-// head. At the end the simdgroups' (m, l, o) are merged through
-// threadgroup memory.
+// accumulates V, each lane owning 8 consecutive elements (one q4 word) of
+// every head for one of the 256/D tokens a step covers. At the end the
+// lanes' and then the simdgroups' (m, l, o) are merged.
 //
 // Shape choices were measured on an H200 with a hand CUDA port of the q4
 // decode pass (D 128, gs 32, 8 kv heads, 128K positions, 256 threadgroups):
 // 8 simdgroups of 2 tokens per lane read 1.3 TB/s at GQA 4 and 2.1 TB/s at
 // GQA 1, against 0.9 and 1.0 TB/s for 4 simdgroups of one token per lane;
-// more splits (1024 or 4096 threadgroups) did not help. GQA 8 stays near
-// 0.65 TB/s: the score and V arithmetic (about 2·G·D per token) is the
-// limit there, not the bandwidth.
+// lanes owning a whole word of V (rather than D/32 elements) brought that
+// to 1.4 and 2.4 TB/s (D 64: 1.0 to 1.3). More splits (1024 or 4096
+// threadgroups) did not help. GQA 8 stays near 0.65 TB/s: the score and V
+// arithmetic (about 2·G·D per token) is the limit there, not the bandwidth.
 #include <metal_stdlib>
 using namespace metal;
 
@@ -45,7 +46,7 @@ constant bool attn_scores [[function_constant(105)]]; // decode: export the raw 
 #define ATTN_BT   (32*ATTN_TPL)
 #define ATTN_MAXH 8   // query heads per threadgroup
 #define ATTN_MAXD 256 // head dim
-#define ATTN_MAXE 8   // elements of a head per lane (ATTN_MAXD/32)
+#define ATTN_EV   8   // elements of a head a lane owns in V (one q4 word)
 #define ATTN_LOG2E 1.4426950408889634f
 // The "minus infinity" of the online softmax: finite, because Metal
 // compiles with fast math, which assumes no infinities; 2^(ATTN_NEG - m)
@@ -56,8 +57,9 @@ constant bool attn_scores [[function_constant(105)]]; // decode: export the raw 
 // Macros, not program-scope constants computed from the function
 // constants: those are evaluated for every dispatch of the library (in the
 // emulator), where attn_gs may be unset and zero.
-#define attn_e  (attn_d/32)      // elements of a head per lane in V
-#define attn_ng (attn_d/attn_gs) // metadata groups per head
+#define attn_lpt (attn_d/ATTN_EV) // lanes per token in V
+#define attn_tpi (32/attn_lpt)    // tokens per V step of a simdgroup
+#define attn_ng  (attn_d/attn_gs) // metadata groups per head
 
 // The argument struct (setBytes at buffer(0)), one for every kernel here;
 // the encoder (metal/encoder/attention.go) writes the same layout.
@@ -210,25 +212,18 @@ struct attn_q4 {
         }
     }
 
-    // o[j·E + e] += p_j·s·(n_e·16^e) and ob[j] += p_j·b for the lane's E
-    // elements (one group: E ≤ 8 < gs); the 16^e is divided out by finish.
-    static inline void accumulate(thread float * o, thread float * ob, attn_plane v, uint slot, uint lane,
+    // o[j·8 + e] += p_j·s·(n_e·16^e) and ob[j] += p_j·b for word li of the
+    // token in slot (one group: 8 ≤ gs); finish divides the 16^e out.
+    static inline void accumulate(thread float * o, thread float * ob, attn_plane v, uint slot, uint li,
                                   threadgroup const float * p) {
-        uint x;
-        if (attn_e == 8) {
-            x = ((device const uint *) v.codes)[slot*(attn_d/8) + lane];
-        } else if (attn_e == 4) {
-            x = ((device const ushort *) v.codes)[slot*(attn_d/4) + lane];
-        } else {
-            x = ((device const uchar *) v.codes)[slot*(attn_d/2) + lane];
-        }
-        const float2 sb = float2(v.meta[slot*attn_ng + lane*attn_e/attn_gs]);
+        const uint x = ((device const uint *) v.codes)[slot*(attn_d/8) + li];
+        const float2 sb = float2(v.meta[slot*attn_ng + li*ATTN_EV/attn_gs]);
         for (uint j = 0; j < attn_hg; ++j) {
             const float pj = p[j*ATTN_BT];
             const float w = pj*sb.x;
             ob[j] += pj*sb.y;
-            for (uint e = 0; e < attn_e; ++e) {
-                o[j*ATTN_MAXE + e] += w*float(x & (0xFu << (4*e)));
+            for (uint e = 0; e < ATTN_EV; ++e) {
+                o[j*ATTN_EV + e] += w*float(x & (0xFu << (4*e)));
             }
         }
     }
@@ -289,20 +284,19 @@ struct attn_q8 {
         }
     }
 
-    static inline void accumulate(thread float * o, thread float * ob, attn_plane v, uint slot, uint lane,
+    // Elements 8·li..8·li+7 of the token in slot: o += (p·s)·n, ob += p·b.
+    static inline void accumulate(thread float * o, thread float * ob, attn_plane v, uint slot, uint li,
                                   threadgroup const float * p) {
-        device const uchar * c = (device const uchar *) v.codes + slot*attn_d + lane*attn_e;
-        float n[ATTN_MAXE];
-        for (uint e = 0; e < attn_e; ++e) {
-            n[e] = float(c[e]);
-        }
-        const float2 sb = float2(v.meta[slot*attn_ng + lane*attn_e/attn_gs]);
+        const uint2 x = ((device const uint2 *) (v.codes + slot*attn_d))[li];
+        const float4 n0 = float4(as_type<uchar4>(x.x)), n1 = float4(as_type<uchar4>(x.y));
+        const float2 sb = float2(v.meta[slot*attn_ng + li*ATTN_EV/attn_gs]);
         for (uint j = 0; j < attn_hg; ++j) {
             const float pj = p[j*ATTN_BT];
             const float w = pj*sb.x;
             ob[j] += pj*sb.y;
-            for (uint e = 0; e < attn_e; ++e) {
-                o[j*ATTN_MAXE + e] += w*n[e];
+            for (uint e = 0; e < 4; ++e) {
+                o[j*ATTN_EV + e] += w*n0[e];
+                o[j*ATTN_EV + 4 + e] += w*n1[e];
             }
         }
     }
@@ -344,17 +338,15 @@ struct attn_f16 {
         }
     }
 
-    static inline void accumulate(thread float * o, thread float *, attn_plane v, uint slot, uint lane,
+    static inline void accumulate(thread float * o, thread float *, attn_plane v, uint slot, uint li,
                                   threadgroup const float * p) {
-        device const half * c = (device const half *) v.codes + slot*attn_d + lane*attn_e;
-        float x[ATTN_MAXE];
-        for (uint e = 0; e < attn_e; ++e) {
-            x[e] = float(c[e]);
-        }
+        const uint4 x = ((device const uint4 *) (v.codes + slot*attn_d*2))[li];
+        const float4 x0 = float4(as_type<half4>(x.xy)), x1 = float4(as_type<half4>(x.zw));
         for (uint j = 0; j < attn_hg; ++j) {
             const float pj = p[j*ATTN_BT];
-            for (uint e = 0; e < attn_e; ++e) {
-                o[j*ATTN_MAXE + e] += pj*x[e];
+            for (uint e = 0; e < 4; ++e) {
+                o[j*ATTN_EV + e] += pj*x0[e];
+                o[j*ATTN_EV + 4 + e] += pj*x1[e];
             }
         }
     }
@@ -366,10 +358,11 @@ struct attn_f16 {
 
 // ---- the block loop ----
 
-// One simdgroup's online-softmax state for attn_hg heads: the lane's E
-// elements of each head's o (and ob, V's bias term), m and l (log2 domain).
+// One simdgroup's online-softmax state for attn_hg heads: the lane's
+// ATTN_EV elements of each head's o (and ob, V's bias term) over the tokens
+// it accumulated, m and l (log2 domain).
 struct attn_state {
-    float o[ATTN_MAXH*ATTN_MAXE];
+    float o[ATTN_MAXH*ATTN_EV];
     float ob[ATTN_MAXH];
     float m[ATTN_MAXH];
     float l[ATTN_MAXH];
@@ -377,8 +370,8 @@ struct attn_state {
 
 inline void attn_state_init(thread attn_state & st) {
     for (uint j = 0; j < ATTN_MAXH; ++j) {
-        for (uint e = 0; e < ATTN_MAXE; ++e) {
-            st.o[j*ATTN_MAXE + e] = 0.0f;
+        for (uint e = 0; e < ATTN_EV; ++e) {
+            st.o[j*ATTN_EV + e] = 0.0f;
         }
         st.ob[j] = 0.0f;
         st.m[j] = ATTN_NEG;
@@ -430,25 +423,45 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
             }
             st.l[j] = st.l[j]*alpha + simd_sum(sum);
             st.m[j] = mnew;
-            for (uint e = 0; e < attn_e; ++e) {
-                st.o[j*ATTN_MAXE + e] *= alpha;
+            for (uint e = 0; e < ATTN_EV; ++e) {
+                st.o[j*ATTN_EV + e] *= alpha;
             }
             st.ob[j] *= alpha;
         }
         simdgroup_barrier(mem_flags::mem_threadgroup);
+        // V: lane = sub·attn_lpt + li takes word li of token t+sub, so
+        // that a simdgroup covers attn_tpi tokens a step with 4- to
+        // 16-byte loads (attn_fold adds the sub partials up at the end).
+        const uint sub = lane/attn_lpt, li = lane%attn_lpt;
         if (nb == ATTN_BT) {
             // A whole block: a constant trip count the compiler can unroll,
             // so that several tokens' V loads are in flight.
-            for (uint t = 0; t < ATTN_BT; ++t) {
-                KV::accumulate(st.o, st.ob, v, base + b + t, lane, p + t);
+            for (uint t = 0; t < ATTN_BT; t += attn_tpi) {
+                KV::accumulate(st.o, st.ob, v, base + b + t + sub, li, p + t + sub);
             }
         } else {
-            for (uint t = 0; t < nb; ++t) {
-                KV::accumulate(st.o, st.ob, v, base + b + t, lane, p + t);
+            for (uint t = 0; t < nb; t += attn_tpi) {
+                if (t + sub < nb) {
+                    KV::accumulate(st.o, st.ob, v, base + b + t + sub, li, p + t + sub);
+                }
             }
         }
         // p is rewritten by the next block.
         simdgroup_barrier(mem_flags::mem_threadgroup);
+    }
+}
+
+// attn_fold adds up the V partials of lanes that took different tokens of
+// the same words (lane li + k·attn_lpt into lane li); lanes below attn_lpt
+// then hold the simdgroup's o.
+inline void attn_fold(thread attn_state & st) {
+    for (uint off = 16; off >= attn_lpt; off /= 2) {
+        for (uint j = 0; j < attn_hg; ++j) {
+            for (uint e = 0; e < ATTN_EV; ++e) {
+                st.o[j*ATTN_EV + e] += simd_shuffle_down(st.o[j*ATTN_EV + e], ushort(off));
+            }
+            st.ob[j] += simd_shuffle_down(st.ob[j], ushort(off));
+        }
     }
 }
 
@@ -457,8 +470,8 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
 template <typename KV>
 inline void attn_settle(thread attn_state & st) {
     for (uint j = 0; j < attn_hg; ++j) {
-        for (uint e = 0; e < attn_e; ++e) {
-            st.o[j*ATTN_MAXE + e] = KV::finish(st.o[j*ATTN_MAXE + e], st.ob[j], e);
+        for (uint e = 0; e < ATTN_EV; ++e) {
+            st.o[j*ATTN_EV + e] = KV::finish(st.o[j*ATTN_EV + e], st.ob[j], e);
         }
         st.ob[j] = 0.0f;
     }
@@ -472,8 +485,10 @@ inline void attn_settle(thread attn_state & st) {
 template <typename KV>
 inline void attn_merge_head(thread attn_state & st, uint j, threadgroup float * comb, threadgroup float * cml,
                             ushort sg, ushort lane, thread float & m, thread float & l, thread float * w) {
-    for (uint e = 0; e < attn_e; ++e) {
-        comb[sg*attn_d + lane*attn_e + e] = KV::finish(st.o[j*ATTN_MAXE + e], st.ob[j], e);
+    if (lane < attn_lpt) {
+        for (uint e = 0; e < ATTN_EV; ++e) {
+            comb[sg*attn_d + lane*ATTN_EV + e] = KV::finish(st.o[j*ATTN_EV + e], st.ob[j], e);
+        }
     }
     if (lane == 0) {
         cml[2*sg] = st.m[j];
@@ -547,6 +562,7 @@ kernel void kernel_attn_decode(
     const attn_plane k = {kc, km}, v = {vc, vm};
     device float * sc = attn_scores ? scores + h0*args.score_stride : (device float *) nullptr;
     attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, t1, qs, qsum, p + sg*attn_hg*ATTN_BT, sc, args.score_stride, sg, lane);
+    attn_fold(st);
     threadgroup_barrier(mem_flags::mem_threadgroup); // comb overlays p
 
     for (uint j = 0; j < attn_hg; ++j) {
@@ -704,6 +720,7 @@ kernel void kernel_attn_prefill(
                        args.qscale, args.norm, false, false, tid, ntg);
     const attn_plane nk = {sk, (device const half2 *) sk}, nv = {sv, (device const half2 *) sv};
     attn_blocks<attn_f16>(st, nk, nv, kvh*args.n, max(lo, past) - past, r + 1, qs, qsum, ps, none, 0, sg, lane);
+    attn_fold(st);
     threadgroup_barrier(mem_flags::mem_threadgroup); // comb overlays p
 
     device float * orow = out + (r*args.heads + h0)*attn_d;
