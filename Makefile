@@ -180,6 +180,7 @@ darwin-check:
 	go run ./app/desktop/darwincheck
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./app/... .
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o /dev/null .
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o /dev/null ./metal/cmd/metalcheck
 
 lint:
 	go run $(STATICCHECK) ./...
