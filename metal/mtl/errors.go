@@ -9,8 +9,8 @@ import (
 // or a missing GPU is returned wrapped in one of these, never a crash, so
 // the session can say what happened (errors.Is).
 var (
-	// ErrUnsupported: Metal needs macOS (this build is for another OS).
-	ErrUnsupported = errors.New("metal: Metal needs macOS")
+	// ErrUnsupported: Metal exists on macOS only (this build is for another OS).
+	ErrUnsupported = errors.New("the Metal backend needs macOS")
 	// ErrNoDevice: MTLCreateSystemDefaultDevice found no GPU.
 	ErrNoDevice = errors.New("no Metal device on this system")
 	// ErrOutOfMemory: an allocation failed, or a command buffer failed with
