@@ -34,6 +34,8 @@ func TestInvalidNumericFlags(t *testing.T) {
 		{"--tg", []string{"bench", "decode", "-m", model, "--tg", "1"}},
 		{"--reps", []string{"bench", "decode", "-m", model, "--reps", "-1"}},
 		{"--depth", []string{"bench", "decode", "-m", model, "--depth", "0,-5"}},
+		{"--backend", []string{"bench", "decode", "-m", model, "--backend", "gpu"}},
+		{"--backend", []string{"run", "-m", model, "-p", "x", "--backend", "tpu"}},
 
 		{"--n", []string{"bench", "attention", "--n", "-3"}},
 		{"--n", []string{"bench", "attention", "--n", "0"}},

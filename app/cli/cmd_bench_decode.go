@@ -20,7 +20,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "bench decode",
-		Usage: "-m MODEL [--depth 0,1024,4096] [--kv q4[,f16,q8]] [--pp 128] [--tg 64] [--reps 3] [--threads N] [--json]",
+		Usage: "-m MODEL [--depth 0,1024,4096] [--kv q4[,f16,q8]] [--pp 128] [--tg 64] [--reps 3] [--threads N] [--backend cpu|metal|auto] [--json]",
 		Run:   benchDecodeCmd,
 	})
 }
@@ -90,8 +90,18 @@ func benchDecodeCmd(env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	b := cpu.New(mf.threads)
+	b, choice, err := mf.newBackend()
+	if err != nil {
+		return err
+	}
 	defer b.Close()
+	threads := 0 // the CPU's worker count; 0 on the GPU
+	if c, ok := b.(*cpu.Backend); ok {
+		threads = c.Threads()
+	}
+	if !*asJSON {
+		fmt.Fprintf(env.Stderr, "backend %s\n", choice)
+	}
 	m, err := engine.LoadModel(mf.path, b)
 	if err != nil {
 		return err
@@ -171,7 +181,7 @@ func benchDecodeCmd(env *Env, args []string) error {
 		}
 	}
 	if *asJSON {
-		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(mf.path), "threads": b.Threads(), "results": results})
+		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(mf.path), "backend": choice.Backend, "backend_reason": choice.Reason, "threads": threads, "results": results})
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"nibble/app/server"
+	"nibble/engine/backend"
 	"nibble/engine/estimate"
 	"nibble/engine/scheduler"
 )
@@ -19,7 +20,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "serve",
-		Usage: "-m MODEL [--addr 127.0.0.1:11435] [--token T] [--cors ORIGIN ...] [--slots N] [--queue N] [--max-body SIZE] [--any-model] [--ctx N] [--kv f16|q8|q4]",
+		Usage: "-m MODEL [--addr 127.0.0.1:11435] [--token T] [--cors ORIGIN ...] [--slots N] [--queue N] [--max-body SIZE] [--any-model] [--ctx N] [--kv f16|q8|q4] [--backend cpu|metal|auto]",
 		Run:   serveCmd,
 	})
 }
@@ -83,7 +84,11 @@ func serveCmd(env *Env, args []string) error {
 		return err
 	}
 
-	sched := scheduler.New(scheduler.Config{Slots: *slots, QueueLimit: *queue, Threads: mf.threads})
+	b, _, err := mf.newBackend()
+	if err != nil {
+		return err
+	}
+	sched := scheduler.New(scheduler.Config{Slots: *slots, QueueLimit: *queue, Threads: mf.threads, NewBackend: func() backend.Backend { return b }})
 	defer sched.Close()
 	info, err := sched.Load(mf.path, o)
 	if err != nil {

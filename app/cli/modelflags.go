@@ -5,10 +5,11 @@ import (
 	"fmt"
 
 	"nibble/engine"
-	"nibble/engine/cpu"
+	"nibble/engine/backend"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
 	"nibble/engine/scheduler"
+	"nibble/metal"
 )
 
 // modelFlags are the options every model-running command shares.
@@ -22,6 +23,7 @@ type modelFlags struct {
 	rotate  bool
 	smooth  bool
 	ram     string
+	backend string
 }
 
 func (mf *modelFlags) register(fs *flag.FlagSet) {
@@ -37,6 +39,7 @@ func (mf *modelFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&mf.rotate, "kv-rotate", false, "store K rotated (Hadamard), for models with outlier key channels")
 	fs.BoolVar(&mf.smooth, "kv-smooth", true, "scale quantized K per channel, calibrated on the prompt (tames outlier key channels)")
 	fs.StringVar(&mf.ram, "ram", "", "simulate a machine with this memory `SIZE` (e.g. 8GiB) instead of probing")
+	fs.StringVar(&mf.backend, "backend", metal.BackendAuto, "run on `cpu`, metal or auto (Metal on a Mac with a GPU, else the CPU)")
 }
 
 func (mf *modelFlags) options() (engine.Options, error) {
@@ -50,6 +53,9 @@ func (mf *modelFlags) options() (engine.Options, error) {
 	if mf.kvGroup != 32 && mf.kvGroup != 64 {
 		return engine.Options{}, fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
 	}
+	if _, err := metal.ParseBackend(mf.backend); err != nil {
+		return engine.Options{}, fmt.Errorf("%w: --backend must be cpu, metal or auto, got %q", ErrUsage, mf.backend)
+	}
 	o := engine.Options{Ctx: mf.ctx, Batch: mf.batch, KV: t, KVGroup: mf.kvGroup, KVRotate: mf.rotate, KVNoSmooth: !mf.smooth}
 	if mf.ram != "" {
 		n, err := estimate.ParseSize(mf.ram)
@@ -62,7 +68,14 @@ func (mf *modelFlags) options() (engine.Options, error) {
 	return o, nil
 }
 
-// open loads the model and starts a session on the CPU backend (for the
+// newBackend makes the backend --backend asks for (metal.Choose): on auto,
+// Metal on a Mac with a GPU, else the CPU on --threads. --backend metal
+// where there is no Metal is an error that says why.
+func (mf *modelFlags) newBackend() (backend.Backend, metal.Choice, error) {
+	return metal.Choose(mf.backend, mf.threads)
+}
+
+// open loads the model and starts a session on the chosen backend (for the
 // measuring commands, which drive one session directly).
 func (mf *modelFlags) open(env *Env) (*engine.Session, func(), error) {
 	if mf.path == "" {
@@ -72,7 +85,10 @@ func (mf *modelFlags) open(env *Env) (*engine.Session, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	b := cpu.New(mf.threads)
+	b, _, err := mf.newBackend()
+	if err != nil {
+		return nil, nil, err
+	}
 	m, err := engine.LoadModel(mf.path, b)
 	if err != nil {
 		b.Close()
@@ -98,7 +114,11 @@ func (mf *modelFlags) openScheduler(env *Env) (*scheduler.Scheduler, scheduler.M
 	if err != nil {
 		return nil, scheduler.ModelInfo{}, err
 	}
-	s := scheduler.New(scheduler.Config{Slots: 1, Threads: mf.threads})
+	b, _, err := mf.newBackend()
+	if err != nil {
+		return nil, scheduler.ModelInfo{}, err
+	}
+	s := scheduler.New(scheduler.Config{Slots: 1, Threads: mf.threads, NewBackend: func() backend.Backend { return b }})
 	info, err := s.Load(mf.path, o)
 	if err != nil {
 		s.Close()
