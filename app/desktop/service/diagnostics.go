@@ -21,6 +21,12 @@ func (s *Service) Diagnostics() Diagnostics {
 		CPUs: runtime.NumCPU(), Backend: "cpu", BackendReason: backendReason(runtime.GOOS),
 		GoVersion: runtime.Version(), DataDir: s.dirs.Data, ConfigDir: s.dirs.Config, ModelsDir: s.dirs.Models}
 	d.Version, d.WailsVersion = versions()
+	if c, ok := backendChoice(); ok {
+		d.Backend, d.BackendReason = c.Backend, c.Reason
+		if c.Device != "" {
+			d.Device = c.Device // the GPU's name, e.g. "Apple M2 Pro"
+		}
+	}
 	if info, err := sysmem.Probe(); err == nil {
 		d.TotalRAM, d.AvailableRAM = clamp(info.TotalRAM), clamp(info.AvailableRAM)
 		d.WiredLimitMB = clamp(info.WiredLimitMB)
@@ -75,10 +81,11 @@ func device(goos, cpuinfo string) string {
 	return runtime.GOARCH + " CPU"
 }
 
-// backendReason says why the CPU backend runs the model.
+// backendReason says why the CPU backend runs the model before the engine
+// has chosen (metal.Choose, recorded by engineBackend).
 func backendReason(goos string) string {
 	if goos == "darwin" {
-		return "the Metal backend is not built yet"
+		return "the engine has not chosen a backend yet"
 	}
 	return "no Metal on this system"
 }

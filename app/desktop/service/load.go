@@ -226,7 +226,7 @@ func (s *Service) schedulerForSettings() *scheduler.Scheduler {
 		return cur
 	}
 	cur.Close() // ends its replies, unloads its model; the load replaces it anyway
-	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads}
+	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: engineBackend(c.Threads)}
 	n := scheduler.New(cfg)
 	s.mu.Lock()
 	s.sched, s.schedCfg = n, cfg

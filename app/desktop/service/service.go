@@ -104,7 +104,7 @@ func New(store *settings.Store, dirs settings.Dirs, emit Emitter) *Service {
 		emit = func(string, any) {}
 	}
 	c := store.Get()
-	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads}
+	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: engineBackend(c.Threads)}
 	s := &Service{store: store, dirs: dirs, emit: emit, probe: estimate.SystemBudget,
 		sched: scheduler.New(cfg), schedCfg: cfg, state: StateStarting, reqs: map[string]context.CancelFunc{}}
 	s.hist, s.histErr = history.Open(filepath.Join(dirs.Data, HistoryFile))
