@@ -236,9 +236,11 @@ func parseDecl(t *testing.T, line string) decl {
 func TestSelectorsMatchHeaders(t *testing.T) {
 	byKey := map[string]decl{}
 	setters := map[string]decl{}
+	receivers := map[string]bool{}
 	for header, lines := range declarations {
 		for _, l := range lines {
 			d := parseDecl(t, l)
+			receivers[d.recv] = true
 			byKey[header+" "+d.recv+" "+d.name] = d
 			if d.setter {
 				setters[header+" "+d.recv+" "+d.setName] = d
@@ -273,6 +275,11 @@ func TestSelectorsMatchHeaders(t *testing.T) {
 			continue
 		}
 		t.Errorf("%s (%s, %s) is not among the verified header declarations", s.Name, s.Recv, s.Header)
+	}
+	for _, c := range classes {
+		if !receivers[c] {
+			t.Errorf("class %s is looked up but declares none of the verified messages", c)
+		}
 	}
 	for k, d := range byKey {
 		setKey := strings.TrimSuffix(k, d.name) + d.setName
