@@ -2,6 +2,8 @@ package metal
 
 import (
 	"fmt"
+	"os"
+	"unsafe"
 
 	"nibble/engine/backend"
 	"nibble/metal/device"
@@ -37,9 +39,9 @@ func (m *mapping) Close() error {
 
 // MapWeights wraps the region in one device buffer, without copying, and
 // makes each weight a span of it. Metal wraps only page-aligned memory
-// (newBufferWithBytesNoCopy), which a file mapping is; the darwin device
-// layer deals with a region that is not (the conformance suite's are Go
-// slices). The emulator wraps anything.
+// (newBufferWithBytesNoCopy), which a file mapping is; a region that is not
+// (the conformance suite's Go slices) is copied into a new buffer instead,
+// not counted in AllocatedBytes any more than the file's pages are.
 func (b *Backend) MapWeights(region []byte, ds []backend.WeightDesc) (backend.Mapping, error) {
 	for i := range ds {
 		if err := checkWeight(&ds[i], int64(len(region))); err != nil {
@@ -53,9 +55,17 @@ func (b *Backend) MapWeights(region []byte, ds []backend.WeightDesc) (backend.Ma
 	if b.closed {
 		return nil, fmt.Errorf("metal: the backend is closed")
 	}
-	buf, err := b.dev.WrapMemory(region)
+	var (
+		buf device.Buffer
+		err error
+	)
+	if uintptr(unsafe.Pointer(unsafe.SliceData(region)))%uintptr(os.Getpagesize()) == 0 {
+		buf, err = b.dev.WrapMemory(region)
+	} else if buf, err = b.dev.NewBuffer(len(region)); err == nil {
+		copy(buf.Bytes(), region)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("metal: wrapping the model's %d bytes: %w", len(region), err)
+		return nil, fmt.Errorf("metal: mapping the model's %d bytes: %w", len(region), err)
 	}
 	b.live[buf] = struct{}{}
 	m.buf = buf
