@@ -38,3 +38,12 @@ func backendChoice() (metal.Choice, bool) {
 	defer chosen.Unlock()
 	return chosen.c, chosen.ok
 }
+
+// estimateBackend is the backend whose footprint the estimates assume: the
+// one the engine chose, else the CPU.
+func estimateBackend() string {
+	if c, ok := backendChoice(); ok {
+		return c.Backend
+	}
+	return metal.BackendCPU
+}

@@ -69,7 +69,7 @@ func (s *Service) plan(req LoadRequest) (*loadPlan, error) {
 		return nil, fmt.Errorf("load %s: %w", filepath.Base(path), err)
 	}
 	// Threads as the scheduler the load will run on has them.
-	p.opts = estimate.Options{Ctx: p.ctx, KV: p.kv, Backend: "cpu", Threads: c.Threads}
+	p.opts = estimate.Options{Ctx: p.ctx, KV: p.kv, Backend: estimateBackend(), Threads: c.Threads}
 	p.budget, p.source = s.budget()
 	return p, nil
 }
