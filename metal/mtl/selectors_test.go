@@ -413,3 +413,154 @@ func TestDarwinCallsMatchTable(t *testing.T) {
 		t.Errorf("only %d messages found in the darwin files", calls)
 	}
 }
+
+// goTypes are the Go types that carry each Objective-C type through
+// objc_msgSend (purego passes them by the C calling convention).
+var goTypes = map[string]string{
+	"NSUInteger": "uint64", "MTLResourceOptions": "uint64", "MTLDataType": "uint64", "MTLLanguageVersion": "uint64",
+	"uint64_t": "uint64", "MTLCommandBufferStatus": "uint64",
+	"NSInteger": "int64", "MTLMathMode": "int64",
+	"BOOL":      "bool",
+	"SEL":       "objc.SEL",
+	"NSError**": "*objc.ID",
+	"void*":     "unsafe.Pointer", "const void*": "unsafe.Pointer",
+	"MTLSize":        "mtlSize",
+	"CFTimeInterval": "float64",
+	"void(^)(void*pointer,NSUInteger length)": "uintptr", // a block; nil
+}
+
+// goType is the Go type of an Objective-C argument or result.
+func goType(objcType string, result bool) string {
+	if result && objcType == "const char*" {
+		return "string" // UTF8String, copied by purego
+	}
+	if !result && objcType == "const char*" {
+		return "*byte"
+	}
+	if t, ok := goTypes[objcType]; ok {
+		return t
+	}
+	if strings.HasPrefix(objcType, "id<") || strings.HasSuffix(objcType, "*") || objcType == "instancetype" {
+		return "objc.ID"
+	}
+	return "?" + objcType
+}
+
+func exprString(e ast.Expr) string {
+	switch x := e.(type) {
+	case *ast.Ident:
+		return x.Name
+	case *ast.SelectorExpr:
+		return exprString(x.X) + "." + x.Sel.Name
+	case *ast.StarExpr:
+		return "*" + exprString(x.X)
+	}
+	return "?"
+}
+
+// TestMessageSignatures checks that each typed objc_msgSend entry point
+// (the rt struct's func fields) is called only for selectors whose
+// declared argument and result types it carries.
+func TestMessageSignatures(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "objc_darwin.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sig struct{ params, results []string }
+	sigs := map[string]sig{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		field, ok := n.(*ast.Field)
+		if !ok {
+			return true
+		}
+		ft, ok := field.Type.(*ast.FuncType)
+		if !ok || len(field.Names) == 0 || !strings.HasPrefix(field.Names[0].Name, "msg") {
+			return true
+		}
+		var s sig
+		for _, p := range ft.Params.List {
+			for range max(1, len(p.Names)) {
+				s.params = append(s.params, exprString(p.Type))
+			}
+		}
+		if ft.Results != nil {
+			for _, r := range ft.Results.List {
+				s.results = append(s.results, exprString(r.Type))
+			}
+		}
+		sigs[field.Names[0].Name] = s
+		return true
+	})
+	if len(sigs) < 10 {
+		t.Fatalf("found %d msg* entry points", len(sigs))
+	}
+	sf, err := parser.ParseFile(fset, "selectors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := map[string]int{}
+	ast.Inspect(sf, func(n ast.Node) bool {
+		if g, ok := n.(*ast.GenDecl); ok && g.Tok == token.CONST && len(g.Specs) > 10 {
+			i := 0
+			for _, spec := range g.Specs {
+				for _, name := range spec.(*ast.ValueSpec).Names {
+					index[name.Name] = i
+					i++
+				}
+			}
+		}
+		return true
+	})
+	files, _ := filepath.Glob("*_darwin.go")
+	checked := 0
+	for _, name := range files {
+		df, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(df, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) < 2 {
+				return true
+			}
+			fn, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || exprString(fn.X) != "rt" || !strings.HasPrefix(fn.Sel.Name, "msg") {
+				return true
+			}
+			inner, ok := call.Args[1].(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			id, ok := inner.Args[0].(*ast.Ident)
+			if !ok {
+				return true
+			}
+			k, ok := index[id.Name]
+			if !ok {
+				return true
+			}
+			s, sel := sigs[fn.Sel.Name], selectors[k]
+			pos := fset.Position(call.Pos())
+			if len(s.params) != 2+len(sel.Args) || s.params[0] != "objc.ID" || s.params[1] != "objc.SEL" {
+				t.Errorf("%s: %s sent through %s%v", pos, sel.Name, fn.Sel.Name, s.params)
+				return true
+			}
+			for i, a := range sel.Args {
+				if want := goType(a, false); s.params[2+i] != want {
+					t.Errorf("%s: %s argument %d is %s (Go %s), %s passes %s", pos, sel.Name, i, a, want, fn.Sel.Name, s.params[2+i])
+				}
+			}
+			if sel.Ret != "void" && sel.Ret != "oneway void" {
+				if want := goType(sel.Ret, true); len(s.results) != 1 || s.results[0] != want {
+					t.Errorf("%s: %s returns %s (Go %s), %s returns %v", pos, sel.Name, sel.Ret, want, fn.Sel.Name, s.results)
+				}
+			}
+			checked++
+			return true
+		})
+	}
+	if checked < int(numSelectors)/2 {
+		t.Errorf("only %d typed sends checked", checked)
+	}
+}
