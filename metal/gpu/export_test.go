@@ -1,0 +1,276 @@
+//go:build linux
+
+package gpu
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nibble/engine"
+	"nibble/engine/backend"
+	"nibble/engine/ggml"
+	"nibble/engine/kv"
+	"nibble/internal/testdata"
+	"nibble/metal"
+	"nibble/metal/emulator"
+	"nibble/metal/encoder"
+	"nibble/metal/shaders"
+)
+
+var outDir = flag.String("out", "", "TestExport: write kernels.cu and the traces here")
+
+const exportPrompt = "Nibble keeps its KV cache in four bits because memory, not arithmetic, " +
+	"bounds decoding on a laptop: every generated token reads the whole cache once."
+
+// TestExport writes what metal/gpu/run.sh needs on the GPU machine:
+// kernels.cu, the check trace (the test models' forward passes on the
+// emulator with three cache types, up to 3 dispatches per pipeline) and the
+// timing traces (decode attention of one Llama-3.1-70B layer at 8K, 32K and
+// 128K for q4, q8 and f16 caches; one decode step of a Llama-3.2-1B-shaped
+// model). Without -out it writes the timing traces to a temporary
+// directory only.
+func TestExport(t *testing.T) {
+	dir := *outDir
+	full := dir != ""
+	if !full {
+		dir = t.TempDir()
+	}
+	if _, err := WriteKernels(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
+		for _, n := range []int{8 << 10, 32 << 10, 128 << 10} {
+			if err := attentionTrace(dir, typ, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := decodeStepTrace(dir, llama1B, kv.Q4, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := decodeStepTrace(dir, llama1B, kv.F16, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if !full {
+		return
+	}
+	if err := emulator.Available(); err != nil {
+		t.Skipf("check trace skipped: %v", err)
+	}
+	emu, err := emulator.New(emulator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Close()
+	tee, err := NewTee(emu, dir, "check", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := []string{"tiny-llama-spm-q4_k_m", "tiny-qwen2-q4_0", "tiny-llama-spm-q4_0"}
+	configs := []kv.Config{
+		{Type: kv.F16},
+		{Type: kv.Q4, GroupSize: 32, Smooth: true},
+		{Type: kv.Q8, GroupSize: 32},
+		{Type: kv.Q4, GroupSize: 64, Rotate: true},
+	}
+	for _, name := range models {
+		path := filepath.Join(testdata.Dir(t), "models", name+".gguf")
+		if _, err := os.Stat(path); err != nil {
+			t.Logf("skipping %s: %v", name, err)
+			continue
+		}
+		for _, c := range configs {
+			if err := forwardPass(tee, path, c); err != nil {
+				t.Fatalf("%s %v: %v", name, c.Type, err)
+			}
+		}
+	}
+	if err := tee.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("check trace: %d dispatches run on the emulator, %d recorded; %d MB of blobs", tee.Ran, tee.Recorded, tee.t.bytes>>20)
+}
+
+// forwardPass runs the prompt in two prefill batches and two decode steps.
+func forwardPass(dev *TeeDevice, path string, c kv.Config) error {
+	b, err := metal.New(dev)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	m, err := engine.LoadModel(path, b)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ids := m.EncodePrompt(exportPrompt)
+	const batch = 16
+	c.Ctx = len(ids) + 4
+	st, err := m.NewState(c, batch)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	logits := make([]float32, m.HP.Vocab)
+	for pos := 0; pos < len(ids); pos += batch {
+		if err := st.Forward(ids[pos:min(len(ids), pos+batch)], pos, logits); err != nil {
+			return fmt.Errorf("prefill at %d: %w", pos, err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if err := st.Forward([]int32{int32(i + 1)}, len(ids)+i, logits); err != nil {
+			return fmt.Errorf("decode %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func newRecorder() (*Recorder, *encoder.Encoder, error) {
+	r := NewRecorder()
+	srcs, err := shaders.Sources()
+	if err != nil {
+		return nil, nil, err
+	}
+	lib, err := r.NewLibrary(srcs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, encoder.New(r, lib), nil
+}
+
+func region(r *Recorder, n int) encoder.Region {
+	b, _ := r.NewBuffer(n)
+	return encoder.Region{Buf: b, Len: n}
+}
+
+func kvLayer(r *Recorder, cfg kv.Config) *encoder.KVLayer {
+	c := &encoder.KVLayer{Cfg: cfg}
+	c.K = region(r, c.PlaneBytes())
+	c.V = region(r, c.PlaneBytes())
+	return c
+}
+
+func kvName(t kv.Type) string { return strings.ToLower(t.String()) }
+
+// attentionTrace: decode attention (pass 1 and merge) of one layer of
+// Llama-3.1-70B (64 query heads, 8 kv heads, D 128) over n positions.
+func attentionTrace(dir string, typ kv.Type, n int) error {
+	r, e, err := newRecorder()
+	if err != nil {
+		return err
+	}
+	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: 8, HeadDim: 128, Ctx: n}
+	if typ == kv.F16 {
+		cfg.GroupSize = 0
+	}
+	a := &backend.Attention{Heads: 64, KVHeads: 8, HeadDim: 128, Scale: float32(1 / math.Sqrt(128))}
+	c := kvLayer(r, cfg)
+	q, out := region(r, 64*128*4), region(r, 64*128*4)
+	ws := region(r, encoder.WorkspaceBytes(cfg, a.Heads, 0))
+	e.AttendDecode(out, q, c, n, a, ws)
+	if err := e.Err(); err != nil {
+		return err
+	}
+	if err := r.Submit(e.List()); err != nil {
+		return err
+	}
+	unique := 2*c.PlaneBytes() + 2*64*128*4
+	return r.Write(dir, fmt.Sprintf("attn70b-%s-%dk", kvName(typ), n>>10), map[string]string{
+		"unique_bytes": fmt.Sprint(unique),
+		"kv_bytes":     fmt.Sprint(2 * c.PlaneBytes()),
+	})
+}
+
+// shape is a Llama-style model's geometry.
+type shape struct {
+	name                                string
+	layers, hidden, heads, kvHeads, dim int
+	ffn, vocab                          int
+	weight, embed, output               ggml.Type
+}
+
+var llama1B = shape{name: "llama3.2-1b", layers: 16, hidden: 2048, heads: 32, kvHeads: 8, dim: 64, ffn: 8192, vocab: 128256,
+	weight: ggml.Q4_K, embed: ggml.Q6_K, output: ggml.Q6_K}
+
+func weight(r *Recorder, t ggml.Type, rows, cols int) *encoder.Weight {
+	n := t.RowBytes(cols) * rows
+	return &encoder.Weight{Region: region(r, n), Type: t, Rows: rows, Cols: cols}
+}
+
+// decodeStepTrace: the dispatches of one decode step (one token at position
+// ctx-1 over a cache of ctx positions), as the engine's Llama forward pass
+// issues them: embed; per layer norm, q/k/v, RoPE, store, attention, o,
+// residual, norm, gate/up, SwiGLU, down, residual; final norm, output, argmax.
+func decodeStepTrace(dir string, s shape, typ kv.Type, ctx int) error {
+	r, e, err := newRecorder()
+	if err != nil {
+		return err
+	}
+	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: s.layers, KVHeads: s.kvHeads, HeadDim: s.dim, Ctx: ctx}
+	if typ == kv.F16 {
+		cfg.GroupSize = 0
+	}
+	a := &backend.Attention{Heads: s.heads, KVHeads: s.kvHeads, HeadDim: s.dim, Scale: float32(1 / math.Sqrt(float64(s.dim)))}
+	rope := &backend.RoPE{Dims: s.dim, Base: 500000, PosScale: 1}
+	f := func(n int) encoder.Region { return region(r, 4*n) }
+	x, h, q, k, v, att, o := f(s.hidden), f(s.hidden), f(s.heads*s.dim), f(s.kvHeads*s.dim), f(s.kvHeads*s.dim), f(s.heads*s.dim), f(s.hidden)
+	gate, up, act, down, logits, tok := f(s.ffn), f(s.ffn), f(s.ffn), f(s.hidden), f(s.vocab), f(4)
+	ws := region(r, encoder.WorkspaceBytes(cfg, s.heads, 1))
+	embed := weight(r, s.embed, s.vocab, s.hidden)
+	pos := ctx - 1
+	e.Embed(x, embed, []int32{128000})
+	weightBytes := embed.Type.RowBytes(s.hidden) // one row read
+	for l := 0; l < s.layers; l++ {
+		wq, wk, wv, wo := weight(r, s.weight, s.heads*s.dim, s.hidden), weight(r, s.weight, s.kvHeads*s.dim, s.hidden),
+			weight(r, s.weight, s.kvHeads*s.dim, s.hidden), weight(r, s.weight, s.hidden, s.heads*s.dim)
+		wg, wu, wd := weight(r, s.weight, s.ffn, s.hidden), weight(r, s.weight, s.ffn, s.hidden), weight(r, s.weight, s.hidden, s.ffn)
+		n1, n2 := weight(r, ggml.F32, 1, s.hidden), weight(r, ggml.F32, 1, s.hidden)
+		for _, w := range []*encoder.Weight{wq, wk, wv, wo, wg, wu, wd, n1, n2} {
+			weightBytes += w.Len
+		}
+		c := kvLayer(r, cfg)
+		e.RMSNorm(h, x, n1, 1e-5, 1)
+		e.MatMul(q, wq, h, 1)
+		e.MatMul(k, wk, h, 1)
+		e.MatMul(v, wv, h, 1)
+		e.RoPE(q, s.heads, s.dim, 1, []int32{int32(pos)}, rope)
+		e.RoPE(k, s.kvHeads, s.dim, 1, []int32{int32(pos)}, rope)
+		e.KVStore(c, k, v, pos, 1)
+		e.AttendDecode(att, q, c, pos+1, a, ws)
+		e.MatMul(o, wo, att, 1)
+		e.Add(x, o, s.hidden)
+		e.RMSNorm(h, x, n2, 1e-5, 1)
+		e.MatMul(gate, wg, h, 1)
+		e.MatMul(up, wu, h, 1)
+		e.SwiGLU(act, gate, up, s.ffn)
+		e.MatMul(down, wd, act, 1)
+		e.Add(x, down, s.hidden)
+	}
+	nf := weight(r, ggml.F32, 1, s.hidden)
+	out := weight(r, s.output, s.vocab, s.hidden)
+	weightBytes += nf.Len + out.Len
+	e.RMSNorm(h, x, nf, 1e-5, 1)
+	e.MatMul(logits, out, h, 1)
+	e.Argmax(tok, logits, 1, s.vocab)
+	if err := e.Err(); err != nil {
+		return err
+	}
+	if err := r.Submit(e.List()); err != nil {
+		return err
+	}
+	kvBytes := 0
+	if true {
+		c := &encoder.KVLayer{Cfg: cfg}
+		kvBytes = 2 * s.layers * s.kvHeads * ctx * kv.BytesPerTokenHead(typ, s.dim, max(cfg.GroupSize, 1))
+		_ = c
+	}
+	return r.Write(dir, fmt.Sprintf("decode-%s-%s-%dk", s.name, kvName(typ), ctx>>10), map[string]string{
+		"weight_bytes": fmt.Sprint(weightBytes),
+		"kv_bytes":     fmt.Sprint(kvBytes),
+	})
+}

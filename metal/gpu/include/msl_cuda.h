@@ -1,0 +1,547 @@
+// The Metal Shading Language as CUDA, for the .metal kernels translated by
+// metal/msl (TranslateCUDA): scalar, vector and matrix types, the metal::
+// functions the kernels use, barriers and simd collectives as warp
+// shuffles, and the helpers the generated entries use to bind buffers and
+// built-in positions. Everything is in namespace msl, where the translated
+// sources live, so that MSL's float4 hides CUDA's.
+//
+// simd collectives follow Metal: only the lanes still running (not those
+// that returned) take part. That costs a __activemask() and a branch per
+// call; -DMSL_FULL_WARP assumes every collective meets the whole warp (true
+// for kernels that never return early before one: attention, mul_mv).
+//
+// Without nvcc (__CUDACC__ undefined) the CUDA keywords are empty stand-ins,
+// so that a C++ compiler can check the translation's syntax on any machine.
+#ifndef MSL_CUDA_H
+#define MSL_CUDA_H
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#else
+#define __device__
+#define __host__
+#define __global__
+#define __shared__
+#define __constant__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __align__(n) __attribute__((aligned(n)))
+typedef _Float16 __half;
+struct msl_mock_dim3 { unsigned x, y, z; };
+extern msl_mock_dim3 threadIdx, blockIdx, blockDim, gridDim;
+inline void __syncthreads() {}
+inline void __syncwarp(unsigned = 0xffffffffu) {}
+inline unsigned __activemask() { return 0xffffffffu; }
+inline int __ffs(unsigned x) { return __builtin_ffs(x); }
+template <class T> T __shfl_sync(unsigned, T v, int, int = 32) { return v; }
+template <class T> T __shfl_xor_sync(unsigned, T v, int, int = 32) { return v; }
+template <class T> T __shfl_down_sync(unsigned, T v, unsigned, int = 32) { return v; }
+#endif
+
+#define __MSL_CUDA__ 1
+#ifndef __METAL_VERSION__
+#define __METAL_VERSION__ 310
+#endif
+#ifndef MAXFLOAT
+#define MAXFLOAT FLT_MAX
+#endif
+
+#define MSL_FN __device__ __forceinline__
+
+namespace msl {
+
+typedef __half half;
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long ulong;
+
+template <class T, int N> struct vec;
+
+template <class T> struct is_vec : std::false_type {};
+template <class T, int N> struct is_vec<vec<T, N>> : std::true_type {};
+template <class T> struct elem { typedef T type; static constexpr int n = 1; };
+template <class T, int N> struct elem<vec<T, N>> { typedef T type; static constexpr int n = N; };
+template <class T> constexpr int ncomp() { return elem<typename std::decay<T>::type>::n; }
+
+template <class T, class A> MSL_FN void fill(T *v, int &k, const A &a) {
+  if constexpr (is_vec<A>::value) {
+#pragma unroll
+    for (int i = 0; i < elem<A>::n; i++) v[k++] = T(a[i]);
+  } else {
+    v[k++] = T(a);
+  }
+}
+
+// ---- vectors: x, y, z, w members; swizzles are methods (v.xy()) ----
+
+#define MSL_VEC_BODY(N)                                                                           \
+  typedef T value_type;                                                                           \
+  vec() = default;                                                                                \
+  MSL_FN vec(T s) {                                                                               \
+    _Pragma("unroll") for (int i = 0; i < N; i++)(*this)[i] = s;                                  \
+  }                                                                                               \
+  template <class U, typename std::enable_if<!std::is_same<U, T>::value, int>::type = 0>         \
+  MSL_FN explicit vec(const vec<U, N> &o) {                                                       \
+    _Pragma("unroll") for (int i = 0; i < N; i++)(*this)[i] = T(o[i]);                            \
+  }                                                                                               \
+  template <class A, class B, class... R,                                                         \
+            typename std::enable_if<ncomp<A>() + ncomp<B>() + (0 + ... + ncomp<R>()) == N, int>::type = 0> \
+  MSL_FN vec(const A &a, const B &b, const R &...r) {                                             \
+    int k = 0;                                                                                    \
+    fill(&this->x, k, a);                                                                         \
+    fill(&this->x, k, b);                                                                         \
+    (fill(&this->x, k, r), ...);                                                                  \
+  }                                                                                               \
+  MSL_FN T &operator[](int i) { return (&this->x)[i]; }                                           \
+  MSL_FN const T &operator[](int i) const { return (&this->x)[i]; }                               \
+  MSL_VEC_ARITH(+, N)                                                                             \
+  MSL_VEC_ARITH(-, N)                                                                             \
+  MSL_VEC_ARITH(*, N)                                                                             \
+  MSL_VEC_ARITH(/, N)                                                                             \
+  MSL_VEC_ARITH(%, N)                                                                             \
+  MSL_VEC_ARITH(&, N)                                                                             \
+  MSL_VEC_ARITH(|, N)                                                                             \
+  MSL_VEC_ARITH(^, N)                                                                             \
+  MSL_VEC_ARITH(<<, N)                                                                            \
+  MSL_VEC_ARITH(>>, N)                                                                            \
+  MSL_VEC_CMP(==, N)                                                                              \
+  MSL_VEC_CMP(!=, N)                                                                              \
+  MSL_VEC_CMP(<, N)                                                                               \
+  MSL_VEC_CMP(<=, N)                                                                              \
+  MSL_VEC_CMP(>, N)                                                                               \
+  MSL_VEC_CMP(>=, N)                                                                              \
+  MSL_VEC_CMP(&&, N)                                                                              \
+  MSL_VEC_CMP(||, N)                                                                              \
+  friend MSL_FN vec operator-(const vec &a) {                                                     \
+    vec r;                                                                                        \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = T(-a[i]);                                \
+    return r;                                                                                     \
+  }                                                                                               \
+  friend MSL_FN vec operator+(const vec &a) { return a; }                                         \
+  friend MSL_FN vec operator~(const vec &a) {                                                     \
+    vec r;                                                                                        \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = T(~a[i]);                                \
+    return r;                                                                                     \
+  }                                                                                               \
+  friend MSL_FN vec<bool, N> operator!(const vec &a) {                                            \
+    vec<bool, N> r;                                                                               \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = !a[i];                                   \
+    return r;                                                                                     \
+  }                                                                                               \
+  MSL_SWIZZLES
+
+#define MSL_VEC_ARITH(op, N)                                                                      \
+  friend MSL_FN vec operator op(const vec &a, const vec &b) {                                     \
+    vec r;                                                                                        \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = T(a[i] op b[i]);                         \
+    return r;                                                                                     \
+  }                                                                                               \
+  friend MSL_FN vec operator op(const vec &a, T b) {                                              \
+    vec r;                                                                                        \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = T(a[i] op b);                            \
+    return r;                                                                                     \
+  }                                                                                               \
+  friend MSL_FN vec operator op(T a, const vec &b) {                                              \
+    vec r;                                                                                        \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = T(a op b[i]);                            \
+    return r;                                                                                     \
+  }                                                                                               \
+  MSL_FN vec &operator op##=(const vec &b) {                                                      \
+    _Pragma("unroll") for (int i = 0; i < N; i++)(*this)[i] = T((*this)[i] op b[i]);              \
+    return *this;                                                                                 \
+  }                                                                                               \
+  MSL_FN vec &operator op##=(T b) {                                                               \
+    _Pragma("unroll") for (int i = 0; i < N; i++)(*this)[i] = T((*this)[i] op b);                 \
+    return *this;                                                                                 \
+  }
+
+#define MSL_VEC_CMP(op, N)                                                                        \
+  friend MSL_FN vec<bool, N> operator op(const vec &a, const vec &b) {                            \
+    vec<bool, N> r;                                                                               \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = a[i] op b[i];                            \
+    return r;                                                                                     \
+  }                                                                                               \
+  friend MSL_FN vec<bool, N> operator op(const vec &a, T b) {                                     \
+    vec<bool, N> r;                                                                               \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = a[i] op b;                               \
+    return r;                                                                                     \
+  }                                                                                               \
+  friend MSL_FN vec<bool, N> operator op(T a, const vec &b) {                                     \
+    vec<bool, N> r;                                                                               \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = a op b[i];                               \
+    return r;                                                                                     \
+  }
+
+// Swizzle methods (reads only), bodies instantiated on use.
+#define MSL_IX_x 0
+#define MSL_IX_y 1
+#define MSL_IX_z 2
+#define MSL_IX_w 3
+#define MSL_C(a) (*this)[MSL_IX_##a]
+#define MSL_SW2(a, b) MSL_FN vec<T, 2> a##b() const { return vec<T, 2>(MSL_C(a), MSL_C(b)); }
+#define MSL_SW3(a, b, c) MSL_FN vec<T, 3> a##b##c() const { return vec<T, 3>(MSL_C(a), MSL_C(b), MSL_C(c)); }
+#define MSL_SW4(a, b, c, d) MSL_FN vec<T, 4> a##b##c##d() const { return vec<T, 4>(MSL_C(a), MSL_C(b), MSL_C(c), MSL_C(d)); }
+#define MSL_SW2_A(a) MSL_SW2(a, x) MSL_SW2(a, y) MSL_SW2(a, z) MSL_SW2(a, w)
+#define MSL_SW3_B(a, b) MSL_SW3(a, b, x) MSL_SW3(a, b, y) MSL_SW3(a, b, z) MSL_SW3(a, b, w)
+#define MSL_SW3_A(a) MSL_SW3_B(a, x) MSL_SW3_B(a, y) MSL_SW3_B(a, z) MSL_SW3_B(a, w)
+#define MSL_SW4_C(a, b, c) MSL_SW4(a, b, c, x) MSL_SW4(a, b, c, y) MSL_SW4(a, b, c, z) MSL_SW4(a, b, c, w)
+#define MSL_SW4_B(a, b) MSL_SW4_C(a, b, x) MSL_SW4_C(a, b, y) MSL_SW4_C(a, b, z) MSL_SW4_C(a, b, w)
+#define MSL_SW4_A(a) MSL_SW4_B(a, x) MSL_SW4_B(a, y) MSL_SW4_B(a, z) MSL_SW4_B(a, w)
+#define MSL_SWIZZLES                                                                              \
+  MSL_SW2_A(x) MSL_SW2_A(y) MSL_SW2_A(z) MSL_SW2_A(w)                                             \
+  MSL_SW3_A(x) MSL_SW3_A(y) MSL_SW3_A(z) MSL_SW3_A(w)                                             \
+  MSL_SW4_A(x) MSL_SW4_A(y) MSL_SW4_A(z) MSL_SW4_A(w)
+
+template <class T> struct alignas(2 * sizeof(T)) vec<T, 2> {
+  T x, y;
+  MSL_VEC_BODY(2)
+};
+template <class T> struct alignas(4 * sizeof(T)) vec<T, 3> {
+  T x, y, z;
+  MSL_VEC_BODY(3)
+};
+template <class T> struct alignas(4 * sizeof(T)) vec<T, 4> {
+  T x, y, z, w;
+  MSL_VEC_BODY(4)
+};
+
+#define MSL_VEC_TYPES(T, name)                                                                    \
+  typedef vec<T, 2> name##2;                                                                      \
+  typedef vec<T, 3> name##3;                                                                      \
+  typedef vec<T, 4> name##4;
+MSL_VEC_TYPES(float, float)
+MSL_VEC_TYPES(half, half)
+MSL_VEC_TYPES(int, int)
+MSL_VEC_TYPES(uint, uint)
+MSL_VEC_TYPES(short, short)
+MSL_VEC_TYPES(ushort, ushort)
+MSL_VEC_TYPES(char, char)
+MSL_VEC_TYPES(uchar, uchar)
+MSL_VEC_TYPES(long, long)
+MSL_VEC_TYPES(ulong, ulong)
+MSL_VEC_TYPES(bool, bool)
+
+// ---- matrices: columns of vectors ----
+
+template <class T, int C, int R> struct mat {
+  vec<T, R> columns[C];
+  mat() = default;
+  MSL_FN explicit mat(T d) {
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+      columns[c] = vec<T, R>(T(0));
+      if (c < R) columns[c][c] = d;
+    }
+  }
+  template <class... V, typename std::enable_if<sizeof...(V) == C && C != 1, int>::type = 0>
+  MSL_FN mat(const V &...cols) : columns{vec<T, R>(cols)...} {}
+  template <class U, typename std::enable_if<!std::is_same<U, T>::value, int>::type = 0>
+  MSL_FN explicit mat(const mat<U, C, R> &o) {
+#pragma unroll
+    for (int c = 0; c < C; c++) columns[c] = vec<T, R>(o.columns[c]);
+  }
+  MSL_FN vec<T, R> &operator[](int c) { return columns[c]; }
+  MSL_FN const vec<T, R> &operator[](int c) const { return columns[c]; }
+  friend MSL_FN mat operator+(const mat &a, const mat &b) {
+    mat r;
+#pragma unroll
+    for (int c = 0; c < C; c++) r.columns[c] = a.columns[c] + b.columns[c];
+    return r;
+  }
+  friend MSL_FN mat operator-(const mat &a, const mat &b) {
+    mat r;
+#pragma unroll
+    for (int c = 0; c < C; c++) r.columns[c] = a.columns[c] - b.columns[c];
+    return r;
+  }
+  friend MSL_FN mat operator*(const mat &a, T s) {
+    mat r;
+#pragma unroll
+    for (int c = 0; c < C; c++) r.columns[c] = a.columns[c] * s;
+    return r;
+  }
+  friend MSL_FN mat operator*(T s, const mat &a) { return a * s; }
+  friend MSL_FN vec<T, R> operator*(const mat &a, const vec<T, C> &x) {
+    vec<T, R> r(T(0));
+#pragma unroll
+    for (int c = 0; c < C; c++) r += a.columns[c] * x[c];
+    return r;
+  }
+};
+typedef mat<float, 2, 2> float2x2;
+typedef mat<float, 3, 3> float3x3;
+typedef mat<float, 4, 4> float4x4;
+typedef mat<half, 2, 2> half2x2;
+typedef mat<half, 3, 3> half3x3;
+typedef mat<half, 4, 4> half4x4;
+
+// ---- functions ----
+
+template <class To, class From> MSL_FN To as_type(const From &x) {
+  static_assert(sizeof(To) == sizeof(From), "as_type: the types differ in size");
+  To r;
+  memcpy((void *)&r, (const void *)&x, sizeof(To));
+  return r;
+}
+
+#define MSL_MAP1(name)                                                                            \
+  template <class T, int N> MSL_FN vec<T, N> name(const vec<T, N> &x) {                           \
+    vec<T, N> r;                                                                                  \
+    _Pragma("unroll") for (int i = 0; i < N; i++) r[i] = name(x[i]);                              \
+    return r;                                                                                     \
+  }
+#define MSL_FLOAT1(name, impl)                                                                    \
+  MSL_FN float name(float x) { return impl(x); }                                                  \
+  MSL_FN half name(half x) { return half(impl(float(x))); }                                       \
+  MSL_MAP1(name)
+
+MSL_FLOAT1(sqrt, ::sqrtf)
+MSL_FLOAT1(rsqrt, 1.0f / ::sqrtf)
+MSL_FLOAT1(exp, ::expf)
+MSL_FLOAT1(exp2, ::exp2f)
+MSL_FLOAT1(log, ::logf)
+MSL_FLOAT1(log2, ::log2f)
+MSL_FLOAT1(sin, ::sinf)
+MSL_FLOAT1(cos, ::cosf)
+MSL_FLOAT1(tanh, ::tanhf)
+MSL_FLOAT1(floor, ::floorf)
+MSL_FLOAT1(ceil, ::ceilf)
+MSL_FLOAT1(trunc, ::truncf)
+MSL_FLOAT1(round, ::roundf)
+MSL_FLOAT1(rint, ::rintf)
+MSL_FLOAT1(fabs, ::fabsf)
+
+MSL_FN float abs(float x) { return ::fabsf(x); }
+MSL_FN int abs(int x) { return x < 0 ? -x : x; }
+
+// min and max: fmin/fmax for floats (a NaN loses), plain comparisons else.
+MSL_FN float min(float a, float b) { return ::fminf(a, b); }
+MSL_FN float max(float a, float b) { return ::fmaxf(a, b); }
+MSL_FN half min(half a, half b) { return half(::fminf(float(a), float(b))); }
+MSL_FN half max(half a, half b) { return half(::fmaxf(float(a), float(b))); }
+#define MSL_INT_MINMAX(T)                                                                         \
+  MSL_FN T min(T a, T b) { return b < a ? b : a; }                                                \
+  MSL_FN T max(T a, T b) { return a < b ? b : a; }
+MSL_INT_MINMAX(int)
+MSL_INT_MINMAX(uint)
+MSL_INT_MINMAX(short)
+MSL_INT_MINMAX(ushort)
+MSL_INT_MINMAX(char)
+MSL_INT_MINMAX(uchar)
+MSL_INT_MINMAX(long)
+MSL_INT_MINMAX(ulong)
+template <class T, int N> MSL_FN vec<T, N> min(const vec<T, N> &a, const vec<T, N> &b) {
+  vec<T, N> r;
+#pragma unroll
+  for (int i = 0; i < N; i++) r[i] = min(a[i], b[i]);
+  return r;
+}
+template <class T, int N> MSL_FN vec<T, N> max(const vec<T, N> &a, const vec<T, N> &b) {
+  vec<T, N> r;
+#pragma unroll
+  for (int i = 0; i < N; i++) r[i] = max(a[i], b[i]);
+  return r;
+}
+template <class T, int N> MSL_FN vec<T, N> min(const vec<T, N> &a, typename elem<vec<T, N>>::type b) { return min(a, vec<T, N>(b)); }
+template <class T, int N> MSL_FN vec<T, N> max(const vec<T, N> &a, typename elem<vec<T, N>>::type b) { return max(a, vec<T, N>(b)); }
+template <class T> MSL_FN T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
+template <class T, int N> MSL_FN vec<T, N> clamp(const vec<T, N> &x, T lo, T hi) { return min(max(x, vec<T, N>(lo)), vec<T, N>(hi)); }
+
+MSL_FN float fma(float a, float b, float c) { return ::fmaf(a, b, c); }
+template <int N> MSL_FN vec<float, N> fma(const vec<float, N> &a, const vec<float, N> &b, const vec<float, N> &c) {
+  vec<float, N> r;
+#pragma unroll
+  for (int i = 0; i < N; i++) r[i] = ::fmaf(a[i], b[i], c[i]);
+  return r;
+}
+
+template <class T, int N> MSL_FN T dot(const vec<T, N> &a, const vec<T, N> &b) {
+  T s = a[0] * b[0];
+#pragma unroll
+  for (int i = 1; i < N; i++) s += a[i] * b[i];
+  return s;
+}
+
+template <class T> MSL_FN T select(T a, T b, bool c) { return c ? b : a; }
+template <class T, int N> MSL_FN vec<T, N> select(const vec<T, N> &a, const vec<T, N> &b, const vec<bool, N> &c) {
+  vec<T, N> r;
+#pragma unroll
+  for (int i = 0; i < N; i++) r[i] = c[i] ? b[i] : a[i];
+  return r;
+}
+template <class T, int N> MSL_FN vec<T, N> select(const vec<T, N> &a, const vec<T, N> &b, bool c) { return c ? b : a; }
+
+MSL_FN bool isnan(float x) { return x != x; }
+MSL_FN bool isinf(float x) { return ::fabsf(x) == INFINITY; }
+
+namespace metal {
+enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };
+MSL_FN mem_flags operator|(mem_flags a, mem_flags b) { return mem_flags(int(a) | int(b)); }
+namespace precise {
+MSL_FN float sin(float x) { return ::sinf(x); }
+MSL_FN float cos(float x) { return ::cosf(x); }
+MSL_FN float sqrt(float x) { return ::sqrtf(x); }
+MSL_FN float exp2(float x) { return ::exp2f(x); }
+} // namespace precise
+namespace fast {
+MSL_FN float exp2(float x) { return ::exp2f(x); }
+} // namespace fast
+} // namespace metal
+namespace precise = metal::precise;
+
+// ---- thread positions ----
+
+MSL_FN uint lin_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+MSL_FN uint3 thread_position_in_grid() {
+  return uint3(blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y, blockIdx.z * blockDim.z + threadIdx.z);
+}
+MSL_FN uint3 thread_position_in_threadgroup() { return uint3(threadIdx.x, threadIdx.y, threadIdx.z); }
+MSL_FN uint3 threadgroup_position_in_grid() { return uint3(blockIdx.x, blockIdx.y, blockIdx.z); }
+MSL_FN uint3 threads_per_threadgroup() { return uint3(blockDim.x, blockDim.y, blockDim.z); }
+MSL_FN uint3 threadgroups_per_grid() { return uint3(gridDim.x, gridDim.y, gridDim.z); }
+MSL_FN uint3 threads_per_grid() { return uint3(gridDim.x * blockDim.x, gridDim.y * blockDim.y, gridDim.z * blockDim.z); }
+MSL_FN uint3 thread_index_in_threadgroup() { return uint3(lin_tid(), 0u, 0u); }
+MSL_FN uint3 thread_index_in_simdgroup() { return uint3(lin_tid() & 31u, 0u, 0u); }
+MSL_FN uint3 simdgroup_index_in_threadgroup() { return uint3(lin_tid() >> 5, 0u, 0u); }
+MSL_FN uint3 simdgroups_per_threadgroup() { return uint3((blockDim.x * blockDim.y * blockDim.z + 31u) >> 5, 0u, 0u); }
+MSL_FN uint3 threads_per_simdgroup() { return uint3(32u, 0u, 0u); }
+
+// ---- barriers and simd collectives ----
+
+MSL_FN void threadgroup_barrier(metal::mem_flags) { __syncthreads(); }
+
+#ifdef MSL_FULL_WARP
+MSL_FN unsigned simd_mask() { return 0xffffffffu; }
+#else
+MSL_FN unsigned simd_mask() { return __activemask(); }
+#endif
+
+MSL_FN void simdgroup_barrier(metal::mem_flags) { __syncwarp(simd_mask()); }
+
+// Shuffles of 4-byte scalars directly, of smaller ones through uint, of
+// vectors by component.
+template <class T> MSL_FN T shfl_xor(unsigned m, T v, int o) {
+  if constexpr (is_vec<T>::value) {
+    T r;
+#pragma unroll
+    for (int i = 0; i < elem<T>::n; i++) r[i] = shfl_xor(m, v[i], o);
+    return r;
+  } else if constexpr (sizeof(T) == 4) {
+    return as_type<T>(__shfl_xor_sync(m, as_type<uint>(v), o));
+  } else {
+    return T(__shfl_xor_sync(m, int(v), o));
+  }
+}
+template <class T> MSL_FN T shfl_down(unsigned m, T v, unsigned o) {
+  if constexpr (is_vec<T>::value) {
+    T r;
+#pragma unroll
+    for (int i = 0; i < elem<T>::n; i++) r[i] = shfl_down(m, v[i], o);
+    return r;
+  } else if constexpr (sizeof(T) == 4) {
+    return as_type<T>(__shfl_down_sync(m, as_type<uint>(v), o));
+  } else {
+    return T(__shfl_down_sync(m, int(v), o));
+  }
+}
+template <class T> MSL_FN T shfl_idx(unsigned m, T v, int l) {
+  if constexpr (sizeof(T) == 4) {
+    return as_type<T>(__shfl_sync(m, as_type<uint>(v), l));
+  } else {
+    return T(__shfl_sync(m, int(v), l));
+  }
+}
+
+template <class T> MSL_FN T simd_shuffle_xor(T v, ushort o) { return shfl_xor(simd_mask(), v, o); }
+template <class T> MSL_FN T simd_shuffle_down(T v, ushort o) { return shfl_down(simd_mask(), v, o); }
+template <class T> MSL_FN T simd_shuffle(T v, ushort l) { return shfl_idx(simd_mask(), v, l); }
+template <class T> MSL_FN T simd_broadcast(T v, ushort l) { return shfl_idx(simd_mask(), v, l); }
+
+struct op_sum { template <class T> MSL_FN T operator()(T a, T b) const { return a + b; } };
+struct op_max { template <class T> MSL_FN T operator()(T a, T b) const { return max(a, b); } };
+struct op_min { template <class T> MSL_FN T operator()(T a, T b) const { return min(a, b); } };
+
+// A reduction over the active lanes: a butterfly when all 32 run, else
+// lane by lane over the active mask (same result in every active lane).
+template <class T, class Op> MSL_FN T simd_reduce(T x, Op op) {
+  const unsigned m = simd_mask();
+  if (m == 0xffffffffu) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = op(x, shfl_xor(0xffffffffu, x, o));
+    return x;
+  }
+  unsigned r = m;
+  T s = shfl_idx(m, x, __ffs(r) - 1);
+  for (r &= r - 1; r; r &= r - 1) s = op(s, shfl_idx(m, x, __ffs(r) - 1));
+  return s;
+}
+template <class T> MSL_FN T simd_sum(T x) { return simd_reduce(x, op_sum()); }
+template <class T> MSL_FN T simd_max(T x) { return simd_reduce(x, op_max()); }
+template <class T> MSL_FN T simd_min(T x) { return simd_reduce(x, op_min()); }
+
+// ---- entry helpers (the generated __global__ functions use these) ----
+
+template <int I, class... A> struct nth;
+template <class H, class... R> struct nth<0, H, R...> { typedef H type; };
+template <int I, class H, class... R> struct nth<I, H, R...> { typedef typename nth<I - 1, R...>::type type; };
+template <class F, int I> struct fn_arg;
+template <class Ret, class... A, int I> struct fn_arg<Ret (*)(A...), I> { typedef typename nth<I, A...>::type type; };
+
+// bind_arg turns a buffer pointer into the parameter: a pointer, or a
+// reference (constant T &).
+template <class P> MSL_FN P bind_arg(void *p) {
+  if constexpr (std::is_pointer<P>::value) {
+    return (P)p;
+  } else {
+    typedef typename std::remove_reference<P>::type V;
+    return *(V *)p;
+  }
+}
+
+template <class P> MSL_FN P builtin_arg(uint3 v) {
+  typedef typename std::remove_cv<typename std::remove_reference<P>::type>::type T;
+  if constexpr (is_vec<T>::value) {
+    typedef typename elem<T>::type E;
+    if constexpr (elem<T>::n == 2) {
+      return T(E(v.x), E(v.y));
+    } else {
+      return T(E(v.x), E(v.y), E(v.z));
+    }
+  } else {
+    return T(v.x);
+  }
+}
+
+} // namespace msl
+
+// Host-side registry entries (generated tables).
+struct msl_kernel_entry {
+  const char *name;
+  int max_threads;
+  const char *buffers;      // buffer indices, comma-separated
+  const char *threadgroups; // threadgroup indices
+  const void *fn;
+#ifdef __CUDACC__
+  void (*launch)(dim3, dim3, size_t, cudaStream_t, void *const *, const unsigned *);
+#else
+  const void *launch;
+#endif
+  const char *where;
+};
+struct msl_constant_entry {
+  int index;
+  const char *name;
+  const char *type;
+  int (*set)(const void *v, int size, bool def);
+};
+
+#endif // MSL_CUDA_H

@@ -1,0 +1,141 @@
+package gpu
+
+import (
+	"fmt"
+
+	"nibble/metal/device"
+	"nibble/metal/msl"
+)
+
+// Recorder is a device.Device that runs nothing: it records the dispatches
+// submitted to it for a timing trace. Buffers are sizes; one gets memory
+// only when the host touches its bytes (the encoder's uploads: token ids,
+// positions, tables), and those bytes go into the trace. Everything else
+// the harness fills with small random halves.
+type Recorder struct {
+	unit   *msl.Unit
+	bufs   []*recBuf
+	list   []recDispatch
+	closed bool
+}
+
+type recBuf struct {
+	id   int
+	size int
+	mem  []byte
+}
+
+func (b *recBuf) Len() int { return b.size }
+func (b *recBuf) Bytes() []byte {
+	if b.mem == nil {
+		b.mem = make([]byte, b.size)
+	}
+	return b.mem
+}
+func (b *recBuf) Release() {}
+
+type recPipe struct {
+	name   string
+	max    int
+	consts []device.Constant
+}
+
+func (p *recPipe) Name() string    { return p.name }
+func (p *recPipe) MaxThreads() int { return p.max }
+
+type recLib struct{ r *Recorder }
+
+func (l recLib) Pipeline(name string, consts ...device.Constant) (device.Pipeline, error) {
+	for _, k := range l.r.unit.Kernels {
+		if k.Name == name {
+			m := k.MaxThreads
+			if m == 0 {
+				m = device.MaxThreads
+			}
+			return &recPipe{name: name, max: m, consts: append([]device.Constant(nil), consts...)}, nil
+		}
+	}
+	return nil, fmt.Errorf("recorder: no kernel %s", name)
+}
+
+type recDispatch struct {
+	d device.Dispatch
+	p *recPipe
+}
+
+// NewRecorder returns an empty recorder.
+func NewRecorder() *Recorder { return &Recorder{} }
+
+func (r *Recorder) Name() string { return "recorder" }
+
+func (r *Recorder) NewLibrary(srcs []device.Source) (device.Library, error) {
+	u, err := msl.Translate(srcs)
+	if err != nil {
+		return nil, err
+	}
+	r.unit = u
+	return recLib{r}, nil
+}
+
+func (r *Recorder) NewBuffer(size int) (device.Buffer, error) {
+	b := &recBuf{id: len(r.bufs), size: size}
+	r.bufs = append(r.bufs, b)
+	return b, nil
+}
+
+func (r *Recorder) WrapMemory(mem []byte) (device.Buffer, error) {
+	b := &recBuf{id: len(r.bufs), size: len(mem), mem: mem}
+	r.bufs = append(r.bufs, b)
+	return b, nil
+}
+
+func (r *Recorder) Submit(list *device.CommandList) error {
+	for _, d := range list.Dispatches() {
+		p, ok := d.Pipeline.(*recPipe)
+		if !ok {
+			return fmt.Errorf("recorder: a pipeline of another device")
+		}
+		r.list = append(r.list, recDispatch{d: d, p: p})
+	}
+	return nil
+}
+
+func (r *Recorder) Sync() error  { return nil }
+func (r *Recorder) Close() error { r.closed = true; return nil }
+
+// Len is the number of recorded dispatches.
+func (r *Recorder) Len() int { return len(r.list) }
+
+// Reset drops the recorded dispatches (buffers stay).
+func (r *Recorder) Reset() { r.list = r.list[:0] }
+
+// Write writes the recorded dispatches as trace dir/name, with info lines
+// (key value) first.
+func (r *Recorder) Write(dir, name string, info map[string]string) error {
+	t, err := NewTrace(dir, name)
+	if err != nil {
+		return err
+	}
+	for k, v := range info {
+		t.Line("info %s %s", k, v)
+	}
+	for _, b := range r.bufs {
+		blob := "-"
+		if b.mem != nil {
+			if blob, err = t.Blob(b.mem); err != nil {
+				return err
+			}
+		}
+		t.Line("buffer %d %d %s", b.id, b.size, blob)
+	}
+	ctypes := constTypes(r.unit)
+	id := func(b device.Buffer) int { return b.(*recBuf).id }
+	for i := range r.list {
+		rd := &r.list[i]
+		if err := writeDispatch(t, &rd.d, rd.p.name, rd.p.consts, ctypes, id); err != nil {
+			return err
+		}
+		t.Line("end")
+	}
+	return t.Close()
+}

@@ -1,0 +1,92 @@
+#!/bin/bash
+# Runs the .metal kernels on an NVIDIA GPU (the device machine: nvcc,
+# PyTorch, compute-sanitizer, ncu; no network). Needs the traces and
+# kernels.cu that `go test ./metal/gpu -run TestExport -args -out DIR`
+# writes (DIR defaults to metal/gpu/out). Results go to $OUT (or ./results).
+#
+#   run.sh build            the four builds below
+#   run.sh check            every recorded dispatch against the emulator
+#   run.sh sanitize         compute-sanitizer memcheck and racecheck on check
+#   run.sh attention        70B decode attention: .metal kernels and PyTorch SDPA
+#   run.sh decode           one decode step of a Llama-3.2-1B-shaped model
+#   run.sh ncu              profiler bytes and DRAM throughput of attention
+#   run.sh all              all of it
+#
+# Builds (build/): generic (every kernel, function constants set at launch;
+# Metal's "active lanes" simd collectives), attn (decode attention for
+# D 128, gs 32, 8 heads a threadgroup, function constants compiled in, as
+# Metal specialises a pipeline), attn-fullwarp (the same, collectives
+# assuming full warps, -DMSL_FULL_WARP), decode1b (every kernel, the 1B
+# model's constants compiled in). Timing builds use --use_fast_math, as
+# Metal compiles with fast math.
+set -u
+cd "$(dirname "$0")"
+DIR=${DIR:-out}
+OUT=${OUT:-results}
+mkdir -p build "$OUT"
+ARCH=${ARCH:-sm_90}
+NVCC="nvcc -std=c++17 -O3 -arch=$ARCH -lineinfo -I include -I $DIR -Xcompiler -Wno-unused-function"
+ATTN="-DMSL_ONLY -DMSL_K_kernel_attn_decode_q4 -DMSL_K_kernel_attn_decode_q8 -DMSL_K_kernel_attn_decode_f16 -DMSL_K_kernel_attn_merge_f32"
+FC70="-DMSL_FC_100=128 -DMSL_FC_101=32 -DMSL_FC_102=8 -DMSL_FC_103=false -DMSL_FC_104=false -DMSL_FC_105=false"
+FC1B="-DMSL_FC_100=64 -DMSL_FC_101=32 -DMSL_FC_102=4 -DMSL_FC_103=false -DMSL_FC_104=false -DMSL_FC_105=false -DMSL_FC_600=1"
+
+build() {
+  local t0=$SECONDS
+  $NVCC harness.cu -o build/generic > "$OUT/build-generic.log" 2>&1 &
+  $NVCC --use_fast_math $ATTN $FC70 harness.cu -o build/attn > "$OUT/build-attn.log" 2>&1 &
+  $NVCC --use_fast_math $ATTN $FC70 -DMSL_FULL_WARP harness.cu -o build/attn-fullwarp > "$OUT/build-attn-fullwarp.log" 2>&1 &
+  $NVCC --use_fast_math $FC1B harness.cu -o build/decode1b > "$OUT/build-decode1b.log" 2>&1 &
+  local rc=0
+  for j in $(jobs -p); do wait "$j" || rc=1; done
+  for b in generic attn attn-fullwarp decode1b; do
+    if [ -x build/$b ]; then echo "build $b: ok"; else echo "build $b: FAILED"; head -40 "$OUT/build-$b.log"; fi
+  done
+  echo "builds took $((SECONDS - t0)) s"
+  return $rc
+}
+
+check() { build/generic check "$DIR/check.trace" 2>&1 | tee "$OUT/check.txt"; }
+
+sanitize() {
+  for tool in memcheck racecheck synccheck; do
+    timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --print-limit 20 build/generic check "$DIR/check.trace" > "$OUT/sanitize-$tool.txt" 2>&1
+    echo "== $tool (rc $?)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|Race|Barrier|check:" "$OUT/sanitize-$tool.txt" | sort | uniq -c | head -20
+  done
+}
+
+attention() {
+  for kv in q4 q8 f16; do
+    for n in 8k 32k 128k; do
+      for b in attn attn-fullwarp; do
+        echo "== $b $kv $n"
+        build/$b time "$DIR/attn70b-$kv-$n.trace" ${ITERS:-50} --flush | grep -E "dispatch|total|bandwidth"
+      done
+    done
+  done 2>&1 | tee "$OUT/attention.txt"
+  python3 sdpa.py ${ITERS:-50} 2>&1 | tee "$OUT/sdpa.txt"
+}
+
+decode() {
+  for kv in q4 f16; do
+    build/decode1b time "$DIR/decode-llama3.2-1b-$kv-4k.trace" ${ITERS:-20} --flush 2>&1 | tee "$OUT/decode-$kv.txt"
+  done
+}
+
+ncu_attn() {
+  for kv in q4 f16; do
+    timeout 240 ncu --kernel-name regex:kernel_attn --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
+      build/attn-fullwarp time "$DIR/attn70b-$kv-128k.trace" 1 > "$OUT/ncu-$kv-128k.txt" 2>&1
+    echo "== ncu $kv 128k (rc $?)"; grep -E "kernel_attn|gpu__time|dram__|lts__|sm__|smsp__|ERR" "$OUT/ncu-$kv-128k.txt" | head -24
+  done
+}
+
+case "${1:-all}" in
+  build) build ;;
+  check) check ;;
+  sanitize) sanitize ;;
+  attention) attention ;;
+  decode) decode ;;
+  ncu) ncu_attn ;;
+  all) build && check; sanitize; attention; decode; ncu_attn ;;
+  *) echo "unknown step $1"; exit 2 ;;
+esac
