@@ -108,5 +108,9 @@ func cpuReason(err error) string {
 	if runtime.GOOS != "darwin" {
 		return "no Metal on this system"
 	}
-	return "Metal is not usable: " + err.Error()
+	msg, rest, _ := strings.Cut(err.Error(), "\n")
+	if strings.TrimSpace(rest) != "" {
+		msg += " …" // a compiler log: its first line is enough here
+	}
+	return "Metal is not usable: " + msg
 }

@@ -184,11 +184,14 @@ type Library struct {
 // NewLibrary implements device.Device. The sources are joined by
 // msl.Concat (a #line before each, so Metal's errors name the .metal file
 // and line) and compiled by newLibraryWithSource:options:error: with fast
-// math and MSL 3.0 (macOS 13+). The library is not cached by Nibble: the
-// Metal framework keeps its own per-user cache of compiled shaders keyed by
-// the source, so a relaunch compiles the same text faster, and an
-// MTLBinaryArchive (which caches pipelines, not libraries) is worth adding
-// only if the cold start measured on a Mac says so. The emulator's
+// math and MSL 3.0 (macOS 13+). Nibble does not cache it. Metal compiles
+// source in two steps, MSL to Metal IR and IR to the GPU's binary (Apple's
+// "Metal libraries" documentation); the system's shader cache keeps the
+// second across launches (implicitly, and it may be purged: Blender's Metal
+// backend adds binary archives for that reason), the first runs at every
+// start. Caching it means shipping a .metallib or an MTLBinaryArchive per
+// macOS version: worth it only if the compile time metalcheck prints is
+// long on a Mac (Library.CompileTime). The emulator's
 // translation (msl.Translate) is run too, for the kernels' function
 // constants and parameters, so pipelines and dispatches are checked by the
 // same rules as on Linux.
