@@ -15,6 +15,7 @@ import (
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
+	"nibble/engine/model"
 	"nibble/engine/quant"
 	"nibble/engine/sample"
 	"nibble/internal/testdata"
@@ -56,7 +57,7 @@ type passResult struct {
 
 // runPass prefills the prompt in batches of forwardBatch on m's backend,
 // then decodes greedySteps tokens greedily.
-func runPass(t *testing.T, m *engine.Model, ids []int32, kvc kv.Config) passResult {
+func runPass(t *testing.T, m *model.Model, ids []int32, kvc kv.Config) passResult {
 	t.Helper()
 	kvc.Ctx = len(ids) + greedySteps + 1
 	st, err := m.NewState(kvc, forwardBatch)
@@ -156,19 +157,30 @@ func (e *exactCPU) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor
 
 // loaded is one model on one backend.
 type loaded struct {
-	m *engine.Model
+	m *model.Model
 	b backend.Backend
 }
 
-func load(t *testing.T, path string, b backend.Backend) loaded {
+// load loads the model on b through the engine (tokenizer and template
+// too) or, for a reference that needs no tokenizer, through model.Open
+// (the llama-bpe tokenizer takes seconds to build).
+func load(t *testing.T, path string, b backend.Backend, withTokenizer bool) (loaded, *engine.Model) {
 	t.Helper()
 	t.Cleanup(func() { b.Close() })
+	if !withTokenizer {
+		m, err := model.Open(path, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return loaded{m, b}, nil
+	}
 	m, err := engine.LoadModel(path, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return loaded{m, b}
+	return loaded{m.Model, b}, m
 }
 
 // The acceptance test of the Metal backend: the whole forward pass of every
@@ -187,14 +199,14 @@ func TestForwardMatchesCPU(t *testing.T) {
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
 		t.Run(name, func(t *testing.T) {
-			plain := load(t, path, cpu.New(2))
-			exact := load(t, path, newExactCPU())
+			plain, _ := load(t, path, cpu.New(2), false)
+			exact, _ := load(t, path, newExactCPU(), false)
 			mb, err := New(dev)
 			if err != nil {
 				t.Fatal(err)
 			}
-			metal := load(t, path, mb)
-			ids := plain.m.EncodePrompt(forwardPrompt)
+			metal, em := load(t, path, mb, true)
+			ids := em.EncodePrompt(forwardPrompt)
 			if len(ids) <= forwardBatch {
 				t.Fatalf("the prompt is %d tokens, not two batches of %d", len(ids), forwardBatch)
 			}
