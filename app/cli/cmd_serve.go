@@ -84,10 +84,11 @@ func serveCmd(env *Env, args []string) error {
 		return err
 	}
 
-	b, _, err := mf.newBackend()
+	b, choice, err := mf.newBackend()
 	if err != nil {
 		return err
 	}
+	mf.warnFallback(env, choice)
 	sched := scheduler.New(scheduler.Config{Slots: *slots, QueueLimit: *queue, Threads: mf.threads, NewBackend: func() backend.Backend { return b }})
 	defer sched.Close()
 	info, err := sched.Load(mf.path, o)

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"runtime"
 
 	"nibble/engine"
 	"nibble/engine/backend"
@@ -75,6 +76,14 @@ func (mf *modelFlags) newBackend() (backend.Backend, metal.Choice, error) {
 	return metal.Choose(mf.backend, mf.threads)
 }
 
+// warnFallback says so when auto fell back to the CPU on a Mac (elsewhere
+// the CPU is the only choice and needs no word).
+func (mf *modelFlags) warnFallback(env *Env, c metal.Choice) {
+	if want, _ := metal.ParseBackend(mf.backend); runtime.GOOS == "darwin" && want == metal.BackendAuto && c.Backend == metal.BackendCPU {
+		fmt.Fprintf(env.Stderr, "warning: running on the CPU: %s\n", c.Reason)
+	}
+}
+
 // open loads the model and starts a session on the chosen backend (for the
 // measuring commands, which drive one session directly).
 func (mf *modelFlags) open(env *Env) (*engine.Session, func(), error) {
@@ -85,10 +94,11 @@ func (mf *modelFlags) open(env *Env) (*engine.Session, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	b, _, err := mf.newBackend()
+	b, choice, err := mf.newBackend()
 	if err != nil {
 		return nil, nil, err
 	}
+	mf.warnFallback(env, choice)
 	m, err := engine.LoadModel(mf.path, b)
 	if err != nil {
 		b.Close()
@@ -114,10 +124,11 @@ func (mf *modelFlags) openScheduler(env *Env) (*scheduler.Scheduler, scheduler.M
 	if err != nil {
 		return nil, scheduler.ModelInfo{}, err
 	}
-	b, _, err := mf.newBackend()
+	b, choice, err := mf.newBackend()
 	if err != nil {
 		return nil, scheduler.ModelInfo{}, err
 	}
+	mf.warnFallback(env, choice)
 	s := scheduler.New(scheduler.Config{Slots: 1, Threads: mf.threads, NewBackend: func() backend.Backend { return b }})
 	info, err := s.Load(mf.path, o)
 	if err != nil {
