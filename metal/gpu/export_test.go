@@ -17,6 +17,7 @@ import (
 	"nibble/engine/kv"
 	"nibble/internal/testdata"
 	"nibble/metal"
+	"nibble/metal/device"
 	"nibble/metal/emulator"
 	"nibble/metal/encoder"
 	"nibble/metal/shaders"
@@ -46,6 +47,13 @@ func TestExport(t *testing.T) {
 	for _, typ := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
 		for _, n := range []int{8 << 10, 32 << 10, 128 << 10} {
 			if err := attentionTrace(dir, typ, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, typ := range []kv.Type{kv.Q4, kv.F16} {
+		for _, v := range [][2]int{{8, 32}, {8, 64}, {8, 128}, {4, 32}, {4, 64}, {2, 32}} {
+			if err := attentionVariant(dir, typ, 128<<10, v[0], v[1]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -272,5 +280,66 @@ func decodeStepTrace(dir string, s shape, typ kv.Type, ctx int) error {
 	return r.Write(dir, fmt.Sprintf("decode-%s-%s-%dk", s.name, kvName(typ), ctx>>10), map[string]string{
 		"weight_bytes": fmt.Sprint(weightBytes),
 		"kv_bytes":     fmt.Sprint(kvBytes),
+	})
+}
+
+// attentionVariant is the decode attention of attentionTrace dispatched
+// with other shapes than the encoder picks: hg query heads per threadgroup
+// (G/hg threadgroups per kv head, each reading the group's K/V) and
+// splits splits per kv head. The kernels are the same; hg is a function
+// constant (a build of its own).
+func attentionVariant(dir string, typ kv.Type, n, hg, splits int) error {
+	r, _, err := newRecorder()
+	if err != nil {
+		return err
+	}
+	srcs, _ := shaders.Sources()
+	lib, err := r.NewLibrary(srcs)
+	if err != nil {
+		return err
+	}
+	const heads, kvHeads, d = 64, 8, 128
+	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: kvHeads, HeadDim: d, Ctx: n}
+	c := kvLayer(r, cfg)
+	q, out := region(r, heads*d*4), region(r, heads*d*4)
+	partO, partML := region(r, splits*heads*d*4), region(r, splits*heads*2*4)
+	g := heads / kvHeads
+	chunks := g / hg
+	chunk := (n + splits - 1) / splits
+	args := encoder.Args(heads, g, chunks, n, 0, n, chunk, splits, 0, kvHeads,
+		float32(1/math.Sqrt(d)*1.4426950408889634), float32(1/math.Sqrt(d)), 0)
+	consts := []device.Constant{{Index: 100, Value: uint32(d)}, {Index: 101, Value: uint32(32)}, {Index: 102, Value: uint32(hg)},
+		{Index: 103, Value: false}, {Index: 104, Value: false}, {Index: 105, Value: false}}
+	p1, err := lib.Pipeline("kernel_attn_decode_"+kvName(typ), consts...)
+	if err != nil {
+		return err
+	}
+	p2, err := lib.Pipeline("kernel_attn_merge_f32", consts...)
+	if err != nil {
+		return err
+	}
+	meta := c.CodesBytes()
+	km, vm := c.K.Sub(meta, 0), c.V.Sub(meta, 0)
+	if typ == kv.F16 {
+		km, vm = c.K, c.V
+	}
+	bind := func(i int, x encoder.Region) device.Binding {
+		return device.Binding{Index: i, Buffer: x.Buf, Offset: x.Off}
+	}
+	const nsg, bt = 8, 64
+	shared := 4 * (hg*d + hg*8 + max(nsg*hg*bt, nsg*d) + 2*nsg)
+	var l device.CommandList
+	l.Add(device.Dispatch{Pipeline: p1, Groups: [3]int{kvHeads * chunks, splits, 1}, Threads: [3]int{256, 1, 1},
+		Buffers: []device.Binding{bind(1, q), bind(2, c.K), bind(3, km), bind(4, c.V), bind(5, vm), bind(6, c.K), bind(7, c.K),
+			bind(8, partO), bind(9, partML), bind(10, partO)},
+		Inline: []device.Inline{{Index: 0, Data: args}}, Threadgroup: []int{(shared + 15) &^ 15}})
+	l.Add(device.Dispatch{Pipeline: p2, Groups: [3]int{heads, 1, 1}, Threads: [3]int{d, 1, 1},
+		Buffers: []device.Binding{bind(1, partO), bind(2, partML), bind(3, out)},
+		Inline:  []device.Inline{{Index: 0, Data: args}}})
+	if err := r.Submit(&l); err != nil {
+		return err
+	}
+	return r.Write(dir, fmt.Sprintf("attn70b-%s-%dk-hg%d-s%d", kvName(typ), n>>10, hg, splits), map[string]string{
+		"unique_bytes": fmt.Sprint(2*c.PlaneBytes() + 2*heads*d*4),
 	})
 }

@@ -5,7 +5,7 @@
 //   harness check DIR/check.trace   run each recorded dispatch from the
 //                                   emulator's bytes and compare what it
 //                                   wrote with the emulator's
-//   harness time  DIR/x.trace [iters] [--flush]
+//   harness time  DIR/x.trace [iters] [--flush] [--per-grid]
 //                                   run the trace's dispatches in order,
 //                                   time each one (CUDA events, L2 flushed
 //                                   before every repetition with --flush)
@@ -308,7 +308,7 @@ static int check(const char *path) {
   return failures ? 1 : 0;
 }
 
-static int timing(const char *path, int iters, bool flush) {
+static int timing(const char *path, int iters, bool flush, bool per_grid) {
   load(path);
   alloc_buffers(true);
   for (Dispatch &d : g_list) {
@@ -351,9 +351,12 @@ static int timing(const char *path, int iters, bool flush) {
     total_best = std::min(total_best, (double)ms);
   }
   CK(cudaGetLastError());
+  // By kernel; with per_grid, by kernel and grid (a matmul's shape).
   std::map<std::string, std::pair<int, double>> by;
   for (size_t i = 0; i < n; i++) {
-    auto &b = by[g_list[i].kernel];
+    std::string key = g_list[i].kernel;
+    if (per_grid) key += " " + std::to_string(g_list[i].g[0]) + "x" + std::to_string(g_list[i].g[1]) + "x" + std::to_string(g_list[i].t[0]);
+    auto &b = by[key];
     b.first++;
     b.second += sum[i] / iters;
   }
@@ -367,9 +370,9 @@ static int timing(const char *path, int iters, bool flush) {
   std::vector<std::pair<double, std::string>> order;
   for (auto &kv : by) order.push_back({kv.second.second, kv.first});
   std::sort(order.rbegin(), order.rend());
-  printf("  %-28s %6s %10s %7s\n", "kernel", "count", "mean us", "share");
+  printf("  %-40s %6s %10s %7s\n", per_grid ? "kernel grid" : "kernel", "count", "mean us", "share");
   for (auto &o : order)
-    printf("  %-28s %6d %10.1f %6.1f%%\n", o.second.c_str(), by[o.second].first, 1e3 * o.first, 100 * o.first / mean);
+    printf("  %-40s %6d %10.1f %6.1f%%\n", o.second.c_str(), by[o.second].first, 1e3 * o.first, 100 * o.first / mean);
   printf("total: mean %.1f us, best %.1f us\n", 1e3 * mean, 1e3 * total_best);
   auto ub = g_info.find("unique_bytes");
   if (ub != g_info.end()) {
@@ -389,8 +392,12 @@ int main(int argc, char **argv) {
   if (mode == "check") return check(argv[2]);
   if (mode == "time") {
     int iters = argc > 3 ? atoi(argv[3]) : 20;
-    bool flush = argc > 4 && std::string(argv[4]) == "--flush";
-    return timing(argv[2], iters, flush);
+    bool flush = false, per_grid = false;
+    for (int i = 4; i < argc; i++) {
+      flush |= std::string(argv[i]) == "--flush";
+      per_grid |= std::string(argv[i]) == "--per-grid";
+    }
+    return timing(argv[2], iters, flush, per_grid);
   }
   if (mode == "list") {
     for (const msl_kernel_entry *k = msl_kernels; k->name; k++) printf("%s\n", k->name);

@@ -10,6 +10,8 @@
 #   run.sh attention        70B decode attention: .metal kernels and PyTorch SDPA
 #   run.sh decode           one decode step of a Llama-3.2-1B-shaped model
 #   run.sh ncu              profiler bytes and DRAM throughput of attention
+#   run.sh variants         attention with other threadgroup shapes
+#   run.sh ncu-decode       profiler bytes per dispatch of the decode step
 #   run.sh all              all of it
 #
 # Builds (build/): generic (every kernel, function constants set at launch;
@@ -34,11 +36,14 @@ build() {
   local t0=$SECONDS
   $NVCC harness.cu -o build/generic > "$OUT/build-generic.log" 2>&1 &
   $NVCC --use_fast_math $ATTN $FC70 harness.cu -o build/attn > "$OUT/build-attn.log" 2>&1 &
-  $NVCC --use_fast_math $ATTN $FC70 -DMSL_FULL_WARP harness.cu -o build/attn-fullwarp > "$OUT/build-attn-fullwarp.log" 2>&1 &
+  $NVCC --use_fast_math --resource-usage $ATTN $FC70 -DMSL_FULL_WARP harness.cu -o build/attn-fullwarp > "$OUT/build-attn-fullwarp.log" 2>&1 &
   $NVCC --use_fast_math $FC1B harness.cu -o build/decode1b > "$OUT/build-decode1b.log" 2>&1 &
+  for hg in 4 2; do
+    $NVCC --use_fast_math --resource-usage $ATTN ${FC70/MSL_FC_102=8/MSL_FC_102=$hg} -DMSL_FULL_WARP harness.cu -o build/attn-hg$hg > "$OUT/build-attn-hg$hg.log" 2>&1 &
+  done
   local rc=0
   for j in $(jobs -p); do wait "$j" || rc=1; done
-  for b in generic attn attn-fullwarp decode1b; do
+  for b in generic attn attn-fullwarp decode1b attn-hg4 attn-hg2; do
     if [ -x build/$b ]; then echo "build $b: ok"; else echo "build $b: FAILED"; head -40 "$OUT/build-$b.log"; fi
   done
   echo "builds took $((SECONDS - t0)) s"
@@ -70,13 +75,36 @@ decode() {
   for kv in q4 f16; do
     build/decode1b time "$DIR/decode-llama3.2-1b-$kv-4k.trace" ${ITERS:-20} --flush 2>&1 | tee "$OUT/decode-$kv.txt"
   done
+  build/decode1b time "$DIR/decode-llama3.2-1b-q4-4k.trace" ${ITERS:-20} --flush --per-grid > "$OUT/decode-q4-per-grid.txt" 2>&1
+}
+
+# variants: the same kernels at 128K with other threadgroup shapes (hg
+# query heads a threadgroup, splits per kv head); registers per thread from
+# ptxas.
+variants() {
+  for kv in q4 f16; do
+    for v in hg8-s32 hg8-s64 hg8-s128 hg4-s32 hg4-s64 hg2-s32; do
+      b=attn-fullwarp; case $v in hg4*) b=attn-hg4 ;; hg2*) b=attn-hg2 ;; esac
+      echo "== $kv $v ($b): $(build/$b time "$DIR/attn70b-$kv-128k-$v.trace" ${ITERS:-30} --flush | grep -E "^total|bandwidth" | tr '\n' ' ')"
+    done
+  done 2>&1 | tee "$OUT/variants.txt"
+  grep -h -A1 -E "Function properties for (kernel_attn_decode)" "$OUT"/build-attn-fullwarp.log "$OUT"/build-attn-hg4.log "$OUT"/build-attn-hg2.log | grep -E "Function|registers" | tee "$OUT/registers.txt"
+  grep -h -E "kernel_attn_decode|REG" "$OUT"/build-attn-fullwarp.log | head -5
+}
+
+# ncu_decode: DRAM bytes per dispatch of the 1B decode step (ncu flushes
+# the caches before each kernel), for the traffic model.
+ncu_decode() {
+  timeout 300 ncu --launch-skip 552 --launch-count 276 --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    build/decode1b time "$DIR/decode-llama3.2-1b-q4-4k.trace" 1 > "$OUT/ncu-decode-q4.csv" 2>&1
+  echo "== ncu decode (rc $?): $(grep -c dram__bytes_read "$OUT/ncu-decode-q4.csv") rows"
 }
 
 ncu_attn() {
   for kv in q4 f16; do
-    timeout 240 ncu --kernel-name regex:kernel_attn --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
+    timeout 240 ncu --kernel-name regex:kernel_attn --metrics launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__waves_per_multiprocessor,gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
       build/attn-fullwarp time "$DIR/attn70b-$kv-128k.trace" 1 > "$OUT/ncu-$kv-128k.txt" 2>&1
-    echo "== ncu $kv 128k (rc $?)"; grep -E "kernel_attn|gpu__time|dram__|lts__|sm__|smsp__|ERR" "$OUT/ncu-$kv-128k.txt" | head -24
+    echo "== ncu $kv 128k (rc $?)"; grep -E "kernel_attn|launch__|gpu__time|dram__|lts__|sm__|smsp__|ERR" "$OUT/ncu-$kv-128k.txt" | head -30
   done
 }
 
@@ -87,6 +115,8 @@ case "${1:-all}" in
   attention) attention ;;
   decode) decode ;;
   ncu) ncu_attn ;;
-  all) build && check; sanitize; attention; decode; ncu_attn ;;
+  variants) variants ;;
+  ncu-decode) ncu_decode ;;
+  all) build && check; sanitize; attention; decode; ncu_attn; variants; ncu_decode ;;
   *) echo "unknown step $1"; exit 2 ;;
 esac

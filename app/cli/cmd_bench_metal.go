@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"nibble/engine/ggml"
+	"nibble/engine/kv"
+	"nibble/metal/traffic"
+	"nibble/models"
+)
+
+func init() {
+	Register(&Command{
+		Name: "bench metal-model",
+		Usage: "[--catalog ID | --layers N --hidden N --heads N --kv-heads N --head-dim N --ffn N --vocab N] " +
+			"[--weights Q4_K] [--output Q6_K] [--ctx 131072] [--kv q4|q8|f16] [--kv-group 32] [--device NAME] [--json]",
+		Run: benchMetalModelCmd,
+	})
+}
+
+type metalModelDevice struct {
+	traffic.Device
+	StepMs        float64 `json:"step_ms"`
+	AttentionMs   float64 `json:"attention_ms"`
+	AttnLayerUs   float64 `json:"attention_layer_us"`
+	AttnComputeUs float64 `json:"attention_layer_compute_floor_us,omitempty"`
+	TokensPerSec  float64 `json:"tokens_per_s"`
+}
+
+type metalModelReport struct {
+	Model     string             `json:"model"`
+	Shape     traffic.Shape      `json:"shape"`
+	Ctx       int                `json:"ctx"`
+	KV        string             `json:"kv"`
+	KVGroup   int                `json:"kv_group,omitempty"`
+	Step      traffic.Step       `json:"step"`
+	Attention traffic.Step       `json:"attention_all_layers"`
+	AttnLayer traffic.Step       `json:"attention_one_layer"`
+	Devices   []metalModelDevice `json:"devices"`
+}
+
+// benchMetalModelCmd prints the traffic model of one decode step of the
+// Metal backend (metal/traffic): bytes per kernel and the time they take at
+// Apple's published bandwidths. No GPU is needed.
+func benchMetalModelCmd(env *Env, args []string) error {
+	fs := NewFlags(env, "bench metal-model")
+	catalogID := fs.String("catalog", "", "catalog model `ID` for the shape")
+	layers := fs.Int("layers", 80, "layers")
+	hidden := fs.Int("hidden", 8192, "embedding width")
+	heads := fs.Int("heads", 64, "query heads")
+	kvHeads := fs.Int("kv-heads", 8, "kv heads")
+	headDim := fs.Int("head-dim", 128, "head dim")
+	ffn := fs.Int("ffn", 28672, "feed-forward width")
+	vocab := fs.Int("vocab", 128256, "vocabulary")
+	weights := fs.String("weights", "Q4_K", "weight `TYPE` of the layers")
+	output := fs.String("output", "Q6_K", "weight `TYPE` of the output and embedding")
+	ctx := fs.Int("ctx", 131072, "positions in the cache (the token attends to all)")
+	kvType := fs.String("kv", "q4", "KV cache type: f16, q8 or q4")
+	group := fs.Int("kv-group", kv.DefaultGroupSize, "q4/q8 group size: 32 or 64")
+	dev := fs.String("device", "", "only this device (M1 ... M4 Max)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := ParseFlags(fs, args); err != nil {
+		return err
+	}
+	wt, err := ggml.ParseType(*weights)
+	if err != nil {
+		return fmt.Errorf("%w: --weights: %v", ErrUsage, err)
+	}
+	ot, err := ggml.ParseType(*output)
+	if err != nil {
+		return fmt.Errorf("%w: --output: %v", ErrUsage, err)
+	}
+	kt, err := kv.ParseType(*kvType)
+	if err != nil {
+		return fmt.Errorf("%w: --kv: %v", ErrUsage, err)
+	}
+	s := traffic.Shape{Name: "custom", Layers: *layers, Hidden: *hidden, Heads: *heads, KVHeads: *kvHeads, HeadDim: *headDim,
+		FFN: *ffn, Vocab: *vocab, Weight: wt, Embed: ot, Output: ot}
+	if *catalogID != "" {
+		m, err := models.ByID(*catalogID)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		s.Name, s.Layers, s.Hidden, s.Heads, s.KVHeads, s.HeadDim = m.ID, m.Layers, m.Embd, m.Heads, m.KVHeads, m.HeadDim
+		s.FFN, s.Vocab, s.QKVBias = m.FF, m.Vocab, m.QKVBias
+	}
+	switch {
+	case s.Layers <= 0 || s.Hidden <= 0 || s.Heads <= 0 || s.KVHeads <= 0 || s.HeadDim <= 0 || s.FFN <= 0 || s.Vocab <= 0:
+		return fmt.Errorf("%w: the shape needs positive sizes", ErrUsage)
+	case s.Heads%s.KVHeads != 0:
+		return fmt.Errorf("%w: %d heads are not a multiple of %d kv heads", ErrUsage, s.Heads, s.KVHeads)
+	case *ctx <= 0:
+		return fmt.Errorf("%w: --ctx must be positive", ErrUsage)
+	case kt != kv.F16 && *group != 32 && *group != 64:
+		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
+	}
+	c := traffic.Cache{Type: kt, GroupSize: *group}
+	if kt == kv.F16 {
+		c.GroupSize = 0
+	}
+	step := traffic.DecodeStep(s, *ctx, c)
+	r := metalModelReport{Model: s.Name, Shape: s, Ctx: *ctx, KV: kt.String(), KVGroup: c.GroupSize, Step: step,
+		Attention: step.Filter("attn_")}
+	r.AttnLayer.Attention(s.Heads, s.KVHeads, s.HeadDim, *ctx, *ctx, c)
+	for _, d := range traffic.Devices {
+		if *dev != "" && !strings.EqualFold(d.Name, *dev) {
+			continue
+		}
+		sec := d.Seconds(step.Bytes())
+		r.Devices = append(r.Devices, metalModelDevice{Device: d, StepMs: 1e3 * sec, TokensPerSec: 1 / sec,
+			AttentionMs: 1e3 * d.Seconds(r.Attention.Bytes()), AttnLayerUs: 1e6 * d.Seconds(r.AttnLayer.Bytes()),
+			AttnComputeUs: 1e6 * d.ComputeSeconds(r.AttnLayer.FLOPs)})
+	}
+	if *dev != "" && len(r.Devices) == 0 {
+		return fmt.Errorf("%w: no device %q", ErrUsage, *dev)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	w := env.Stdout
+	mb := func(b int64) string { return fmt.Sprintf("%.1f", float64(b)/1e6) }
+	fmt.Fprintf(w, "model %s: %d layers, %d/%d heads × %d, hidden %d, ffn %d, vocab %d, weights %v (output %v)\n",
+		s.Name, s.Layers, s.Heads, s.KVHeads, s.HeadDim, s.Hidden, s.FFN, s.Vocab, s.Weight, s.Output)
+	fmt.Fprintf(w, "decode step at %d positions, %s KV cache\n\n", *ctx, kt)
+	fmt.Fprintf(w, "%-22s %6s %12s %10s\n", "kernel", "count", "read MB", "write MB")
+	for _, k := range step.Kernels {
+		fmt.Fprintf(w, "%-22s %6d %12s %10s\n", k.Name, k.Count, mb(k.Read), mb(k.Written))
+	}
+	fmt.Fprintf(w, "%-22s %6s %12s %10s\n\n", "total", "", mb(step.Read), mb(step.Written))
+	fmt.Fprintf(w, "%-9s %8s %10s %9s %13s %15s %9s\n", "device", "GB/s", "step ms", "tok/s", "attention ms", "attn/layer us", "floor us")
+	for _, d := range r.Devices {
+		floor := "-"
+		if d.AttnComputeUs > 0 {
+			floor = fmt.Sprintf("%.0f", d.AttnComputeUs)
+		}
+		fmt.Fprintf(w, "%-9s %8.0f %10.2f %9.1f %13.2f %15.0f %9s\n", d.Name, d.GBs, d.StepMs, d.TokensPerSec, d.AttentionMs, d.AttnLayerUs, floor)
+	}
+	fmt.Fprintln(w, "\nTimes are bytes/bandwidth (a floor); floor us is one layer's attention FLOPs at Apple's published FP32 peak.")
+	return nil
+}

@@ -1,0 +1,240 @@
+// Package traffic is a model of the memory traffic of the Metal backend's
+// decode step: for a model shape, a context length and a KV cache type, the
+// bytes each kernel reads and writes per generated token (following the
+// dispatches metal/encoder makes, with its split and threadgroup choices),
+// and the time those bytes take at the unified-memory bandwidths Apple
+// publishes for M1-M4 chips. A decode step is bandwidth-bound when every
+// byte is read once (weights and KV cache dominate); the model is the
+// floor a kernel design can approach, and `nibble bench metal-model`
+// prints it.
+//
+// It counts each buffer a kernel reads once (activations re-read by many
+// threadgroups come from cache), as the profiler's DRAM bytes do when the
+// caches are cold; metal/gpu's README compares it with ncu on an H100.
+package traffic
+
+import (
+	"fmt"
+
+	"nibble/engine/ggml"
+	"nibble/engine/kv"
+)
+
+// Shape is a Llama-style decoder's geometry and weight types.
+type Shape struct {
+	Name                                    string
+	Layers, Hidden, Heads, KVHeads, HeadDim int
+	FFN, Vocab                              int
+	Weight, Embed, Output                   ggml.Type // Output is read once per step
+	QKVBias                                 bool
+}
+
+// Cache is the KV cache: type and metadata group size (q4, q8).
+type Cache struct {
+	Type      kv.Type
+	GroupSize int
+}
+
+// Kernel is one kernel's traffic per decode step, summed over its
+// dispatches.
+type Kernel struct {
+	Name    string `json:"name"`
+	Count   int    `json:"dispatches"`
+	Read    int64  `json:"read_bytes"`
+	Written int64  `json:"written_bytes"`
+	// FLOPs counts multiply-adds as two (matmuls and attention only).
+	FLOPs int64 `json:"flops"`
+}
+
+// Step is a decode step's traffic, by kernel in first-dispatch order.
+type Step struct {
+	Kernels []Kernel `json:"kernels"`
+	Read    int64    `json:"read_bytes"`
+	Written int64    `json:"written_bytes"`
+	FLOPs   int64    `json:"flops"`
+}
+
+func (s *Step) add(name string, read, written, flops int64) {
+	for i := range s.Kernels {
+		if s.Kernels[i].Name == name {
+			k := &s.Kernels[i]
+			k.Count++
+			k.Read += read
+			k.Written += written
+			k.FLOPs += flops
+			s.Read, s.Written, s.FLOPs = s.Read+read, s.Written+written, s.FLOPs+flops
+			return
+		}
+	}
+	s.Kernels = append(s.Kernels, Kernel{Name: name, Count: 1, Read: read, Written: written, FLOPs: flops})
+	s.Read, s.Written, s.FLOPs = s.Read+read, s.Written+written, s.FLOPs+flops
+}
+
+// Bytes is what the step moves: read plus written.
+func (s *Step) Bytes() int64 { return s.Read + s.Written }
+
+// Filter returns the kernels whose names start with prefix, as a step.
+func (s *Step) Filter(prefix string) Step {
+	var out Step
+	for _, k := range s.Kernels {
+		if len(k.Name) >= len(prefix) && k.Name[:len(prefix)] == prefix {
+			out.Kernels = append(out.Kernels, k)
+			out.Read, out.Written, out.FLOPs = out.Read+k.Read, out.Written+k.Written, out.FLOPs+k.FLOPs
+		}
+	}
+	return out
+}
+
+func suffix(t ggml.Type) string {
+	s := t.String()
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// The encoder's attention choices (metal/encoder/attention.go).
+const (
+	attnMaxHG     = 8
+	attnMinChunk  = 256
+	attnTargetTGs = 256
+	attnMaxSplits = 64
+)
+
+func headsPerGroup(g int) int {
+	for hg := min(g, attnMaxHG); hg > 1; hg-- {
+		if g%hg == 0 {
+			return hg
+		}
+	}
+	return 1
+}
+
+// splits is the split count of decode attention over n positions of a
+// cache of ctx positions.
+func splits(n, ctx, kvTGs int) int {
+	maxS := max(1, min(ctx/attnMinChunk, attnMaxSplits))
+	s := min(n/attnMinChunk, (attnTargetTGs+kvTGs-1)/kvTGs)
+	return max(1, min(s, maxS))
+}
+
+// KVBytes is one layer's K and V for n positions.
+func KVBytes(kvHeads, headDim, n int, c Cache) int64 {
+	return 2 * int64(kvHeads) * int64(n) * int64(kv.BytesPerTokenHead(c.Type, headDim, max(c.GroupSize, 1)))
+}
+
+// Attention adds one layer's decode attention over n positions of a cache
+// of ctx positions: pass 1 reads q and K/V (once per threadgroup column:
+// G/hg times) and writes the split partials; the merge reads them and
+// writes the output.
+func (s *Step) Attention(heads, kvHeads, d, n, ctx int, c Cache) {
+	g := heads / kvHeads
+	hg := headsPerGroup(g)
+	chunks := g / hg
+	sp := splits(n, ctx, kvHeads*chunks)
+	name := "attn_decode_" + c.Type.String()
+	q := int64(4 * heads * d)
+	part := int64(sp) * int64(heads) * int64(d+2) * 4
+	// Per token and query head: d multiply-adds for the score, d for V.
+	flops := 2 * 2 * int64(heads) * int64(d) * int64(n)
+	s.add(name, q+int64(chunks)*KVBytes(kvHeads, d, n, c), part, flops)
+	s.add("attn_merge", part, q, 0)
+}
+
+// DecodeStep is the traffic of one generated token at position ctx-1 (the
+// cache holds ctx positions): embed; per layer norm, q/k/v, RoPE, KV store,
+// attention, o, residual, norm, gate/up, SwiGLU, down, residual; final
+// norm, output, argmax. The dispatches of metal/gpu's decode trace.
+func DecodeStep(m Shape, ctx int, c Cache) Step {
+	var s Step
+	h, f := int64(m.Hidden), int64(m.FFN)
+	qd, kd := int64(m.Heads*m.HeadDim), int64(m.KVHeads*m.HeadDim)
+	mv := func(t ggml.Type, rows, cols int64) {
+		w := int64(t.RowBytes(int(cols))) * rows
+		s.add("mul_mv_"+suffix(t), w+4*cols, 4*rows, 2*rows*cols)
+	}
+	norm := func() { s.add("rms_norm", 4*h+4*h, 4*h, 0) }
+	s.add("get_rows_"+suffix(m.Embed), int64(m.Embed.RowBytes(m.Hidden)), 4*h, 0)
+	for l := 0; l < m.Layers; l++ {
+		norm()
+		mv(m.Weight, qd, h)
+		mv(m.Weight, kd, h)
+		mv(m.Weight, kd, h)
+		if m.QKVBias {
+			s.add("add_bias", 4*(qd+2*kd)*2, 4*(qd+2*kd), 0)
+		}
+		s.add("rope", 4*qd, 4*qd, 0)
+		s.add("rope", 4*kd, 4*kd, 0)
+		s.add("kv_append_"+c.Type.String(), 4*2*kd, 2*int64(m.KVHeads)*int64(kv.BytesPerTokenHead(c.Type, m.HeadDim, max(c.GroupSize, 1))), 0)
+		s.Attention(m.Heads, m.KVHeads, m.HeadDim, ctx, ctx, c)
+		mv(m.Weight, h, qd)
+		s.add("add", 8*h, 4*h, 0)
+		norm()
+		mv(m.Weight, f, h)
+		mv(m.Weight, f, h)
+		s.add("swiglu", 8*f, 4*f, 0)
+		mv(m.Weight, h, f)
+		s.add("add", 8*h, 4*h, 0)
+	}
+	norm()
+	mv(m.Output, int64(m.Vocab), h)
+	s.add("argmax", 4*int64(m.Vocab), 4, 0)
+	return s
+}
+
+// Device is an Apple GPU's unified-memory bandwidth (and, where Apple
+// published it, its FP32 throughput).
+type Device struct {
+	Name   string  `json:"name"`
+	GBs    float64 `json:"bandwidth_gb_s"`
+	TFLOPS float64 `json:"fp32_tflops,omitempty"`
+	Source string  `json:"source"`
+}
+
+// Devices are Apple's published figures: memory bandwidth from the chips'
+// announcements (Apple Newsroom) and spec pages; FP32 TFLOPS where the
+// announcement gives it (M1 and M2 families). M1's 68.25 GB/s is its
+// LPDDR4X-4266 on a 128-bit bus (Apple's page names the memory, not the
+// figure).
+var Devices = []Device{
+	{"M1", 68.25, 2.6, "Apple M1 (Nov 2020): LPDDR4X-4266, 128-bit; 2.6 TFLOPS"},
+	{"M1 Pro", 200, 5.2, "Apple Newsroom, 18 Oct 2021: 200GB/s, 5.2 TFLOPS"},
+	{"M1 Max", 400, 10.4, "Apple Newsroom, 18 Oct 2021: 400GB/s, 10.4 TFLOPS"},
+	{"M1 Ultra", 800, 21, "Apple Newsroom, 8 Mar 2022: 800GB/s, 21 TFLOPS"},
+	{"M2", 100, 3.6, "Apple Newsroom, 6 Jun 2022: 100GB/s, 3.6 TFLOPS"},
+	{"M2 Pro", 200, 6.8, "Apple Newsroom, 17 Jan 2023: 200GB/s, 6.8 TFLOPS"},
+	{"M2 Max", 400, 13.6, "Apple Newsroom, 17 Jan 2023: 400GB/s, 13.6 TFLOPS"},
+	{"M2 Ultra", 800, 27.2, "Apple Newsroom, 5 Jun 2023: 800GB/s, 27.2 TFLOPS"},
+	{"M3", 100, 0, "Apple MacBook Pro (M3) tech specs: 100GB/s"},
+	{"M3 Pro", 150, 0, "Apple Newsroom, 30 Oct 2023: 150GB/s"},
+	{"M3 Max", 400, 0, "Apple Newsroom, 30 Oct 2023: up to 400GB/s (16-core CPU; 300GB/s with 14)"},
+	{"M3 Ultra", 819, 0, "Apple Newsroom, 5 Mar 2025: over 800GB/s (819GB/s in the Mac Studio specs)"},
+	{"M4", 120, 0, "Apple Newsroom, 7 May 2024: 120GB/s"},
+	{"M4 Pro", 273, 0, "Apple Newsroom, 30 Oct 2024: 273GB/s"},
+	{"M4 Max", 546, 0, "Apple Newsroom, 30 Oct 2024: 546GB/s (16-core CPU; 410GB/s with 14)"},
+}
+
+// DeviceByName finds a device (exact name).
+func DeviceByName(name string) (Device, error) {
+	for _, d := range Devices {
+		if d.Name == name {
+			return d, nil
+		}
+	}
+	return Device{}, fmt.Errorf("traffic: no device %q", name)
+}
+
+// Seconds is the time moving b bytes takes at d's bandwidth.
+func (d Device) Seconds(b int64) float64 { return float64(b) / (d.GBs * 1e9) }
+
+// ComputeSeconds is the time flops take at d's FP32 peak (0 when Apple
+// published none).
+func (d Device) ComputeSeconds(flops int64) float64 {
+	if d.TFLOPS == 0 {
+		return 0
+	}
+	return float64(flops) / (d.TFLOPS * 1e12)
+}
