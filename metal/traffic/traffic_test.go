@@ -1,0 +1,86 @@
+package traffic
+
+import (
+	"math"
+	"testing"
+
+	"nibble/engine/ggml"
+	"nibble/engine/kv"
+)
+
+var llama1B = Shape{Name: "llama3.2-1b", Layers: 16, Hidden: 2048, Heads: 32, KVHeads: 8, HeadDim: 64, FFN: 8192, Vocab: 128256,
+	Weight: ggml.Q4_K, Embed: ggml.Q6_K, Output: ggml.Q6_K}
+
+// h100 is what ncu measured for one decode step of metal/gpu's
+// decode-llama3.2-1b-q4-4k trace on an H100 (caches flushed before each
+// kernel): DRAM bytes read per kernel, summed over its dispatches, and the
+// dispatch counts.
+var h100 = map[string]struct {
+	n    int
+	read float64 // MB
+}{
+	"mul_mv_q4_k":    {112, 228.00 + 302.73 + 19.61},
+	"mul_mv_q6_k":    {1, 215.51},
+	"attn_decode_q4": {16, 43.03},
+	"attn_merge":     {16, 2.35},
+	"rms_norm":       {33, 0.72},
+	"add":            {32, 0.63},
+	"rope":           {32, 0.21 + 0.12},
+	"kv_append_q4":   {16, 0.21},
+	"swiglu":         {16, 1.12},
+	"argmax":         {1, 0.52},
+	"get_rows_q6_k":  {1, 0.01},
+}
+
+// TestAgainstH100: the model's dispatch counts are the trace's, and the
+// bytes of the kernels that move the data (weights and KV cache: 99.7% of
+// the step) are within 3% of the profiler's. The small kernels read more
+// than the model counts (tens of KB each: whole 32-byte sectors, and the
+// argument buffers and uploads the model leaves out); together they are
+// 1 MB of 815.
+func TestAgainstH100(t *testing.T) {
+	s := DecodeStep(llama1B, 4096, Cache{Type: kv.Q4, GroupSize: 32})
+	var model, measured float64
+	for _, k := range s.Kernels {
+		m, ok := h100[k.Name]
+		if !ok {
+			t.Errorf("kernel %s not measured", k.Name)
+			continue
+		}
+		if k.Count != m.n {
+			t.Errorf("%s: %d dispatches, the trace has %d", k.Name, k.Count, m.n)
+		}
+		got := float64(k.Read) / 1e6
+		gap := (m.read - got) / got
+		t.Logf("%-15s %4d  model %9.2f MB  ncu %9.2f MB  gap %+6.1f%%", k.Name, k.Count, got, m.read, 100*gap)
+		model += got
+		measured += m.read
+		if got > 10 && math.Abs(gap) > 0.03 {
+			t.Errorf("%s: model %.2f MB, ncu %.2f MB", k.Name, got, m.read)
+		}
+	}
+	t.Logf("step: model %.1f MB read, ncu %.1f MB (gap %+.2f%%)", model, measured, 100*(measured-model)/model)
+	if math.Abs(measured-model)/model > 0.02 {
+		t.Errorf("step: model %.1f MB, ncu %.1f MB", model, measured)
+	}
+}
+
+func TestAttentionBytes(t *testing.T) {
+	for _, c := range []struct {
+		cache Cache
+		per   int // bytes per position and kv head, K or V
+	}{{Cache{kv.Q4, 32}, 64 + 16}, {Cache{kv.Q8, 32}, 128 + 16}, {Cache{kv.F16, 0}, 256}} {
+		var s Step
+		s.Attention(64, 8, 128, 131072, 131072, c.cache)
+		want := int64(2*8*131072*c.per + 4*64*128)
+		if s.Kernels[0].Read != want {
+			t.Errorf("%v: pass 1 reads %d, want %d", c.cache.Type, s.Kernels[0].Read, want)
+		}
+		if s.Kernels[1].Name != "attn_merge" || s.Kernels[1].Read != s.Kernels[0].Written {
+			t.Errorf("%v: the merge reads %d, pass 1 writes %d", c.cache.Type, s.Kernels[1].Read, s.Kernels[0].Written)
+		}
+	}
+	if _, err := DeviceByName("M1 Max"); err != nil {
+		t.Fatal(err)
+	}
+}
