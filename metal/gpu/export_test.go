@@ -20,6 +20,7 @@ import (
 	"nibble/metal/device"
 	"nibble/metal/emulator"
 	"nibble/metal/encoder"
+	"nibble/metal/msl"
 	"nibble/metal/shaders"
 )
 
@@ -53,10 +54,18 @@ func TestExport(t *testing.T) {
 	}
 	for _, typ := range []kv.Type{kv.Q4, kv.F16} {
 		for _, v := range [][2]int{{8, 32}, {8, 64}, {8, 128}, {4, 32}, {4, 64}, {2, 32}} {
-			if err := attentionVariant(dir, typ, 128<<10, v[0], v[1]); err != nil {
+			if err := attentionVariant(dir, typ, 128<<10, 64, v[0], v[1]); err != nil {
 				t.Fatal(err)
 			}
 		}
+		// GQA 1 (8 query heads on the 8 kv heads): the same K/V bytes with
+		// an eighth of the arithmetic.
+		if err := attentionVariant(dir, typ, 128<<10, 8, 1, 32); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bugsTrace(dir); err != nil {
+		t.Fatal(err)
 	}
 	if err := decodeStepTrace(dir, llama1B, kv.Q4, 4096); err != nil {
 		t.Fatal(err)
@@ -283,12 +292,13 @@ func decodeStepTrace(dir string, s shape, typ kv.Type, ctx int) error {
 	})
 }
 
-// attentionVariant is the decode attention of attentionTrace dispatched
-// with other shapes than the encoder picks: hg query heads per threadgroup
+// attentionVariant is the decode attention of attentionTrace (or, with
+// heads other than 64, of heads query heads on the same 8 kv heads)
+// dispatched with other shapes than the encoder picks: hg query heads per threadgroup
 // (G/hg threadgroups per kv head, each reading the group's K/V) and
 // splits splits per kv head. The kernels are the same; hg is a function
 // constant (a build of its own).
-func attentionVariant(dir string, typ kv.Type, n, hg, splits int) error {
+func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 	r, _, err := newRecorder()
 	if err != nil {
 		return err
@@ -298,7 +308,7 @@ func attentionVariant(dir string, typ kv.Type, n, hg, splits int) error {
 	if err != nil {
 		return err
 	}
-	const heads, kvHeads, d = 64, 8, 128
+	const kvHeads, d = 8, 128
 	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: kvHeads, HeadDim: d, Ctx: n}
 	c := kvLayer(r, cfg)
 	q, out := region(r, heads*d*4), region(r, heads*d*4)
@@ -339,7 +349,66 @@ func attentionVariant(dir string, typ kv.Type, n, hg, splits int) error {
 	if err := r.Submit(&l); err != nil {
 		return err
 	}
-	return r.Write(dir, fmt.Sprintf("attn70b-%s-%dk-hg%d-s%d", kvName(typ), n>>10, hg, splits), map[string]string{
+	name := fmt.Sprintf("attn70b-%s-%dk-hg%d-s%d", kvName(typ), n>>10, hg, splits)
+	if heads != 64 {
+		name = fmt.Sprintf("attn-g%d-%s-%dk-hg%d-s%d", heads/kvHeads, kvName(typ), n>>10, hg, splits)
+	}
+	return r.Write(dir, name, map[string]string{
 		"unique_bytes": fmt.Sprint(2*c.PlaneBytes() + 2*heads*d*4),
 	})
+}
+
+// bugsTrace writes dir/bugs: the CUDA translation of the emulator's
+// planted-bug kernels (metal/emulator/testdata/bugs.metal) and a trace of
+// those compute-sanitizer should flag: a missing barrier
+// (shift_missing_barrier), a clear and a write of the same slots without a
+// barrier between (clear_then_write), and two different barriers in the
+// two branches of an if (two_barriers).
+func bugsTrace(dir string) error {
+	text, err := os.ReadFile(filepath.Join("..", "emulator", "testdata", "bugs.metal"))
+	if err != nil {
+		return err
+	}
+	srcs := []msl.Source{{Name: "bugs.metal", Text: string(text)}}
+	c, err := msl.TranslateCUDA(srcs)
+	if err != nil {
+		return err
+	}
+	dir = filepath.Join(dir, "bugs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernels.cu"), []byte(c.Code), 0o644); err != nil {
+		return err
+	}
+	r := NewRecorder()
+	lib, err := r.NewLibrary(srcs)
+	if err != nil {
+		return err
+	}
+	x, y := region(r, 4*256), region(r, 4*256)
+	bind := func(i int, x encoder.Region) device.Binding {
+		return device.Binding{Index: i, Buffer: x.Buf, Offset: x.Off}
+	}
+	var l device.CommandList
+	for _, k := range []struct {
+		name    string
+		threads int
+		bufs    []device.Binding
+		tg      []int
+	}{
+		{"shift_missing_barrier", 64, []device.Binding{bind(0, x), bind(1, y)}, []int{256}},
+		{"clear_then_write", 128, []device.Binding{bind(0, y)}, []int{128}},
+		{"two_barriers", 64, []device.Binding{bind(0, y)}, nil},
+	} {
+		p, err := lib.Pipeline(k.name)
+		if err != nil {
+			return err
+		}
+		l.Add(device.Dispatch{Pipeline: p, Groups: [3]int{1, 1, 1}, Threads: [3]int{k.threads, 1, 1}, Buffers: k.bufs, Threadgroup: k.tg})
+	}
+	if err := r.Submit(&l); err != nil {
+		return err
+	}
+	return r.Write(dir, "bugs", nil)
 }

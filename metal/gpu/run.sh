@@ -38,12 +38,13 @@ build() {
   $NVCC --use_fast_math $ATTN $FC70 harness.cu -o build/attn > "$OUT/build-attn.log" 2>&1 &
   $NVCC --use_fast_math --resource-usage $ATTN $FC70 -DMSL_FULL_WARP harness.cu -o build/attn-fullwarp > "$OUT/build-attn-fullwarp.log" 2>&1 &
   $NVCC --use_fast_math $FC1B harness.cu -o build/decode1b > "$OUT/build-decode1b.log" 2>&1 &
-  for hg in 4 2; do
+  for hg in 4 2 1; do
     $NVCC --use_fast_math --resource-usage $ATTN ${FC70/MSL_FC_102=8/MSL_FC_102=$hg} -DMSL_FULL_WARP harness.cu -o build/attn-hg$hg > "$OUT/build-attn-hg$hg.log" 2>&1 &
   done
   local rc=0
+  ${NVCC/-I $DIR/-I $DIR/bugs} harness.cu -o build/bugs > "$OUT/build-bugs.log" 2>&1 &
   for j in $(jobs -p); do wait "$j" || rc=1; done
-  for b in generic attn attn-fullwarp decode1b attn-hg4 attn-hg2; do
+  for b in generic attn attn-fullwarp decode1b attn-hg4 attn-hg2 attn-hg1 bugs; do
     if [ -x build/$b ]; then echo "build $b: ok"; else echo "build $b: FAILED"; head -40 "$OUT/build-$b.log"; fi
   done
   echo "builds took $((SECONDS - t0)) s"
@@ -56,6 +57,12 @@ sanitize() {
   for tool in memcheck racecheck synccheck; do
     timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --print-limit 20 build/generic check "$DIR/check.trace" > "$OUT/sanitize-$tool.txt" 2>&1
     echo "== $tool (rc $?)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|Race|Barrier|check:" "$OUT/sanitize-$tool.txt" | sort | uniq -c | head -20
+  done
+  # The planted bugs of metal/emulator/testdata/bugs.metal must be flagged,
+  # at their .metal lines.
+  for tool in racecheck synccheck; do
+    timeout 120 compute-sanitizer --tool $tool --print-limit 10 build/bugs time "$DIR/bugs/bugs.trace" 1 > "$OUT/sanitize-bugs-$tool.txt" 2>&1
+    echo "== planted bugs, $tool (rc $?)"; grep -E "SUMMARY|bugs.metal:[0-9]+" "$OUT/sanitize-bugs-$tool.txt" | sed 's/^=* *//' | sort | uniq -c | head -12
   done
 }
 
@@ -87,9 +94,11 @@ variants() {
       b=attn-fullwarp; case $v in hg4*) b=attn-hg4 ;; hg2*) b=attn-hg2 ;; esac
       echo "== $kv $v ($b): $(build/$b time "$DIR/attn70b-$kv-128k-$v.trace" ${ITERS:-30} --flush | grep -E "^total|bandwidth" | tr '\n' ' ')"
     done
+    echo "== $kv GQA 1 hg1-s32 (attn-hg1): $(build/attn-hg1 time "$DIR/attn-g1-$kv-128k-hg1-s32.trace" ${ITERS:-30} --flush | grep -E "^total|bandwidth" | tr '\n' ' ')"
   done 2>&1 | tee "$OUT/variants.txt"
-  grep -h -A1 -E "Function properties for (kernel_attn_decode)" "$OUT"/build-attn-fullwarp.log "$OUT"/build-attn-hg4.log "$OUT"/build-attn-hg2.log | grep -E "Function|registers" | tee "$OUT/registers.txt"
-  grep -h -E "kernel_attn_decode|REG" "$OUT"/build-attn-fullwarp.log | head -5
+  for b in attn-fullwarp attn-hg4 attn-hg2 attn-hg1; do
+    echo "$b: $(grep -A3 "Compiling entry function 'kernel_attn_decode" "$OUT/build-$b.log" | grep -oE "(decode_[a-z0-9]+'|Used [0-9]+ registers)" | tr '\n' ' ')"
+  done | tee "$OUT/registers.txt"
 }
 
 # ncu_decode: DRAM bytes per dispatch of the 1B decode step (ncu flushes
@@ -100,12 +109,18 @@ ncu_decode() {
   echo "== ncu decode (rc $?): $(grep -c dram__bytes_read "$OUT/ncu-decode-q4.csv") rows"
 }
 
+NCU_METRICS=launch__registers_per_thread,launch__occupancy_limit_registers,launch__waves_per_multiprocessor,gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
+
+ncu_one() { # build trace label
+  timeout 240 ncu --kernel-name regex:kernel_attn_decode --launch-count 1 --metrics $NCU_METRICS build/$1 time "$DIR/$2.trace" 1 > "$OUT/ncu-$3.txt" 2>&1
+  echo "== ncu $3: $2 on $1 (rc $?)"; grep -E "launch__|gpu__time|dram__|lts__|sm__|smsp__|ERR" "$OUT/ncu-$3.txt" | head -20
+}
+
 ncu_attn() {
-  for kv in q4 f16; do
-    timeout 240 ncu --kernel-name regex:kernel_attn --metrics launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__waves_per_multiprocessor,gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
-      build/attn-fullwarp time "$DIR/attn70b-$kv-128k.trace" 1 > "$OUT/ncu-$kv-128k.txt" 2>&1
-    echo "== ncu $kv 128k (rc $?)"; grep -E "kernel_attn|launch__|gpu__time|dram__|lts__|sm__|smsp__|ERR" "$OUT/ncu-$kv-128k.txt" | head -30
-  done
+  ncu_one attn-fullwarp attn70b-q4-128k q4-128k
+  ncu_one attn-fullwarp attn70b-f16-128k f16-128k
+  ncu_one attn-hg4 attn70b-q4-128k-hg4-s32 q4-128k-hg4
+  ncu_one attn-hg1 attn-g1-q4-128k-hg1-s32 q4-128k-gqa1
 }
 
 case "${1:-all}" in
