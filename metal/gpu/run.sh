@@ -12,6 +12,9 @@
 #   run.sh ncu              profiler bytes and DRAM throughput of attention
 #   run.sh variants         attention with other threadgroup shapes
 #   run.sh ncu-decode       profiler bytes per dispatch of the decode step
+#   run.sh proto            the tensor-core attention prototype (proto/)
+#   run.sh ncu-proto        where its time goes
+#   run.sh compare          .metal q4, the prototype and PyTorch on one machine
 #   run.sh all              all of it
 #
 # Builds (build/): generic (every kernel, function constants set at launch;
@@ -123,6 +126,47 @@ ncu_attn() {
   ncu_one attn-hg1 attn-g1-q4-128k-hg1-s32 q4-128k-gqa1
 }
 
+# proto: the tensor-core design of the README (proto/attn_mma.cu, plain
+# CUDA) checked against a float reference and timed at 8K, 32K and 128K,
+# beside the .metal q4 kernel and PyTorch in the same run.
+proto() {
+  nvcc -std=c++17 -O3 -arch=$ARCH -lineinfo --use_fast_math -Xptxas -v proto/attn_mma.cu -o build/attn_mma > "$OUT/build-attn_mma.log" 2>&1 || { tail -30 "$OUT/build-attn_mma.log"; return 1; }
+  for a in "131072 32" "32768 64" "8192 32"; do build/attn_mma $a ${ITERS:-50}; build/attn_mma $a ${ITERS:-50} smem; done 2>&1 | tee "$OUT/proto.txt"
+  # Shapes: warps per threadgroup and a register cap for more threadgroups per SM.
+  for v in "8 2" "4 4" "8 1"; do
+    set -- $v
+    nvcc -std=c++17 -O3 -arch=$ARCH --use_fast_math -Xptxas -v -DWARPS=$1 -DMINB=$2 proto/attn_mma.cu -o build/attn_mma_$1_$2 > "$OUT/build-attn_mma_$1_$2.log" 2>&1 &
+  done
+  wait
+  for v in "8 2" "4 4" "8 1"; do
+    set -- $v
+    for s in 32 64 128; do
+      for mode in plain smem; do build/attn_mma_$1_$2 131072 $s ${ITERS:-50} $mode | grep median; done
+    done
+  done 2>&1 | tee -a "$OUT/proto.txt"
+}
+
+# ncu_proto: where the prototype's time goes (8 warps, 2 blocks/SM, 32 splits, staged).
+ncu_proto() {
+  [ -x build/attn_mma_8_2 ] || nvcc -std=c++17 -O3 -arch=$ARCH --use_fast_math -DWARPS=8 -DMINB=2 proto/attn_mma.cu -o build/attn_mma_8_2
+  timeout 200 ncu --kernel-name attn_q4_mma_smem --launch-skip 1 --launch-count 1 --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
+    --metrics dram__bytes_read.sum,smsp__inst_executed.sum,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active \
+    build/attn_mma_8_2 131072 32 3 smem > "$OUT/ncu-proto.txt" 2>&1
+  echo "== ncu proto (rc $?)"; grep -E "Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|dram__bytes|smsp__inst|tensor|Stall|stall" "$OUT/ncu-proto.txt" | head -30
+}
+
+# compare: the fused q4 .metal kernel (encoder's shape and 4 heads a
+# threadgroup), the prototype's best shape and PyTorch, on one machine.
+compare() {
+  [ -x build/attn_mma_8_2 ] || nvcc -std=c++17 -O3 -arch=$ARCH --use_fast_math -DWARPS=8 -DMINB=2 proto/attn_mma.cu -o build/attn_mma_8_2
+  for n in 8k 32k 128k; do
+    echo "== $n .metal q4 (full warp): $(build/attn-fullwarp time "$DIR/attn70b-q4-$n.trace" ${ITERS:-50} --flush | grep -E "^total" )"
+  done
+  echo "== 128k .metal q4, 4 heads a threadgroup: $(build/attn-hg4 time "$DIR/attn70b-q4-128k-hg4-s32.trace" ${ITERS:-50} --flush | grep -E "^total")"
+  for a in "8192 32" "32768 32" "131072 32"; do build/attn_mma_8_2 $a ${ITERS:-50} smem; done
+  python3 sdpa.py ${ITERS:-50} | grep enable_gqa
+}
+
 case "${1:-all}" in
   build) build ;;
   check) check ;;
@@ -132,6 +176,9 @@ case "${1:-all}" in
   ncu) ncu_attn ;;
   variants) variants ;;
   ncu-decode) ncu_decode ;;
+  proto) proto ;;
+  compare) compare ;;
+  ncu-proto) ncu_proto ;;
   all) build && check; sanitize; attention; decode; ncu_attn; variants; ncu_decode ;;
   *) echo "unknown step $1"; exit 2 ;;
 esac
