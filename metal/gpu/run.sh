@@ -158,12 +158,16 @@ ncu_proto() {
 # compare: the fused q4 .metal kernel (encoder's shape and 4 heads a
 # threadgroup), the prototype's best shape and PyTorch, on one machine.
 compare() {
-  [ -x build/attn_mma_8_2 ] || nvcc -std=c++17 -O3 -arch=$ARCH --use_fast_math -DWARPS=8 -DMINB=2 proto/attn_mma.cu -o build/attn_mma_8_2
+  nvcc -std=c++17 -O3 -arch=$ARCH --use_fast_math -DWARPS=8 -DMINB=2 proto/attn_mma.cu -o build/attn_mma_8_2 &
+  nvcc -std=c++17 -O3 -arch=$ARCH --use_fast_math -DWARPS=8 -DMINB=2 -DFASTCVT proto/attn_mma.cu -o build/attn_mma_fast &
+  wait
   for n in 8k 32k 128k; do
     echo "== $n .metal q4 (full warp): $(build/attn-fullwarp time "$DIR/attn70b-q4-$n.trace" ${ITERS:-50} --flush | grep -E "^total" )"
   done
   echo "== 128k .metal q4, 4 heads a threadgroup: $(build/attn-hg4 time "$DIR/attn70b-q4-128k-hg4-s32.trace" ${ITERS:-50} --flush | grep -E "^total")"
   for a in "8192 32" "32768 32" "131072 32"; do build/attn_mma_8_2 $a ${ITERS:-50} smem; done
+  echo "FASTCVT: two nibbles of a word per mask, the 1024 offset through the sums"
+  for a in "8192 32" "32768 32" "131072 32" "131072 64"; do build/attn_mma_fast $a ${ITERS:-50} smem; done
   python3 sdpa.py ${ITERS:-50} | grep enable_gqa
 }
 

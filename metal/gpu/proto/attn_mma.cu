@@ -291,8 +291,15 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) attn_q4_mma_smem(const float
   unsigned qb[8][2];
 #pragma unroll
   for (int kk = 0; kk < 8; kk++) {
+#ifdef FASTCVT
+    // k slots 2t, 2t+1, 2t+8, 2t+9 are dims t, t+4, 8+t, 12+t of the step:
+    // the nibbles one mask takes from a word.
+    qb[kk][0] = h2u(__halves2half2(qh[g][16 * kk + t], qh[g][16 * kk + t + 4]));
+    qb[kk][1] = h2u(__halves2half2(qh[g][16 * kk + 8 + t], qh[g][16 * kk + 12 + t]));
+#else
     qb[kk][0] = h2u(*reinterpret_cast<const __half2 *>(&qh[g][16 * kk + 2 * t]));
     qb[kk][1] = h2u(*reinterpret_cast<const __half2 *>(&qh[g][16 * kk + 2 * t + 8]));
+#endif
   }
   __syncthreads();
   float qs[2][NG];
@@ -326,15 +333,29 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) attn_q4_mma_smem(const float
         const unsigned xa[4] = {wa.x, wa.y, wa.z, wa.w}, xb[4] = {wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-          const unsigned sh = 8 * t;
           unsigned a[4];
+#ifdef FASTCVT
+          // 1024 + n as halves, two nibbles by one mask; the 1024s come off
+          // through Σq' below.
+          const unsigned sh = 4 * t;
+          a[0] = ((xa[2 * h] >> sh) & 0x000F000Fu) | 0x64006400u;
+          a[1] = ((xb[2 * h] >> sh) & 0x000F000Fu) | 0x64006400u;
+          a[2] = ((xa[2 * h + 1] >> sh) & 0x000F000Fu) | 0x64006400u;
+          a[3] = ((xb[2 * h + 1] >> sh) & 0x000F000Fu) | 0x64006400u;
+#else
+          const unsigned sh = 8 * t;
           a[0] = codes2(xa[2 * h] >> sh, xa[2 * h] >> (sh + 4));
           a[1] = codes2(xb[2 * h] >> sh, xb[2 * h] >> (sh + 4));
           a[2] = codes2(xa[2 * h + 1] >> sh, xa[2 * h + 1] >> (sh + 4));
           a[3] = codes2(xb[2 * h + 1] >> sh, xb[2 * h + 1] >> (sh + 4));
+#endif
           mma16816(c, a, qb[2 * gr + h][0], qb[2 * gr + h][1]);
         }
-        const float2 sba = __half22float2(u2h(mwa[gr])), sbb = __half22float2(u2h(mwb[gr]));
+        float2 sba = __half22float2(u2h(mwa[gr])), sbb = __half22float2(u2h(mwb[gr]));
+#ifdef FASTCVT
+        sba.y -= 1024.0f * sba.x;
+        sbb.y -= 1024.0f * sbb.x;
+#endif
         s[0] += sba.x * c[0] + sba.y * qs[0][gr];
         s[1] += sba.x * c[1] + sba.y * qs[1][gr];
         s[2] += sbb.x * c[2] + sbb.y * qs[0][gr];
@@ -387,7 +408,14 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) attn_q4_mma_smem(const float
         for (int gr = 0; gr < NG; gr++) {
           const float2 sb = __half22float2(u2h(w[gr]));
           sv[i][gr] = sb.x;
+#ifdef FASTCVT
+          // The codes carry +1024 into the product with B = half(s·p): take
+          // 1024 of the same rounded value off.
+          const float sp = __half2float(__float2half_rn(sb.x * pt[i]));
+          ob[gr] = (i == 0 ? ob[gr] * ag : ob[gr]) + sb.y * pt[i] - 1024.0f * sp;
+#else
           ob[gr] = (i == 0 ? ob[gr] * ag : ob[gr]) + sb.y * pt[i];
+#endif
         }
       }
 #pragma unroll
@@ -403,10 +431,17 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) attn_q4_mma_smem(const float
           const unsigned w0[4] = {h ? x[0].z : x[0].x, h ? x[1].z : x[1].x, h ? x[2].z : x[2].x, h ? x[3].z : x[3].x};
           const unsigned w1[4] = {h ? x[0].w : x[0].y, h ? x[1].w : x[1].y, h ? x[2].w : x[2].y, h ? x[3].w : x[3].y};
           unsigned a[4];
+#ifdef FASTCVT
+          a[0] = ((w0[0] >> sh) & 15u) | (((w0[1] >> sh) & 15u) << 16) | 0x64006400u;
+          a[1] = ((w1[0] >> sh) & 15u) | (((w1[1] >> sh) & 15u) << 16) | 0x64006400u;
+          a[2] = ((w0[2] >> sh) & 15u) | (((w0[3] >> sh) & 15u) << 16) | 0x64006400u;
+          a[3] = ((w1[2] >> sh) & 15u) | (((w1[3] >> sh) & 15u) << 16) | 0x64006400u;
+#else
           a[0] = codes2(w0[0] >> sh, w0[1] >> sh);
           a[1] = codes2(w1[0] >> sh, w1[1] >> sh);
           a[2] = codes2(w0[2] >> sh, w0[3] >> sh);
           a[3] = codes2(w1[2] >> sh, w1[3] >> sh);
+#endif
           mma16816(o[2 * gr + h], a, b0, b1);
         }
       }
