@@ -3,9 +3,11 @@
 package gpu
 
 import (
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +16,9 @@ import (
 	"nibble/engine"
 	"nibble/engine/backend"
 	"nibble/engine/ggml"
+	"nibble/engine/half"
 	"nibble/engine/kv"
+	"nibble/engine/quant"
 	"nibble/internal/testdata"
 	"nibble/metal"
 	"nibble/metal/device"
@@ -106,6 +110,9 @@ func TestExport(t *testing.T) {
 				t.Fatalf("%s %v: %v", name, c.Type, err)
 			}
 		}
+	}
+	if err := kernelsRun(tee); err != nil {
+		t.Fatal(err)
 	}
 	if err := tee.Close(); err != nil {
 		t.Fatal(err)
@@ -411,4 +418,124 @@ func bugsTrace(dir string) error {
 		return err
 	}
 	return r.Write(dir, "bugs", nil)
+}
+
+// halfFields are the byte offsets of the half scales in each block type
+// (common.metal's structs), set to small values in random blocks.
+var halfFields = map[ggml.Type][]int{
+	ggml.Q4_1: {0, 2}, ggml.Q5_0: {0}, ggml.Q5_1: {0, 2}, ggml.Q2_K: {80, 82}, ggml.Q3_K: {108},
+	ggml.Q4_K: {0, 2}, ggml.Q5_K: {0, 2}, ggml.Q6_K: {208},
+}
+
+// randomWeight is rows×cols of type t: quantized from random floats where
+// engine/quant can, else random blocks with sane half scales.
+func randomWeight(rng *rand.Rand, t ggml.Type, rows, cols int) ([]byte, error) {
+	rb := t.RowBytes(cols)
+	out := make([]byte, rows*rb)
+	x := make([]float32, cols)
+	for r := 0; r < rows; r++ {
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		if err := quant.Quantize(t, out[r*rb:(r+1)*rb], x); err == nil {
+			continue
+		}
+		rng.Read(out[r*rb : (r+1)*rb])
+	}
+	if f, ok := halfFields[t]; ok {
+		bs := t.RowBytes(256) / (256 / t.BlockSize())
+		for b := 0; b+bs <= len(out); b += bs {
+			for _, off := range f {
+				binary.LittleEndian.PutUint16(out[b+off:], half.FromFloat32(0.002+0.02*rng.Float32()))
+			}
+		}
+	}
+	return out, nil
+}
+
+// kernelsRun adds to the check trace the kernels the test models do not
+// use: get_rows, mul_mv (one and three rows of x) and mul_mm for every
+// weight type, rms_norm with an f16 weight, argmax and the scalar forms of
+// the element-wise kernels, on random inputs.
+func kernelsRun(tee *TeeDevice) error {
+	srcs, err := shaders.Sources()
+	if err != nil {
+		return err
+	}
+	lib, err := tee.NewLibrary(srcs)
+	if err != nil {
+		return err
+	}
+	e := encoder.New(tee, lib)
+	defer e.Close()
+	rng := rand.New(rand.NewSource(7))
+	buf := func(b []byte) (encoder.Region, error) {
+		d, err := tee.NewBuffer(len(b))
+		if err != nil {
+			return encoder.Region{}, err
+		}
+		copy(d.Bytes(), b)
+		return encoder.Region{Buf: d, Len: len(b)}, nil
+	}
+	floats := func(n int) []byte {
+		b := make([]byte, 4*n)
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(rng.NormFloat64())))
+		}
+		return b
+	}
+	const rows, cols = 64, 512
+	x, err := buf(floats(9 * cols))
+	if err != nil {
+		return err
+	}
+	dst, err := buf(make([]byte, 4*9*rows+4*4*cols))
+	if err != nil {
+		return err
+	}
+	for _, t := range []ggml.Type{ggml.F32, ggml.F16, ggml.BF16, ggml.Q4_0, ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, ggml.Q8_0,
+		ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K, ggml.Q6_K} {
+		wb, err := randomWeight(rng, t, rows, cols)
+		if err != nil {
+			return err
+		}
+		wr, err := buf(wb)
+		if err != nil {
+			return err
+		}
+		w := &encoder.Weight{Region: wr, Type: t, Rows: rows, Cols: cols}
+		e.Embed(dst, w, []int32{3, 0, 63, 17})
+		e.MatMul(dst, w, x, 1)
+		e.MatMul(dst, w, x, 3)
+		e.MatMul(dst, w, x, 9)
+		if t == ggml.F16 {
+			nw := &encoder.Weight{Region: wr.Sub(0, 2*cols), Type: t, Rows: 1, Cols: cols}
+			e.RMSNorm(dst, x, nw, 1e-5, 2)
+		}
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("%v: %w", t, err)
+		}
+		if err := tee.Submit(e.List()); err != nil {
+			return err
+		}
+		if err := tee.Sync(); err != nil {
+			return err
+		}
+		e.Reset()
+	}
+	e.Argmax(dst, x, 2, 1000)
+	e.Argmax(dst, x, 3, 333)
+	// The element-wise kernels' scalar forms: lengths that are not
+	// multiples of 4.
+	e.Add(dst, x, 7)
+	e.SwiGLU(dst, x, x.Sub(64, 4*cols), 7)
+	e.Copy(dst, 1, x, 3, 5)
+	e.AddBias(dst, &encoder.Weight{Region: x.Sub(0, 4*7), Type: ggml.F32, Rows: 1, Cols: 7}, 3)
+	if err := e.Err(); err != nil {
+		return err
+	}
+	if err := tee.Submit(e.List()); err != nil {
+		return err
+	}
+	return tee.Sync()
 }
