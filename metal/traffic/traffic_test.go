@@ -84,3 +84,21 @@ func TestAttentionBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAttentionAgainstH100: pass 1 of one Llama-3.1-70B layer's decode
+// attention at 128K, as ncu measured its DRAM reads on an H100.
+func TestAttentionAgainstH100(t *testing.T) {
+	for _, c := range []struct {
+		cache Cache
+		ncuMB float64
+	}{{Cache{kv.Q4, 32}, 167.92}, {Cache{kv.F16, 0}, 537.05}} {
+		var s Step
+		s.Attention(64, 8, 128, 131072, 131072, c.cache)
+		got := float64(s.Kernels[0].Read) / 1e6
+		gap := (c.ncuMB - got) / got
+		t.Logf("%v: model %.2f MB, ncu %.2f MB (%+.2f%%)", c.cache.Type, got, c.ncuMB, 100*gap)
+		if math.Abs(gap) > 0.01 {
+			t.Errorf("%v: model %.2f MB, ncu %.2f MB", c.cache.Type, got, c.ncuMB)
+		}
+	}
+}
