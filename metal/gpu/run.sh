@@ -4,9 +4,10 @@
 # kernels.cu that `go test ./metal/gpu -run TestExport -args -out DIR`
 # writes (DIR defaults to metal/gpu/out). Results go to $OUT (or ./results).
 #
-#   run.sh build            the four builds below
+#   run.sh build            the builds below
 #   run.sh check            every recorded dispatch against the emulator
-#   run.sh sanitize         compute-sanitizer memcheck and racecheck on check
+#   run.sh sanitize         compute-sanitizer memcheck, racecheck and synccheck
+#                           on check, and on the planted bugs
 #   run.sh attention        70B decode attention: .metal kernels and PyTorch SDPA
 #   run.sh decode           one decode step of a Llama-3.2-1B-shaped model
 #   run.sh ncu              profiler bytes and DRAM throughput of attention
@@ -21,9 +22,10 @@
 # Metal's "active lanes" simd collectives), attn (decode attention for
 # D 128, gs 32, 8 heads a threadgroup, function constants compiled in, as
 # Metal specialises a pipeline), attn-fullwarp (the same, collectives
-# assuming full warps, -DMSL_FULL_WARP), decode1b (every kernel, the 1B
-# model's constants compiled in). Timing builds use --use_fast_math, as
-# Metal compiles with fast math.
+# assuming full warps, -DMSL_FULL_WARP), attn-hg4/2/1 (4, 2, 1 heads a
+# threadgroup), decode1b (every kernel, the 1B model's constants compiled
+# in), bugs (metal/emulator/testdata/bugs.metal). Timing builds use
+# --use_fast_math, as Metal compiles with fast math.
 set -u
 cd "$(dirname "$0")"
 DIR=${DIR:-out}
@@ -183,6 +185,6 @@ case "${1:-all}" in
   proto) proto ;;
   compare) compare ;;
   ncu-proto) ncu_proto ;;
-  all) build && check; sanitize; attention; decode; ncu_attn; variants; ncu_decode ;;
+  all) build && check; sanitize; attention; decode; ncu_attn; variants; ncu_decode; proto; ncu_proto; compare ;;
   *) echo "unknown step $1"; exit 2 ;;
 esac
