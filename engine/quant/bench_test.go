@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"nibble/engine/ggml"
+	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/half"
 	"nibble/engine/parallel"
 )
@@ -24,7 +25,7 @@ func benchMatMul(b *testing.B, t ggml.Type, n int) {
 	pool := parallel.NewPool(1)
 	defer pool.Close()
 	for _, sh := range benchShapes {
-		w := Matrix{Type: t, Rows: sh[0], Cols: sh[1], Data: randomWeights(rng, t, sh[0], sh[1], 0.1)}
+		w := Matrix{Type: t, Rows: sh[0], Cols: sh[1], Data: ggmltest.RandomWeights(rng, t, sh[0], sh[1], 0.1)}
 		x := randomVector(rng, n*sh[1], 1)
 		dst := make([]float32, n*sh[0])
 		var simdRate float64

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
+	"nibble/engine/ggml/ggmltest"
 )
 
 // checkAgainstRef compares got with the float64 reference, allowing float32
@@ -32,10 +33,10 @@ func checkAgainstRef(t *testing.T, typ ggml.Type, got []float32, want []float64)
 
 func TestDequantizeMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	for _, typ := range allTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		for _, mag := range []float64{1e-3, 1, 3000} { // 3000 pushes fp16 scales near their top
 			n := 4 * 256
-			src := randomWeights(rng, typ, 1, n, mag)
+			src := ggmltest.RandomWeights(rng, typ, 1, n, mag)
 			got := make([]float32, n)
 			if err := Dequantize(typ, got, src); err != nil {
 				t.Fatalf("%s: %v", typ, err)
@@ -48,7 +49,7 @@ func TestDequantizeMatchesReference(t *testing.T) {
 // Every quant bit pattern at zero and at all-ones, with zero, tiny
 // (subnormal) and large scales.
 func TestDequantizeEdgeBlocks(t *testing.T) {
-	for _, typ := range allTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		if typ.BlockSize() == 1 {
 			continue
 		}
@@ -59,7 +60,7 @@ func TestDequantizeEdgeBlocks(t *testing.T) {
 					src[i] = fill
 				}
 				for blk := 0; blk < 2; blk++ {
-					for _, off := range scaleOffsets[typ] {
+					for _, off := range ggmltest.ScaleOffsets[typ] {
 						src[blk*typ.TypeSize()+off] = byte(scale)
 						src[blk*typ.TypeSize()+off+1] = byte(scale >> 8)
 					}
@@ -76,9 +77,9 @@ func TestDequantizeEdgeBlocks(t *testing.T) {
 
 func TestDequantizeRow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, typ := range allTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		rows, cols := 5, 512
-		data := randomWeights(rng, typ, rows, cols, 1)
+		data := ggmltest.RandomWeights(rng, typ, rows, cols, 1)
 		m := Matrix{Type: typ, Rows: rows, Cols: cols, Data: data}
 		all := make([]float32, rows*cols)
 		if err := Dequantize(typ, all, data); err != nil {

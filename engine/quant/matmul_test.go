@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
+	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/half"
 	"nibble/engine/parallel"
 )
@@ -42,7 +43,7 @@ func testCases(rng *rand.Rand, typ ggml.Type) []testCase {
 			if cols >= 2048 {
 				rows = 9
 			}
-			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randomWeights(rng, typ, rows, cols, 0.5)}
+			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: ggmltest.RandomWeights(rng, typ, rows, cols, 0.5)}
 			x := randomVector(rng, n*cols, 1)
 			if n == 3 { // a large, a tiny and an all-zero row
 				for j := 0; j < cols; j++ {
@@ -96,7 +97,7 @@ func TestMatMulSIMDMatchesPortable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	pool := parallel.NewPool(2)
 	defer pool.Close()
-	for _, typ := range allTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		for _, c := range testCases(rng, typ) {
 			simd, port := run(t, &c, &kernelsActive, pool), run(t, &c, &kernelsPortable, pool)
 			w := deqRows(&c)
@@ -122,7 +123,7 @@ func TestMatMulMatchesEmulation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	pool := parallel.NewPool(2)
 	defer pool.Close()
-	for _, typ := range allTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		for _, c := range testCases(rng, typ) {
 			got := run(t, &c, &kernelsPortable, pool)
 			w := deqRows(&c)
@@ -148,7 +149,7 @@ func TestMatMulCloseToFloat64(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	pool := parallel.NewPool(2)
 	defer pool.Close()
-	for _, typ := range allTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		for _, c := range testCases(rng, typ) {
 			got := run(t, &c, &kernelsActive, pool)
 			w := deqRows(&c)
@@ -371,7 +372,7 @@ func TestMatMulAllocations(t *testing.T) {
 	pool := parallel.NewPool(2)
 	defer pool.Close()
 	for _, typ := range []ggml.Type{ggml.Q4_0, ggml.Q4_K, ggml.F16, ggml.F32} {
-		w := Matrix{Type: typ, Rows: 256, Cols: 512, Data: randomWeights(rng, typ, 256, 512, 1)}
+		w := Matrix{Type: typ, Rows: 256, Cols: 512, Data: ggmltest.RandomWeights(rng, typ, 256, 512, 1)}
 		x, dst := randomVector(rng, 4*512, 1), make([]float32, 4*256)
 		for _, n := range []int{1, 4} {
 			allocs := testing.AllocsPerRun(20, func() {

@@ -11,66 +11,13 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
-	"nibble/engine/half"
+	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/quant"
 	"nibble/metal/device"
 )
 
-// weightTypes is every tensor type the engine computes with (common.metal
-// has a block struct and a dequantizer for each).
-var weightTypes = []ggml.Type{
-	ggml.F32, ggml.F16, ggml.BF16, ggml.Q4_0, ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, ggml.Q8_0,
-	ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K, ggml.Q6_K,
-}
-
 // suffix is a type's kernel name suffix: f32, q4_0, q6_k.
 func suffix(t ggml.Type) string { return strings.ToLower(t.String()) }
-
-// scaleOffsets are the byte offsets of a block's fp16 scales, set to finite
-// values so that every dequantized value is finite.
-var scaleOffsets = map[ggml.Type][]int{
-	ggml.Q4_0: {0}, ggml.Q4_1: {0, 2}, ggml.Q5_0: {0}, ggml.Q5_1: {0, 2}, ggml.Q8_0: {0},
-	ggml.Q2_K: {80, 82}, ggml.Q3_K: {108}, ggml.Q4_K: {0, 2}, ggml.Q5_K: {0, 2}, ggml.Q6_K: {208},
-}
-
-// randomWeights is rows×cols elements of t: random quant bits (so every bit
-// pattern of the block format occurs) with finite fp16 scales of either
-// sign; floats normal with standard deviation mag.
-func randomWeights(r *rand.Rand, t ggml.Type, rows, cols int, mag float64) []byte {
-	n := rows * cols
-	b := make([]byte, t.RowBytes(cols)*rows)
-	switch t {
-	case ggml.F32:
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(r.NormFloat64()*mag)))
-		}
-		return b
-	case ggml.F16, ggml.BF16:
-		for i := 0; i < n; i++ {
-			v := float32(r.NormFloat64() * mag)
-			h := half.FromFloat32(v)
-			if t == ggml.BF16 {
-				h = half.BF16FromFloat32(v)
-			}
-			binary.LittleEndian.PutUint16(b[2*i:], h)
-		}
-		return b
-	}
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	ts := t.TypeSize()
-	for blk := 0; blk < len(b)/ts; blk++ {
-		for _, off := range scaleOffsets[t] {
-			v := float32(mag * (0.01 + r.Float64()) / 16)
-			if r.IntN(4) == 0 {
-				v = -v
-			}
-			binary.LittleEndian.PutUint16(b[blk*ts+off:], half.FromFloat32(v))
-		}
-	}
-	return b
-}
 
 func i32Bytes(v []int32) []byte {
 	b := make([]byte, 4*len(v))
@@ -87,7 +34,7 @@ func i32Bytes(v []int32) []byte {
 func TestGetRows(t *testing.T) {
 	d, l := emu(t)
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, typ := range weightTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		p := pipeline(t, l, "kernel_get_rows_"+suffix(typ))
 		type shape struct{ n, vocab, rows, threads int }
 		cases := []shape{{256, 7, 1, 32}, {768, 50, 9, 32}, {4096, 40, 5, 256}}
@@ -98,7 +45,7 @@ func TestGetRows(t *testing.T) {
 			cases = append(cases, shape{48, 5, 3, 32})
 		}
 		for _, c := range cases {
-			data := randomWeights(r, typ, c.vocab, c.n, 1)
+			data := ggmltest.RandomWeights(r, typ, c.vocab, c.n, 1)
 			rb := typ.RowBytes(c.n)
 			ids := make([]int32, c.rows)
 			for i := range ids {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
+	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/quant"
 	"nibble/metal/device"
 )
@@ -61,10 +62,10 @@ func mulMVRef(wf, x []float32, rows, cols, xrows int) (want, scale []float64) {
 func TestMulMV(t *testing.T) {
 	d, l := emu(t)
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, typ := range weightTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		worst := 0.0
 		for _, c := range mulMVCases(typ) {
-			data := randomWeights(r, typ, c.rows, c.cols, 0.5)
+			data := ggmltest.RandomWeights(r, typ, c.rows, c.cols, 0.5)
 			wf := make([]float32, c.rows*c.cols)
 			if err := quant.Dequantize(typ, wf, data); err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"nibble/engine/backend"
 	"nibble/engine/ggml"
+	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/kv"
 )
 
@@ -74,7 +75,7 @@ func testMemory(h *harness) {
 // after the call, before Sync, changes nothing.
 func testHostSlicesCopied(h *harness) {
 	const vocab, cols = 10, 64
-	data := randomWeights(h.rng, ggml.Q8_0, vocab, cols, 1)
+	data := ggmltest.RandomWeights(h.rng, ggml.Q8_0, vocab, cols, 1)
 	table := h.weight("token_embd", ggml.Q8_0, vocab, cols, data)
 	want := h.dequantized(ggml.Q8_0, vocab, cols, data)
 	tokens := []int32{3, 1, 4}

@@ -7,6 +7,7 @@ import (
 
 	"nibble/engine/backend"
 	"nibble/engine/ggml"
+	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/quant"
 )
 
@@ -28,10 +29,10 @@ func (h *harness) dequantized(t ggml.Type, rows, cols int, data []byte) []float6
 // Embed (get_rows) of every weight type: rows picked in any order, repeated,
 // first and last, against the dequantized table, read at an offset too.
 func testEmbed(h *harness) {
-	for _, typ := range weightTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		for _, cols := range []int{256, 512} {
 			const vocab = 37
-			data := randomWeights(h.rng, typ, vocab, cols, 1)
+			data := ggmltest.RandomWeights(h.rng, typ, vocab, cols, 1)
 			table := h.weight("token_embd", typ, vocab, cols, data)
 			want := h.dequantized(typ, vocab, cols, data)
 			tokens := []int32{vocab - 1, 0, 5, 5, int32(h.rng.IntN(vocab)), 17}
@@ -88,14 +89,14 @@ func matmulTolerance(t ggml.Type) (c float64, relative bool) {
 // batches), output rows that are not a multiple of any kernel's tile.
 func testMatMul(h *harness) {
 	worst := map[ggml.Type]float64{}
-	for _, typ := range weightTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		colsList := []int{96, 256}
 		if typ.BlockSize() == ggml.QK_K {
 			colsList = []int{256, 768}
 		}
 		for _, cols := range colsList {
 			const outRows = 75
-			data := randomWeights(h.rng, typ, outRows, cols, 0.5)
+			data := ggmltest.RandomWeights(h.rng, typ, outRows, cols, 0.5)
 			w := h.weight("w", typ, outRows, cols, data)
 			wf := h.dequantized(typ, outRows, cols, data)
 			for _, batch := range []int{1, 2, 7, 33} {
@@ -140,7 +141,7 @@ func testMatMul(h *harness) {
 		}
 	}
 	var line strings.Builder
-	for _, typ := range weightTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		fmt.Fprintf(&line, " %v %.2f", typ, worst[typ])
 	}
 	h.t.Logf("largest |Δ|/tolerance:%s", line.String())
@@ -167,7 +168,7 @@ func testRMSNorm(h *harness) {
 			g := h.normals(c.n, 1)
 			gdata := f32Bytes(g)
 			if typ == ggml.F16 {
-				gdata = randomWeights(h.rng, ggml.F16, 1, c.n, 1)
+				gdata = ggmltest.RandomWeights(h.rng, ggml.F16, 1, c.n, 1)
 			}
 			gw := h.dequantized(typ, 1, c.n, gdata)
 			w := h.weight("norm", typ, 1, c.n, gdata)
