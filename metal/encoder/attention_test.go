@@ -3,7 +3,6 @@
 package encoder
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -14,74 +13,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
 	"nibble/metal/emulator"
-	"nibble/metal/shaders"
 )
-
-// attnEmu is the emulator with every kernel and an encoder on it.
-func attnEmu(t *testing.T) (*emulator.Device, *Encoder) {
-	t.Helper()
-	if err := emulator.Available(); err != nil {
-		t.Skipf("Metal encoder tests skipped: %v", err)
-	}
-	srcs, err := shaders.Sources()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := emulator.New(emulator.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	lib, err := dev.Build(srcs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(dev, lib)
-	t.Cleanup(e.Close)
-	return dev, e
-}
-
-func attnRegion(t *testing.T, dev *emulator.Device, b []byte) Region {
-	t.Helper()
-	buf, err := dev.NewBuffer(max(16, len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(buf.Release)
-	copy(buf.Bytes(), b)
-	return Region{Buf: buf, Len: len(b)}
-}
-
-func attnF32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
-
-func attnF32s(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
-}
-
-func attnRandom(r *rand.Rand, n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(2 * r.NormFloat64())
-	}
-	return x
-}
-
-// cpuTensor is a CPU backend tensor holding x.
-func cpuTensor(b *cpu.Backend, x []float32) backend.Tensor {
-	t := b.Alloc(len(x))
-	copy(t.(*cpu.Tensor).D, x)
-	return t
-}
 
 // AttendDecode and AttendPrefill on the emulator against the CPU backend's
 // ops of the same names, on a cache the CPU backend filled (KVSetSmoothing,
@@ -89,7 +21,7 @@ func cpuTensor(b *cpu.Backend, x []float32) backend.Tensor {
 // the largest output (float32 sums in other orders; the kernels' own tests
 // in metal/shaders cover the shapes).
 func TestEncoderAttention(t *testing.T) {
-	dev, e := attnEmu(t)
+	dev, e := emuEncoder(t)
 	r := rand.New(rand.NewPCG(61, 62))
 	for _, c := range []struct {
 		cfg            kv.Config
@@ -129,7 +61,7 @@ func TestEncoderAttention(t *testing.T) {
 				stored = c.past
 			}
 			if stored > 0 {
-				cb.KVStore(kc, 0, cpuTensor(cb, attnRandom(r, stored*kvw)), cpuTensor(cb, attnRandom(r, stored*kvw)), 0, stored)
+				cb.KVStore(kc, 0, cpuTensor(cb, randomFloats(r, stored*kvw, 2)), cpuTensor(cb, randomFloats(r, stored*kvw, 2)), 0, stored)
 			}
 			if err := cb.Sync(); err != nil {
 				t.Fatal(err)
@@ -139,27 +71,27 @@ func TestEncoderAttention(t *testing.T) {
 			if err := cb.ReadKV(kc, 0, kb, vb); err != nil {
 				t.Fatal(err)
 			}
-			layer := &KVLayer{Cfg: c.cfg, K: attnRegion(t, dev, kb), V: attnRegion(t, dev, vb), Smoothed: lambda != nil}
+			layer := &KVLayer{Cfg: c.cfg, K: devBytes(t, dev, kb, 0), V: devBytes(t, dev, vb, 0), Smoothed: lambda != nil}
 			if lambda != nil {
-				layer.Lambda = attnRegion(t, dev, attnF32Bytes(lambda))
+				layer.Lambda = devFloats(t, dev, lambda, 0)
 			}
 			a := &backend.Attention{Heads: c.heads, KVHeads: c.cfg.KVHeads, HeadDim: d,
 				Scale: float32(1 / math.Sqrt(float64(d))), Window: c.window}
 			rows := max(1, c.rows)
-			q := attnRandom(r, rows*c.heads*d)
+			q := randomFloats(r, rows*c.heads*d, 2)
 			want := make([]float32, len(q))
-			out := attnRegion(t, dev, make([]byte, 4*len(q)))
-			ws := attnRegion(t, dev, make([]byte, WorkspaceBytes(c.cfg, c.heads, batch)))
+			out := devBytes(t, dev, make([]byte, 4*len(q)), 0)
+			ws := devBytes(t, dev, make([]byte, WorkspaceBytes(c.cfg, c.heads, batch)), 0)
 			if c.prefill {
-				k, v := attnRandom(r, rows*kvw), attnRandom(r, rows*kvw)
+				k, v := randomFloats(r, rows*kvw, 2), randomFloats(r, rows*kvw, 2)
 				wt := cb.Alloc(len(q))
 				cb.AttendPrefill(wt, cpuTensor(cb, q), cpuTensor(cb, k), cpuTensor(cb, v), kc, 0, c.past, rows, a)
 				if err := cb.Sync(); err != nil {
 					t.Fatal(err)
 				}
 				cb.Read(want, wt, 0)
-				e.AttendPrefill(out, attnRegion(t, dev, attnF32Bytes(q)), attnRegion(t, dev, attnF32Bytes(k)),
-					attnRegion(t, dev, attnF32Bytes(v)), layer, c.past, rows, a, ws)
+				e.AttendPrefill(out, devFloats(t, dev, q, 0), devFloats(t, dev, k, 0),
+					devFloats(t, dev, v, 0), layer, c.past, rows, a, ws)
 			} else {
 				wt := cb.Alloc(len(q))
 				cb.AttendDecode(wt, cpuTensor(cb, q), kc, 0, c.n, a)
@@ -167,10 +99,10 @@ func TestEncoderAttention(t *testing.T) {
 					t.Fatal(err)
 				}
 				cb.Read(want, wt, 0)
-				e.AttendDecode(out, attnRegion(t, dev, attnF32Bytes(q)), layer, c.n, a, ws)
+				e.AttendDecode(out, devFloats(t, dev, q, 0), layer, c.n, a, ws)
 			}
-			runList(t, dev, e)
-			got := attnF32s(out.Buf.Bytes()[:4*len(q)])
+			runEncoded(t, dev, e, emulator.Forward)
+			got := readFloats(out)
 			var scale, worst float64
 			for i := range want {
 				scale = math.Max(scale, math.Abs(float64(want[i])))
@@ -186,12 +118,12 @@ func TestEncoderAttention(t *testing.T) {
 // Arguments that break the contract are encoding errors, not panics, and
 // encode nothing.
 func TestEncoderAttentionContract(t *testing.T) {
-	dev, e := attnEmu(t)
+	dev, e := emuEncoder(t)
 	cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 2, HeadDim: 64, Ctx: 64}
 	plane := cfg.KVHeads * cfg.Ctx * kv.BytesPerTokenHead(cfg.Type, cfg.HeadDim, cfg.GroupSize)
-	layer := &KVLayer{Cfg: cfg, K: attnRegion(t, dev, make([]byte, plane)), V: attnRegion(t, dev, make([]byte, plane))}
-	ws := attnRegion(t, dev, make([]byte, WorkspaceBytes(cfg, 4, 8)))
-	buf := attnRegion(t, dev, make([]byte, 4*16*4*64))
+	layer := &KVLayer{Cfg: cfg, K: devBytes(t, dev, make([]byte, plane), 0), V: devBytes(t, dev, make([]byte, plane), 0)}
+	ws := devBytes(t, dev, make([]byte, WorkspaceBytes(cfg, 4, 8)), 0)
+	buf := devBytes(t, dev, make([]byte, 4*16*4*64), 0)
 	good := backend.Attention{Heads: 4, KVHeads: 2, HeadDim: 64, Scale: 0.125}
 	for _, c := range []struct {
 		want string

@@ -3,7 +3,6 @@
 package encoder
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -14,110 +13,18 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/metal/emulator"
-	"nibble/metal/shaders"
 )
-
-// opsEmu is the emulator with every kernel and an encoder on it.
-func opsEmu(t *testing.T) (*emulator.Device, *Encoder) {
-	t.Helper()
-	if err := emulator.Available(); err != nil {
-		t.Skipf("Metal encoder tests skipped: %v", err)
-	}
-	srcs, err := shaders.Sources()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := emulator.New(emulator.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	lib, err := dev.Build(srcs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(dev, lib)
-	t.Cleanup(e.Close)
-	return dev, e
-}
-
-// opsRun runs what e encoded, in order o, and resets it.
-func opsRun(t *testing.T, dev *emulator.Device, e *Encoder, o emulator.Order) {
-	t.Helper()
-	if err := e.Err(); err != nil {
-		t.Fatal(err)
-	}
-	dev.SetOrder(o)
-	defer dev.SetOrder(emulator.Forward)
-	if err := dev.Submit(e.List()); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	e.Reset()
-}
-
-// opsBytes is a device region holding b, from byte off of its buffer.
-func opsBytes(t *testing.T, dev *emulator.Device, b []byte, off int) Region {
-	t.Helper()
-	buf, err := dev.NewBuffer(off + len(b) + 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(buf.Release)
-	copy(buf.Bytes()[off:], b)
-	return Region{Buf: buf, Off: off, Len: len(b)}
-}
-
-func opsF32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
-
-// opsFloats is a device region holding x, from byte off of its buffer.
-func opsFloats(t *testing.T, dev *emulator.Device, x []float32, off int) Region {
-	return opsBytes(t, dev, opsF32Bytes(x), off)
-}
-
-// opsRead is the region's floats (after Sync).
-func opsRead(r Region) []float32 {
-	b := r.Buf.Bytes()[r.Off : r.Off+r.Len]
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
-}
-
-func opsRandom(r *rand.Rand, n int, scale float64) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(r.NormFloat64() * scale)
-	}
-	return x
-}
-
-// opsCPU is a CPU backend tensor holding x.
-func opsCPU(b *cpu.Backend, x []float32) *cpu.Tensor {
-	t := b.Alloc(len(x)).(*cpu.Tensor)
-	copy(t.D, x)
-	return t
-}
 
 // opsVector is a one-row F32 weight holding x, for the CPU backend and on
 // the device (at byte off of its buffer).
 func opsVector(t *testing.T, dev *emulator.Device, b *cpu.Backend, x []float32, off int) (backend.Weight, *Weight) {
 	t.Helper()
-	data := opsF32Bytes(x)
+	data := f32Bytes(x)
 	m, err := b.MapWeights(data, []backend.WeightDesc{{Name: "v", Type: ggml.F32, Rows: 1, Cols: len(x)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m.Weights()[0], &Weight{Region: opsBytes(t, dev, data, off), Type: ggml.F32, Rows: 1, Cols: len(x)}
+	return m.Weights()[0], &Weight{Region: devBytes(t, dev, data, off), Type: ggml.F32, Rows: 1, Cols: len(x)}
 }
 
 func opsEqual(t *testing.T, what string, got, want []float32) {
@@ -134,7 +41,7 @@ func opsEqual(t *testing.T, what string, got, want []float32) {
 // unaligned (float kernels) offsets. Tolerance: none (the kernels compute
 // the CPU's operations; see metal/shaders for what a GPU may fuse).
 func TestEncoderElementwise(t *testing.T) {
-	dev, e := opsEmu(t)
+	dev, e := emuEncoder(t)
 	cb := cpu.New(1)
 	defer cb.Close()
 	r := rand.New(rand.NewPCG(71, 72))
@@ -142,49 +49,49 @@ func TestEncoderElementwise(t *testing.T) {
 		for _, o := range []emulator.Order{emulator.Forward, emulator.Reverse} {
 			t.Run(fmt.Sprintf("n%d_rows%d_off%d_%v", c.n, c.rows, c.off, o), func(t *testing.T) {
 				m := c.n * c.rows
-				a, x, u := opsRandom(r, m, 1), opsRandom(r, m, 3), opsRandom(r, m, 1)
+				a, x, u := randomFloats(r, m, 1), randomFloats(r, m, 3), randomFloats(r, m, 1)
 
-				dst, src := opsFloats(t, dev, a, c.off), opsFloats(t, dev, x, c.off)
+				dst, src := devFloats(t, dev, a, c.off), devFloats(t, dev, x, c.off)
 				e.Add(dst, src, m)
-				want := opsCPU(cb, a)
-				cb.Add(want, opsCPU(cb, x), m)
-				opsRun(t, dev, e, o)
-				opsEqual(t, "add", opsRead(dst), want.D)
+				want := cpuTensor(cb, a)
+				cb.Add(want, cpuTensor(cb, x), m)
+				runEncoded(t, dev, e, o)
+				opsEqual(t, "add", readFloats(dst), want.D)
 
-				sw := opsFloats(t, dev, make([]float32, m), c.off)
-				e.SwiGLU(sw, src, opsFloats(t, dev, u, 0), m)
-				want = opsCPU(cb, make([]float32, m))
-				cb.SwiGLU(want, opsCPU(cb, x), opsCPU(cb, u), m)
-				opsRun(t, dev, e, o)
-				opsEqual(t, "swiglu", opsRead(sw), want.D)
+				sw := devFloats(t, dev, make([]float32, m), c.off)
+				e.SwiGLU(sw, src, devFloats(t, dev, u, 0), m)
+				want = cpuTensor(cb, make([]float32, m))
+				cb.SwiGLU(want, cpuTensor(cb, x), cpuTensor(cb, u), m)
+				runEncoded(t, dev, e, o)
+				opsEqual(t, "swiglu", readFloats(sw), want.D)
 
-				bias := opsRandom(r, c.n, 1)
+				bias := randomFloats(r, c.n, 1)
 				cw, gw := opsVector(t, dev, cb, bias, c.off)
-				xb := opsFloats(t, dev, a, 0)
+				xb := devFloats(t, dev, a, 0)
 				e.AddBias(xb, gw, c.rows)
-				want = opsCPU(cb, a)
+				want = cpuTensor(cb, a)
 				cb.AddBias(want, cw, c.rows)
-				opsRun(t, dev, e, o)
-				opsEqual(t, "add_bias", opsRead(xb), want.D)
+				runEncoded(t, dev, e, o)
+				opsEqual(t, "add_bias", readFloats(xb), want.D)
 
 				// Copy half between float offsets of two tensors.
-				cp := opsFloats(t, dev, a, 0)
+				cp := devFloats(t, dev, a, 0)
 				cn := m / 2
 				so, do := 3, m-cn
 				e.Copy(cp, do, src, so, cn)
-				want = opsCPU(cb, a)
-				cb.Copy(want, do, opsCPU(cb, x), so, cn)
-				opsRun(t, dev, e, o)
-				opsEqual(t, "copy", opsRead(cp), want.D)
+				want = cpuTensor(cb, a)
+				cb.Copy(want, do, cpuTensor(cb, x), so, cn)
+				runEncoded(t, dev, e, o)
+				opsEqual(t, "copy", readFloats(cp), want.D)
 
 				// Argmax: a tie of the maximum in the last row.
 				x[m-1], x[m-2-c.n/3] = 50, 50
-				am := opsFloats(t, dev, make([]float32, c.rows), 0)
-				e.Argmax(am, opsFloats(t, dev, x, c.off), c.rows, c.n)
-				want = opsCPU(cb, make([]float32, c.rows))
-				cb.Argmax(want, opsCPU(cb, x), c.rows, c.n)
-				opsRun(t, dev, e, o)
-				opsEqual(t, "argmax", opsRead(am), want.D)
+				am := devFloats(t, dev, make([]float32, c.rows), 0)
+				e.Argmax(am, devFloats(t, dev, x, c.off), c.rows, c.n)
+				want = cpuTensor(cb, make([]float32, c.rows))
+				cb.Argmax(want, cpuTensor(cb, x), c.rows, c.n)
+				runEncoded(t, dev, e, o)
+				opsEqual(t, "argmax", readFloats(am), want.D)
 			})
 		}
 	}
@@ -193,8 +100,8 @@ func TestEncoderElementwise(t *testing.T) {
 // Arguments that break the ops' contracts are encoding errors, not
 // dispatches.
 func TestEncoderElementwiseContract(t *testing.T) {
-	dev, e := opsEmu(t)
-	x := opsFloats(t, dev, make([]float32, 64), 0)
+	dev, e := emuEncoder(t)
+	x := devFloats(t, dev, make([]float32, 64), 0)
 	f16 := &Weight{Region: x, Type: ggml.F16, Rows: 1, Cols: 64}
 	for _, c := range []struct {
 		what string

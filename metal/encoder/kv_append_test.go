@@ -19,14 +19,14 @@ import (
 // metal backend makes it.
 func opsLayer(t *testing.T, dev *emulator.Device, cfg kv.Config) *KVLayer {
 	c := &KVLayer{Cfg: cfg}
-	c.K = opsBytes(t, dev, make([]byte, c.PlaneBytes()), 0)
-	c.V = opsBytes(t, dev, make([]byte, c.PlaneBytes()), 0)
+	c.K = devBytes(t, dev, make([]byte, c.PlaneBytes()), 0)
+	c.V = devBytes(t, dev, make([]byte, c.PlaneBytes()), 0)
 	if cfg.Smooths() {
 		ones := make([]float32, cfg.KVHeads*cfg.HeadDim)
 		for i := range ones {
 			ones[i] = 1
 		}
-		c.Lambda = opsFloats(t, dev, ones, 0)
+		c.Lambda = devFloats(t, dev, ones, 0)
 	}
 	return c
 }
@@ -45,7 +45,7 @@ func opsLambda(r *rand.Rand, n int) []float32 {
 // command order), then smoothing turned off. Every type, smoothing and
 // rotation. Tolerance: none, the planes' bytes are equal.
 func TestEncoderKVStore(t *testing.T) {
-	dev, e := opsEmu(t)
+	dev, e := emuEncoder(t)
 	cb := cpu.New(1)
 	defer cb.Close()
 	r := rand.New(rand.NewPCG(77, 78))
@@ -67,9 +67,9 @@ func TestEncoderKVStore(t *testing.T) {
 					w := cfg.KVHeads * cfg.HeadDim
 					l1, l2 := opsLambda(r, w), opsLambda(r, w)
 					store := func(pos, rows int) {
-						k, v := opsRandom(r, rows*w, 2), opsRandom(r, rows*w, 1)
-						e.KVStore(c, opsFloats(t, dev, k, 0), opsFloats(t, dev, v, 0), pos, rows)
-						cb.KVStore(cc, layer, opsCPU(cb, k), opsCPU(cb, v), pos, rows)
+						k, v := randomFloats(r, rows*w, 2), randomFloats(r, rows*w, 1)
+						e.KVStore(c, devFloats(t, dev, k, 0), devFloats(t, dev, v, 0), pos, rows)
+						cb.KVStore(cc, layer, cpuTensor(cb, k), cpuTensor(cb, v), pos, rows)
 					}
 					smooth := func(l []float32) {
 						e.KVSetSmoothing(c, l)
@@ -77,15 +77,15 @@ func TestEncoderKVStore(t *testing.T) {
 					}
 					smooth(l1)
 					store(0, 33)
-					opsRun(t, dev, e, o)
+					runEncoded(t, dev, e, o)
 					store(33, 1)
 					store(34, 1)
 					smooth(l2)
 					store(35, 2)
-					opsRun(t, dev, e, o)
+					runEncoded(t, dev, e, o)
 					smooth(nil)
 					store(79, 1)
-					opsRun(t, dev, e, o)
+					runEncoded(t, dev, e, o)
 					if c.Smoothed {
 						t.Error("smoothing still on after KVSetSmoothing(nil)")
 					}
@@ -116,14 +116,14 @@ func TestEncoderKVStore(t *testing.T) {
 
 // KV arguments that break the contract are encoding errors.
 func TestEncoderKVContract(t *testing.T) {
-	dev, e := opsEmu(t)
+	dev, e := emuEncoder(t)
 	cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 2, HeadDim: 64, Ctx: 16, Smooth: true}
 	c := opsLayer(t, dev, cfg)
-	k := opsFloats(t, dev, make([]float32, 4*128), 0)
+	k := devFloats(t, dev, make([]float32, 4*128), 0)
 	bad := opsLambda(rand.New(rand.NewPCG(1, 2)), 128)
 	bad[5] = 3
 	big := &KVLayer{Cfg: kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 1, HeadDim: 512, Ctx: 1, Rotate: true}}
-	big.K = opsBytes(t, dev, make([]byte, big.PlaneBytes()), 0)
+	big.K = devBytes(t, dev, make([]byte, big.PlaneBytes()), 0)
 	big.V = big.K
 	for _, tc := range []struct {
 		what string

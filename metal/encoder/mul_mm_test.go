@@ -18,43 +18,7 @@ import (
 	"nibble/engine/quant"
 	"nibble/metal/device"
 	"nibble/metal/emulator"
-	"nibble/metal/shaders"
 )
-
-// mmDevice is the emulator with every kernel, and an encoder on it.
-func mmDevice(t *testing.T) (*emulator.Device, *Encoder) {
-	t.Helper()
-	if err := emulator.Available(); err != nil {
-		t.Skipf("Metal encoder tests skipped: %v", err)
-	}
-	dev, err := emulator.New(emulator.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	srcs, err := shaders.Sources()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, err := dev.Build(srcs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(dev, lib)
-	t.Cleanup(e.Close)
-	return dev, e
-}
-
-func mmBuffer(t *testing.T, dev *emulator.Device, b []byte) Region {
-	t.Helper()
-	buf, err := dev.NewBuffer(len(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(buf.Bytes(), b)
-	t.Cleanup(buf.Release)
-	return Region{Buf: buf, Len: len(b)}
-}
 
 // mmWeights returns rows×cols random elements of t: normal values quantized
 // by engine/quant where it can, else random bits with finite scales (the
@@ -93,7 +57,7 @@ func mmWeights(t *testing.T, rng *rand.Rand, typ ggml.Type, rows, cols int) []by
 // 1.4e-2·‖w‖₂·‖x‖∞ + 6e-4·Σ|w·x| for the quantized types) plus the
 // kernel's own (5.1e-4·Σ|w·x|: W rounded to half in threadgroup memory).
 func TestEncoderMulMM(t *testing.T) {
-	dev, e := mmDevice(t)
+	dev, e := emuEncoder(t)
 	cb := cpu.New(1)
 	rng := rand.New(rand.NewPCG(31, 32))
 	for _, c := range []struct {
@@ -133,22 +97,13 @@ func TestEncoderMulMM(t *testing.T) {
 			// The weight at an offset inside a larger region, as in a
 			// model's mapping.
 			const wOff = 64
-			wr := mmBuffer(t, dev, append(make([]byte, wOff), wb...)).Sub(wOff, len(wb))
-			xr := mmBuffer(t, dev, mmF32Bytes(x))
-			dr := mmBuffer(t, dev, make([]byte, 4*c.rows*c.outs))
+			wr := devBytes(t, dev, wb, wOff)
+			xr := devFloats(t, dev, x, 0)
+			dr := devBytes(t, dev, make([]byte, 4*c.rows*c.outs), 0)
 			w := &Weight{Region: wr, Type: c.typ, Rows: c.outs, Cols: c.cols}
 			e.MatMul(dr, w, xr, c.rows)
-			if err := e.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := dev.Submit(e.List()); err != nil {
-				t.Fatal(err)
-			}
-			if err := dev.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			e.Reset()
-			got := mmF32s(dr.Buf.Bytes())
+			runEncoded(t, dev, e, emulator.Forward)
+			got := readFloats(dr)
 
 			wf := make([]float32, c.outs*c.cols)
 			if err := quant.Dequantize(c.typ, wf, wb); err != nil {
@@ -188,7 +143,7 @@ func TestEncoderMulMM(t *testing.T) {
 // fits, the mat-vec kernel (MulMV) otherwise; MulMM refuses what its kernel
 // cannot do.
 func TestEncoderMatMulChoice(t *testing.T) {
-	_, e := mmDevice(t)
+	_, e := emuEncoder(t)
 	buf := &mmFakeBuffer{n: 1 << 20}
 	reg := Region{Buf: buf, Len: buf.n}
 	for _, c := range []struct {
@@ -253,19 +208,3 @@ func (b *mmFakeBuffer) Bytes() []byte { return nil }
 func (b *mmFakeBuffer) Release()      {}
 
 var _ device.Buffer = (*mmFakeBuffer)(nil)
-
-func mmF32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
-
-func mmF32s(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
-}

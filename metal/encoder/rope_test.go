@@ -18,7 +18,7 @@ import (
 // 1e-6 of the row's largest |x| at any position (the kernel's angle is
 // within ~3e-7 rad of the CPU's float64 one; metal/shaders has the shapes).
 func TestEncoderRoPE(t *testing.T) {
-	dev, e := opsEmu(t)
+	dev, e := emuEncoder(t)
 	cb := cpu.New(1)
 	defer cb.Close()
 	r := rand.New(rand.NewPCG(75, 76))
@@ -41,17 +41,17 @@ func TestEncoderRoPE(t *testing.T) {
 				}
 			}
 			rows, width := len(c.pos), c.heads*c.headDim
-			x := opsRandom(r, rows*width, 1)
-			want := opsCPU(cb, x)
+			x := randomFloats(r, rows*width, 1)
+			want := cpuTensor(cb, x)
 			cb.RoPE(want, c.heads, c.headDim, rows, c.pos, rp)
 			for _, o := range []emulator.Order{emulator.Forward, emulator.Reverse} {
 				t.Run(fmt.Sprintf("heads%d_d%d_dims%d_rows%d_neox%v_%v", c.heads, c.headDim, c.dims, rows, neox, o), func(t *testing.T) {
-					xr := opsFloats(t, dev, x, 0)
+					xr := devFloats(t, dev, x, 0)
 					pos := append([]int32(nil), c.pos...)
 					e.RoPE(xr, c.heads, c.headDim, rows, pos, rp)
 					pos[0] = 99 // copied at encode time
-					opsRun(t, dev, e, o)
-					got := opsRead(xr)
+					runEncoded(t, dev, e, o)
+					got := readFloats(xr)
 					for row := 0; row < rows; row++ {
 						var scale float64
 						for _, v := range x[row*width : (row+1)*width] {

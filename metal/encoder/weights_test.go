@@ -16,47 +16,7 @@ import (
 	"nibble/engine/half"
 	"nibble/metal/device"
 	"nibble/metal/emulator"
-	"nibble/metal/shaders"
 )
-
-// weightsEmu is the emulator with every kernel and an encoder on it.
-func weightsEmu(t *testing.T) (*emulator.Device, *Encoder) {
-	t.Helper()
-	if err := emulator.Available(); err != nil {
-		t.Skipf("Metal encoder tests skipped: %v", err)
-	}
-	srcs, err := shaders.Sources()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := emulator.New(emulator.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	lib, err := dev.Build(srcs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(dev, lib)
-	t.Cleanup(e.Close)
-	return dev, e
-}
-
-// runList submits what e encoded and waits for it.
-func runList(t *testing.T, dev device.Device, e *Encoder) {
-	t.Helper()
-	if err := e.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.Submit(e.List()); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	e.Reset()
-}
 
 // testWeights is every type the weight kernels take, with random quant bits
 // and finite fp16 scales (the offsets of each block's scales).
@@ -110,27 +70,6 @@ func deviceWeight(t *testing.T, dev device.Device, typ ggml.Type, rows, cols int
 	return &Weight{Region: Region{Buf: buf, Off: lead, Len: len(data)}, Type: typ, Rows: rows, Cols: cols}
 }
 
-func deviceFloats(t *testing.T, dev device.Device, v []float32) Region {
-	t.Helper()
-	buf, err := dev.NewBuffer(4 * len(v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(buf.Release)
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(buf.Bytes()[4*i:], math.Float32bits(x))
-	}
-	return Region{Buf: buf, Len: 4 * len(v)}
-}
-
-func readFloats(r Region, n int) []float32 {
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.Buf.Bytes()[r.Off+4*i:]))
-	}
-	return out
-}
-
 // cpuWeights maps tensors on the CPU backend (each at a 32-byte offset).
 func cpuWeights(t *testing.T, b *cpu.Backend, ds []backend.WeightDesc, data [][]byte) []backend.Weight {
 	t.Helper()
@@ -158,7 +97,7 @@ func cpuWeights(t *testing.T, b *cpu.Backend, ds []backend.WeightDesc, data [][]
 // (c = 1.4e-2), c·‖w∘x‖₂ for float ones (F16 2e-3, BF16 1.4e-2, F32 0),
 // plus 1e-5·Σ|wx| for the summation order.
 func TestEncodeWeights(t *testing.T) {
-	dev, e := weightsEmu(t)
+	dev, e := emuEncoder(t)
 	ref := cpu.New(1)
 	defer ref.Close()
 	r := rand.New(rand.NewPCG(31, 32))
@@ -175,7 +114,7 @@ func TestEncodeWeights(t *testing.T) {
 				{Name: "table", Type: typ, Rows: vocab, Cols: cols},
 				{Name: "w", Type: typ, Rows: outRows, Cols: cols},
 				{Name: "x", Type: ggml.F32, Rows: 5, Cols: cols},
-			}, [][]byte{table, wData, f32le(xs)})
+			}, [][]byte{table, wData, f32Bytes(xs)})
 
 			t.Run(fmt.Sprintf("embed_%v_%d", typ, cols), func(t *testing.T) {
 				tokens := []int32{vocab - 1, 0, 7, 7, 3}
@@ -183,10 +122,10 @@ func TestEncodeWeights(t *testing.T) {
 				ref.Embed(want, ws[0], tokens)
 				wantF := make([]float32, len(tokens)*cols)
 				ref.Read(wantF, want, 0)
-				dst := deviceFloats(t, dev, make([]float32, len(tokens)*cols))
+				dst := devFloats(t, dev, make([]float32, len(tokens)*cols), 0)
 				e.Embed(dst, deviceWeight(t, dev, typ, vocab, cols, table), tokens)
-				runList(t, dev, e)
-				for i, v := range readFloats(dst, len(wantF)) {
+				runEncoded(t, dev, e, emulator.Forward)
+				for i, v := range readFloats(dst)[:len(wantF)] {
 					if v != wantF[i] {
 						t.Fatalf("row %d element %d: %v, want %v", i/cols, i%cols, v, wantF[i])
 					}
@@ -208,10 +147,10 @@ func TestEncodeWeights(t *testing.T) {
 					}
 					wantF := make([]float32, rows*outRows)
 					ref.Read(wantF, want, 0)
-					dst := deviceFloats(t, dev, make([]float32, rows*outRows))
-					e.MulMV(dst, w, deviceFloats(t, dev, xs[:rows*cols]), rows)
-					runList(t, dev, e)
-					got := readFloats(dst, rows*outRows)
+					dst := devFloats(t, dev, make([]float32, rows*outRows), 0)
+					e.MulMV(dst, w, devFloats(t, dev, xs[:rows*cols], 0), rows)
+					runEncoded(t, dev, e, emulator.Forward)
+					got := readFloats(dst)
 					for y := 0; y < rows; y++ {
 						xr := xs[y*cols : (y+1)*cols]
 						var xInf float64
@@ -251,10 +190,10 @@ func TestEncodeWeights(t *testing.T) {
 // Arguments that break the ops' contracts are encoding errors, not
 // dispatches.
 func TestEncodeWeightsErrors(t *testing.T) {
-	dev, e := weightsEmu(t)
+	dev, e := emuEncoder(t)
 	data := make([]byte, ggml.Q8_0.RowBytes(64)*4)
 	w := deviceWeight(t, dev, ggml.Q8_0, 4, 64, data)
-	dst := deviceFloats(t, dev, make([]float32, 4*64))
+	dst := devFloats(t, dev, make([]float32, 4*64), 0)
 	for _, c := range []struct {
 		what, want string
 		op         func()
@@ -286,14 +225,6 @@ func TestEncodeWeightsErrors(t *testing.T) {
 			t.Errorf("SupportsWeight(%v) = %v", typ, err)
 		}
 	}
-}
-
-func f32le(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }
 
 func seq(n int) []int32 {
