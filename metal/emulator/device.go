@@ -3,15 +3,14 @@
 package emulator
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"syscall"
 	"unsafe"
 
-	"nibble/engine/half"
 	"nibble/metal/device"
 	"nibble/metal/msl"
 )
@@ -182,106 +181,18 @@ func (l *Library) Pipeline(name string, constants ...device.Constant) (device.Pi
 	if len(constants) > maxConstants {
 		return nil, fmt.Errorf("pipeline %s: %d function constants, at most %d", name, len(constants), maxConstants)
 	}
-	given := map[int]bool{}
-	for _, c := range constants {
-		var decl *msl.Constant
-		for j := range l.unit.Constants {
-			if l.unit.Constants[j].Index == c.Index {
-				decl = &l.unit.Constants[j]
-			}
-		}
-		if decl == nil {
-			return nil, fmt.Errorf("pipeline %s: no function constant with index %d", name, c.Index)
-		}
-		if given[c.Index] {
-			return nil, fmt.Errorf("pipeline %s: function constant %s given twice", name, decl.Name)
-		}
-		given[c.Index] = true
-		bits, err := encodeConstant(decl, c.Value)
-		if err != nil {
-			return nil, fmt.Errorf("pipeline %s: %w", name, err)
-		}
-		p.consts = append(p.consts, [2]uint64{uint64(c.Index), bits})
+	cs, err := device.EncodeConstants(l.unit.Constants, k, name, constants)
+	if err != nil {
+		return nil, err
 	}
-	for _, fc := range k.Constants {
-		for _, decl := range l.unit.Constants {
-			if decl.Name == fc && !decl.Optional && !given[decl.Index] {
-				return nil, fmt.Errorf("pipeline %s: function constant %s (index %d, %s:%d) is not set", name, fc, decl.Index, decl.File, decl.Line)
-			}
-		}
+	for _, c := range cs {
+		// The runtime copies the constant's size in bytes from the low
+		// end of the 8.
+		var bits [8]byte
+		copy(bits[:], c.Bytes)
+		p.consts = append(p.consts, [2]uint64{uint64(c.Decl.Index), binary.LittleEndian.Uint64(bits[:])})
 	}
 	return p, nil
-}
-
-// encodeConstant checks a Go value against the constant's MSL type and
-// returns its bits.
-func encodeConstant(c *msl.Constant, v any) (uint64, error) {
-	bad := func() (uint64, error) {
-		return 0, fmt.Errorf("function constant %s is %s, not %T", c.Name, c.Type, v)
-	}
-	intIn := func(lo, hi int64) (uint64, error) {
-		var n int64
-		switch x := v.(type) {
-		case int:
-			n = int64(x)
-		case int8:
-			n = int64(x)
-		case uint8:
-			n = int64(x)
-		case int16:
-			n = int64(x)
-		case uint16:
-			n = int64(x)
-		case int32:
-			n = int64(x)
-		case uint32:
-			n = int64(x)
-		default:
-			return bad()
-		}
-		if n < lo || n > hi {
-			return 0, fmt.Errorf("function constant %s (%s): %d is out of range", c.Name, c.Type, n)
-		}
-		// The runtime copies the constant's size in bytes: the low bytes
-		// of the two's complement, little-endian.
-		return uint64(n), nil
-	}
-	switch c.Type {
-	case "bool":
-		b, ok := v.(bool)
-		if !ok {
-			return bad()
-		}
-		if b {
-			return 1, nil
-		}
-		return 0, nil
-	case "char", "int8_t":
-		return intIn(math.MinInt8, math.MaxInt8)
-	case "uchar", "uint8_t":
-		return intIn(0, math.MaxUint8)
-	case "short", "int16_t":
-		return intIn(math.MinInt16, math.MaxInt16)
-	case "ushort", "uint16_t":
-		return intIn(0, math.MaxUint16)
-	case "int", "int32_t":
-		return intIn(math.MinInt32, math.MaxInt32)
-	case "uint", "uint32_t":
-		return intIn(0, math.MaxUint32)
-	case "float":
-		f, ok := v.(float32)
-		if !ok {
-			return bad()
-		}
-		return uint64(math.Float32bits(f)), nil
-	case "half":
-		f, ok := v.(float32)
-		if !ok {
-			return bad()
-		}
-		return uint64(half.FromFloat32(f)), nil
-	}
-	return 0, fmt.Errorf("function constant %s: type %s is not supported by the emulator", c.Name, c.Type)
 }
 
 // ---- buffers ----
