@@ -62,11 +62,7 @@ func TranslateCUDA(srcs []Source) (*CUDA, error) {
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(&b, "#line 1 %s\n", strconv.Quote(s.Name))
-		b.WriteString(out)
-		if !strings.HasSuffix(out, "\n") {
-			b.WriteByte('\n')
-		}
+		writeFile(&b, s.Name, out)
 	}
 	b.WriteString("} // namespace msl\n#line 1 \"msl-entries\"\n")
 	if err := g.entries(&b); err != nil {
@@ -95,26 +91,15 @@ func (g *cudaGen) prelude(b *strings.Builder) {
 }
 
 func (g *cudaGen) file(s Source) (string, error) {
-	t := &translator{
-		unit:      &Unit{},
-		templates: map[string]*Kernel{},
-		constants: map[string][]string{},
-		hostNames: map[string]string{},
-		name:      s.Name,
-		sc:        newScanner(s.Text),
-	}
+	t := newTranslator()
 	for _, c := range g.unit.Constants {
 		t.constants[c.Name] = []string{c.Name}
 	}
 	g.t = t
-	toks, err := t.sc.tokens()
-	if err != nil {
-		err.(*Error).File = s.Name
+	if err := t.scan(s); err != nil {
 		return "", err
 	}
-	t.toks = toks
-	t.pairBrackets()
-	if err := g.scope(0, len(toks)); err != nil {
+	if err := t.declarations(0, len(t.toks), g.handle); err != nil {
 		return "", err
 	}
 	g.tokens()
@@ -131,40 +116,6 @@ func (g *cudaGen) insert(k int, text string) {
 func (g *cudaGen) set(k int, text string) {
 	tok := g.t.toks[k]
 	g.t.edits = append(g.t.edits, edit{tok.pos, tok.end, text})
-}
-
-// scope walks namespace-level declarations in [lo, hi).
-func (g *cudaGen) scope(lo, hi int) error {
-	t := g.t
-	for i := lo; i < hi; {
-		tok := t.toks[i]
-		switch {
-		case tok.is(";") || tok.is("}"):
-			i++
-			continue
-		case tok.is("namespace"):
-			j := i + 1
-			for j < hi && !t.toks[j].is("{") && !t.toks[j].is(";") && !t.toks[j].is("=") {
-				j++
-			}
-			if j < hi && t.toks[j].is("{") {
-				i = j + 1
-				continue
-			}
-		case tok.is("extern") && i+2 < hi && t.toks[i+1].kind == 's' && t.toks[i+2].is("{"):
-			i += 3
-			continue
-		}
-		end, body, err := t.declaration(i, hi)
-		if err != nil {
-			return err
-		}
-		if err := g.handle(i, end, body); err != nil {
-			return err
-		}
-		i = end + 1
-	}
-	return nil
 }
 
 // afterTemplate skips `template <...>` prefixes from toks[i].
@@ -185,18 +136,15 @@ func (g *cudaGen) handle(i, end, body int) error {
 	toks := t.toks
 	first := toks[i]
 	switch {
-	case first.is("template") && i+1 < end:
-		if a, ok := t.attribute(i + 1); ok && toks[i+3].is("host_name") {
-			_ = a
+	case first.is("template"):
+		if _, ok := t.hostNameAttr(i, end); ok {
 			t.replace(toks[i], toks[end], "") // the entry instantiates it
 			return nil
 		}
 	case first.is("constant"):
-		for k := i; k < end; k++ {
-			if _, ok := t.attribute(k); ok && toks[k+2].is("function_constant") {
-				t.replace(toks[i], toks[end], "") // declared in the prelude
-				return nil
-			}
+		if _, _, ok := t.functionConstantAttr(i, end); ok {
+			t.replace(toks[i], toks[end], "") // declared in the prelude
+			return nil
 		}
 		return g.programConstant(i, end)
 	}
@@ -204,20 +152,7 @@ func (g *cudaGen) handle(i, end, body int) error {
 		return g.aggregate(i, end)
 	}
 	// A function definition.
-	isKernel := false
-	kw := -1
-	for k := i; k < body; k++ {
-		if toks[k].is("kernel") {
-			isKernel, kw = true, k
-		}
-		if a, ok := t.attribute(k); ok {
-			if toks[k+2].is("kernel") && a == k+4 {
-				isKernel = true
-			}
-			t.replace(toks[k], toks[a], "")
-			k = a
-		}
-	}
+	isKernel, kw := t.signature(i, body, func(k, a int) { t.replace(toks[k], toks[a], "") })
 	at, err := g.afterTemplate(i, body)
 	if err != nil {
 		return err
@@ -347,41 +282,7 @@ func (g *cudaGen) programConstant(i, end int) error {
 
 // body rewrites threadgroup locals of a function body into __shared__.
 func (g *cudaGen) body(lo, hi int) error {
-	t := g.t
-	toks := t.toks
-	for j := lo; j < hi; j++ {
-		if !toks[j].is("threadgroup") {
-			continue
-		}
-		if j > lo {
-			if prev := toks[j-1]; !prev.is(";") && !prev.is("{") && !prev.is("}") {
-				continue
-			}
-		}
-		end := j
-		for end < hi && !toks[end].is(";") {
-			if toks[end].is("(") || toks[end].is("[") || toks[end].is("{") {
-				m, err := t.match(end)
-				if err != nil {
-					return err
-				}
-				end = m
-			}
-			end++
-		}
-		if end >= hi {
-			return t.errAt(toks[j], "threadgroup declaration without ';'")
-		}
-		_, ok, err := t.threadgroupLocal(j+1, end)
-		if err != nil {
-			return err
-		}
-		if ok {
-			g.set(j, "__shared__")
-		}
-		j = end
-	}
-	return nil
+	return g.t.threadgroupLocals(lo, hi, func(j, _ int, _ string) { g.set(j, "__shared__") })
 }
 
 // tokens makes the token-level rewrites: address spaces, swizzles, half
