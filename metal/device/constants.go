@@ -40,7 +40,7 @@ func EncodeConstants(decls []msl.Constant, k *msl.Kernel, name string, cs []Cons
 			return nil, fmt.Errorf("pipeline %s: function constant %s given twice", name, decl.Name)
 		}
 		given[c.Index] = true
-		b, err := encodeConstant(decl, c.Value)
+		b, err := EncodeConstant(decl, c.Value)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
 		}
@@ -58,8 +58,10 @@ func EncodeConstants(decls []msl.Constant, k *msl.Kernel, name string, cs []Cons
 	return out, nil
 }
 
-// encodeConstant is a Go value as the bytes of the constant's MSL type.
-func encodeConstant(c *msl.Constant, v any) ([]byte, error) {
+// EncodeConstant is a Go value as the bytes of the constant's MSL type
+// (little-endian, the type's size); the value's Go type must fit the MSL
+// type (see Constant) and an integer must be in its range.
+func EncodeConstant(c *msl.Constant, v any) ([]byte, error) {
 	bad := func() ([]byte, error) {
 		return nil, fmt.Errorf("function constant %s is %s, not %T", c.Name, c.Type, v)
 	}

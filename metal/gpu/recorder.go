@@ -128,11 +128,11 @@ func (r *Recorder) Write(dir, name string, info map[string]string) error {
 		}
 		t.Line("buffer %d %d %s", b.id, b.size, blob)
 	}
-	ctypes := constTypes(r.unit)
+	decls := constDecls(r.unit)
 	id := func(b device.Buffer) int { return b.(*recBuf).id }
 	for i := range r.list {
 		rd := &r.list[i]
-		if err := writeDispatch(t, &rd.d, rd.p.name, rd.p.consts, ctypes, id); err != nil {
+		if err := writeDispatch(t, &rd.d, rd.p.name, rd.p.consts, decls, id); err != nil {
 			return err
 		}
 		t.Line("end")

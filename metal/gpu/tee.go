@@ -17,13 +17,13 @@ type TeeDevice struct {
 	Inner     device.Device
 	PerKernel int
 
-	t      *Trace
-	unit   *msl.Unit
-	infos  map[string]kernelInfo
-	ctypes map[int]string
-	next   int
-	seen   map[string]int
-	err    error
+	t     *Trace
+	unit  *msl.Unit
+	infos map[string]kernelInfo
+	decls map[int]*msl.Constant
+	next  int
+	seen  map[string]int
+	err   error
 	// Recorded counts the dispatches written; Ran those run.
 	Recorded, Ran int
 }
@@ -71,7 +71,7 @@ func (d *TeeDevice) NewLibrary(srcs []device.Source) (device.Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.unit, d.infos, d.ctypes = u, kernelInfos(u), constTypes(u)
+	d.unit, d.infos, d.decls = u, kernelInfos(u), constDecls(u)
 	lib, err := d.Inner.NewLibrary(srcs)
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func (d *TeeDevice) Submit(list *device.CommandList) error {
 		}
 		d.seen[key]++
 		d.Recorded++
-		if err := writeDispatch(d.t, &x, p.Name(), p.consts, d.ctypes, func(b device.Buffer) int { return b.(*teeBuf).id }); err != nil {
+		if err := writeDispatch(d.t, &x, p.Name(), p.consts, d.decls, func(b device.Buffer) int { return b.(*teeBuf).id }); err != nil {
 			return err
 		}
 		for _, id := range ids {

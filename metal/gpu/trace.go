@@ -23,7 +23,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,48 +101,6 @@ func (t *Trace) Close() error {
 	return t.f.Close()
 }
 
-// constBytes is a function constant's value as the bytes of its type.
-func constBytes(c device.Constant, typ string) ([]byte, error) {
-	le := func(v uint64, n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(v >> (8 * i))
-		}
-		return b
-	}
-	var v uint64
-	switch x := c.Value.(type) {
-	case bool:
-		if x {
-			v = 1
-		}
-	case int8:
-		v = uint64(x)
-	case uint8:
-		v = uint64(x)
-	case int16:
-		v = uint64(x)
-	case uint16:
-		v = uint64(x)
-	case int32:
-		v = uint64(x)
-	case uint32:
-		v = uint64(x)
-	case float32:
-		v = uint64(math.Float32bits(x))
-	default:
-		return nil, fmt.Errorf("constant %d: value of type %T", c.Index, c.Value)
-	}
-	switch strings.TrimSpace(typ) {
-	case "bool", "char", "uchar", "int8_t", "uint8_t":
-		return le(v, 1), nil
-	case "short", "ushort", "int16_t", "uint16_t", "half":
-		return le(v, 2), nil
-	default:
-		return le(v, 4), nil
-	}
-}
-
 // kernelInfo is what the trace writer needs of a kernel: which buffer
 // indices it may write, and as what.
 type kernelInfo struct {
@@ -178,21 +135,26 @@ func kernelInfos(u *msl.Unit) map[string]kernelInfo {
 	return out
 }
 
-func constTypes(u *msl.Unit) map[int]string {
-	m := map[int]string{}
-	for _, c := range u.Constants {
-		m[c.Index] = c.Type
+// constDecls is the unit's function constants by index.
+func constDecls(u *msl.Unit) map[int]*msl.Constant {
+	m := map[int]*msl.Constant{}
+	for i := range u.Constants {
+		m[u.Constants[i].Index] = &u.Constants[i]
 	}
 	return m
 }
 
 // writeDispatch writes a dispatch's launch lines (not its end).
-func writeDispatch(t *Trace, d *device.Dispatch, name string, consts []device.Constant, ctypes map[int]string, bufID func(device.Buffer) int) error {
+func writeDispatch(t *Trace, d *device.Dispatch, name string, consts []device.Constant, decls map[int]*msl.Constant, bufID func(device.Buffer) int) error {
 	t.Line("dispatch %s %d %d %d %d %d %d", name, d.Groups[0], d.Groups[1], d.Groups[2], d.Threads[0], d.Threads[1], d.Threads[2])
 	for _, c := range consts {
-		b, err := constBytes(c, ctypes[c.Index])
+		decl := decls[c.Index]
+		if decl == nil {
+			return fmt.Errorf("%s: no function constant with index %d", name, c.Index)
+		}
+		b, err := device.EncodeConstant(decl, c.Value)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		t.Line("const %d %s", c.Index, hex.EncodeToString(b))
 	}
