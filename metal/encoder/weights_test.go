@@ -3,7 +3,6 @@
 package encoder
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,48 +12,10 @@ import (
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
-	"nibble/engine/half"
+	"nibble/engine/ggml/ggmltest"
 	"nibble/metal/device"
 	"nibble/metal/emulator"
 )
-
-// testWeights is every type the weight kernels take, with random quant bits
-// and finite fp16 scales (the offsets of each block's scales).
-var testWeights = map[ggml.Type][]int{
-	ggml.F32: nil, ggml.F16: nil, ggml.BF16: nil,
-	ggml.Q4_0: {0}, ggml.Q4_1: {0, 2}, ggml.Q5_0: {0}, ggml.Q5_1: {0, 2}, ggml.Q8_0: {0},
-	ggml.Q2_K: {80, 82}, ggml.Q3_K: {108}, ggml.Q4_K: {0, 2}, ggml.Q5_K: {0, 2}, ggml.Q6_K: {208},
-}
-
-func randomMatrix(r *rand.Rand, t ggml.Type, rows, cols int) []byte {
-	b := make([]byte, rows*t.RowBytes(cols))
-	switch t {
-	case ggml.F32:
-		for i := 0; i < rows*cols; i++ {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(r.NormFloat64()*0.5)))
-		}
-	case ggml.F16, ggml.BF16:
-		for i := 0; i < rows*cols; i++ {
-			v := float32(r.NormFloat64() * 0.5)
-			h := half.FromFloat32(v)
-			if t == ggml.BF16 {
-				h = half.BF16FromFloat32(v)
-			}
-			binary.LittleEndian.PutUint16(b[2*i:], h)
-		}
-	default:
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		ts := t.TypeSize()
-		for blk := 0; blk < len(b)/ts; blk++ {
-			for _, off := range testWeights[t] {
-				binary.LittleEndian.PutUint16(b[blk*ts+off:], half.FromFloat32(float32((0.01+r.Float64())/32)))
-			}
-		}
-	}
-	return b
-}
 
 // deviceWeight puts data into a device buffer at a 32-byte offset (as in
 // a GGUF mapping) and describes it.
@@ -101,11 +62,11 @@ func TestEncodeWeights(t *testing.T) {
 	ref := cpu.New(1)
 	defer ref.Close()
 	r := rand.New(rand.NewPCG(31, 32))
-	for typ := range testWeights {
+	for _, typ := range ggmltest.WeightTypes {
 		for _, cols := range []int{256, 512} {
 			const vocab, outRows = 19, 37
-			table := randomMatrix(r, typ, vocab, cols)
-			wData := randomMatrix(r, typ, outRows, cols)
+			table := ggmltest.RandomWeights(r, typ, vocab, cols, 0.5)
+			wData := ggmltest.RandomWeights(r, typ, outRows, cols, 0.5)
 			xs := make([]float32, 5*cols)
 			for i := range xs {
 				xs[i] = float32(r.NormFloat64())
@@ -220,7 +181,7 @@ func TestEncodeWeightsErrors(t *testing.T) {
 	if err := SupportsWeight(ggml.Q8_K); err == nil || !strings.Contains(err.Error(), "Q8_K") {
 		t.Errorf("SupportsWeight(Q8_K) = %v", err)
 	}
-	for typ := range testWeights {
+	for _, typ := range ggmltest.WeightTypes {
 		if err := SupportsWeight(typ); err != nil {
 			t.Errorf("SupportsWeight(%v) = %v", typ, err)
 		}

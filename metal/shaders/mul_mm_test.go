@@ -3,7 +3,6 @@
 package shaders
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,62 +10,10 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
-	"nibble/engine/half"
+	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/quant"
 	"nibble/metal/device"
 )
-
-// mmScaleOffsets are the byte offsets of a block's fp16 scales (ggml's block
-// structs), set to finite values so that every dequantized value is finite.
-var mmScaleOffsets = map[ggml.Type][]int{
-	ggml.Q4_0: {0}, ggml.Q4_1: {0, 2}, ggml.Q5_0: {0}, ggml.Q5_1: {0, 2}, ggml.Q8_0: {0},
-	ggml.Q2_K: {80, 82}, ggml.Q3_K: {108}, ggml.Q4_K: {0, 2}, ggml.Q5_K: {0, 2}, ggml.Q6_K: {208},
-}
-
-// mmRandomWeights returns rows×cols elements of t: normal values for the
-// float types; for the quantized ones random bits (every code pattern of the
-// format occurs) with finite scales of random size and sign.
-func mmRandomWeights(rng *rand.Rand, t ggml.Type, rows, cols int) []byte {
-	n := rows * cols
-	b := make([]byte, t.RowBytes(cols)*rows)
-	switch t {
-	case ggml.F32:
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(rng.NormFloat64())))
-		}
-		return b
-	case ggml.F16:
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint16(b[2*i:], half.FromFloat32(float32(rng.NormFloat64())))
-		}
-		return b
-	case ggml.BF16:
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint16(b[2*i:], half.BF16FromFloat32(float32(rng.NormFloat64())))
-		}
-		return b
-	}
-	for i := range b {
-		b[i] = byte(rng.Uint32())
-	}
-	ts := t.TypeSize()
-	for blk := 0; blk < len(b)/ts; blk++ {
-		for _, off := range mmScaleOffsets[t] {
-			v := float32((0.01 + rng.Float64()) / 32)
-			if rng.IntN(4) == 0 {
-				v = -v
-			}
-			binary.LittleEndian.PutUint16(b[blk*ts+off:], half.FromFloat32(v))
-		}
-	}
-	return b
-}
-
-// mmTypes are the weight types with a kernel_mul_mm_<type>.
-var mmTypes = []ggml.Type{
-	ggml.F32, ggml.F16, ggml.BF16, ggml.Q4_0, ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, ggml.Q8_0,
-	ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K, ggml.Q6_K,
-}
 
 func mmName(t ggml.Type) string { return "kernel_mul_mm_" + strings.ToLower(t.String()) }
 
@@ -121,7 +68,7 @@ func runMulMM(t *testing.T, c mmCase, w []byte, x []float32, o int) []float32 {
 func TestMulMM(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	var cases []mmCase
-	for _, typ := range mmTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		// Every type on small shapes (cols a multiple of its block, 2080
 		// and 2304 not powers of two); outputs and rows that are not
 		// multiples of the tiles.
@@ -143,7 +90,7 @@ func TestMulMM(t *testing.T) {
 	)
 	worst := map[ggml.Type]float64{}
 	for _, c := range cases {
-		w := mmRandomWeights(rng, c.typ, c.outs, c.cols)
+		w := ggmltest.RandomWeights(rng, c.typ, c.outs, c.cols, 1)
 		wf := make([]float32, c.outs*c.cols)
 		if err := quant.Dequantize(c.typ, wf, w); err != nil {
 			t.Fatal(err)
@@ -176,7 +123,7 @@ func TestMulMM(t *testing.T) {
 		}
 	}
 	var line strings.Builder
-	for _, typ := range mmTypes {
+	for _, typ := range ggmltest.WeightTypes {
 		fmt.Fprintf(&line, " %v %.3f", typ, worst[typ])
 	}
 	t.Logf("largest error/tolerance:%s", line.String())
