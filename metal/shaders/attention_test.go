@@ -59,6 +59,11 @@ func (c attnCase) params() attention.Params {
 		Scale: float32(1 / math.Sqrt(float64(c.d))), Window: c.window}
 }
 
+// backendAttention is p as the encoder takes it.
+func backendAttention(p attention.Params) *backend.Attention {
+	return &backend.Attention{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Scale: p.Scale, Window: p.Window}
+}
+
 // attnRows are K, V or Q rows: normal values, K with two outlier channels
 // per head (what smoothing is for) and twice the spread so that the softmax
 // has clear winners.
@@ -133,14 +138,7 @@ func runEncoded(t *testing.T, d *emulator.Device, o emulator.Order, enc *encoder
 	if err := enc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	d.SetOrder(o)
-	defer d.SetOrder(emulator.Forward)
-	if err := d.Submit(enc.List()); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	submit(t, d, o, enc.List())
 	enc.Reset()
 }
 
@@ -211,7 +209,7 @@ func TestAttnDecode(t *testing.T) {
 			t.Fatal(err)
 		}
 		pool.Close()
-		a := &backend.Attention{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Scale: p.Scale, Window: p.Window}
+		a := backendAttention(p)
 		for _, o := range orders {
 			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
 				enc := encoder.New(d, l)
@@ -264,7 +262,7 @@ func TestAttnDecodeScores(t *testing.T) {
 				}
 			}
 		}
-		a := &backend.Attention{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Scale: p.Scale, Window: p.Window}
+		a := backendAttention(p)
 		for _, o := range orders {
 			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
 				enc := encoder.New(d, l)
@@ -313,7 +311,7 @@ func TestAttnPrefill(t *testing.T) {
 			t.Fatal(err)
 		}
 		pool.Close()
-		a := &backend.Attention{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Scale: p.Scale, Window: p.Window}
+		a := backendAttention(p)
 		for _, o := range orders {
 			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
 				enc := encoder.New(d, l)

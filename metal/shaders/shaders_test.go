@@ -92,11 +92,17 @@ func args(fields ...any) []byte {
 // run submits one dispatch in order o and waits for it.
 func run(t *testing.T, d *emulator.Device, o emulator.Order, x device.Dispatch) {
 	t.Helper()
-	d.SetOrder(o)
-	defer d.SetOrder(emulator.Forward)
 	var l device.CommandList
 	l.Add(x)
-	if err := d.Submit(&l); err != nil {
+	submit(t, d, o, &l)
+}
+
+// submit runs the command list in order o and waits for it.
+func submit(t *testing.T, d *emulator.Device, o emulator.Order, l *device.CommandList) {
+	t.Helper()
+	d.SetOrder(o)
+	defer d.SetOrder(emulator.Forward)
+	if err := d.Submit(l); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Sync(); err != nil {
