@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"nibble/engine/backend"
+	"nibble/engine/backend/backendtest"
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/ggml/ggmltest"
@@ -34,16 +35,7 @@ func deviceWeight(t *testing.T, dev device.Device, typ ggml.Type, rows, cols int
 // cpuWeights maps tensors on the CPU backend (each at a 32-byte offset).
 func cpuWeights(t *testing.T, b *cpu.Backend, ds []backend.WeightDesc, data [][]byte) []backend.Weight {
 	t.Helper()
-	off := int64(32)
-	for i := range ds {
-		ds[i].Offset = off
-		off = (off + int64(len(data[i])) + 31) &^ 31
-	}
-	region := make([]byte, off)
-	for i, d := range ds {
-		copy(region[d.Offset:], data[i])
-	}
-	m, err := b.MapWeights(region, ds)
+	m, err := b.MapWeights(backendtest.Layout(ds, data, 32), ds)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,16 +99,7 @@ const regionLead = 96
 // offset, as GGUF does) and maps them.
 func (h *harness) mapWeights(ds []backend.WeightDesc, data [][]byte) []backend.Weight {
 	h.t.Helper()
-	off := int64(regionLead)
-	for i := range ds {
-		ds[i].Offset = off
-		off = (off + int64(len(data[i])) + 31) &^ 31
-	}
-	region := make([]byte, off)
-	for i, d := range ds {
-		copy(region[d.Offset:], data[i])
-	}
-	m, err := h.b.MapWeights(region, ds)
+	m, err := h.b.MapWeights(Layout(ds, data, regionLead), ds)
 	if err != nil {
 		h.t.Fatalf("MapWeights: %v", err)
 	}
@@ -117,6 +108,23 @@ func (h *harness) mapWeights(ds []backend.WeightDesc, data [][]byte) []backend.W
 		h.t.Fatalf("MapWeights made %d handles for %d descriptors", len(w), len(ds))
 	}
 	return m.Weights()
+}
+
+// Layout lays tensors out in one region as a GGUF file's data section
+// does: the first at byte lead, each next one at the following 32-byte
+// boundary. It sets each descriptor's Offset and returns the region, data[i]
+// holding ds[i]'s bytes.
+func Layout(ds []backend.WeightDesc, data [][]byte, lead int64) []byte {
+	off := lead
+	for i := range ds {
+		ds[i].Offset = off
+		off = (off + int64(len(data[i])) + 31) &^ 31
+	}
+	region := make([]byte, off)
+	for i, d := range ds {
+		copy(region[d.Offset:], data[i])
+	}
+	return region
 }
 
 // weight maps one tensor.
