@@ -3,6 +3,7 @@
 package metal
 
 import (
+	"nibble/metal/emulator/emutest"
 	"sync"
 	"testing"
 
@@ -21,7 +22,7 @@ var (
 func emulatorDevice(t *testing.T) *emulator.Device {
 	t.Helper()
 	if err := emulator.Available(); err != nil {
-		t.Skipf("Metal backend tests skipped: %v", err)
+		emutest.Unavailable(t, err)
 	}
 	emuOnce.Do(func() { emuDev, emuErr = emulator.New(emulator.Options{}) })
 	if emuErr != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"nibble/metal/emulator/emutest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,7 +64,7 @@ var (
 func testDevice(t *testing.T) (*Device, *Library) {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skipf("MSL emulator tests skipped: %v", err)
+		emutest.Unavailable(t, err)
 	}
 	sharedOnce.Do(func() {
 		sharedDev, sharedErr = New(Options{})
@@ -690,7 +691,7 @@ func TestBuildCacheAndErrors(t *testing.T) {
 // The ucontext fallback (for non-x86-64 hosts) runs the same kernels.
 func TestUcontextFallback(t *testing.T) {
 	if err := Available(); err != nil {
-		t.Skipf("MSL emulator tests skipped: %v", err)
+		emutest.Unavailable(t, err)
 	}
 	d, err := New(Options{CFlags: []string{"-DMSL_UCONTEXT=1"}})
 	if err != nil {

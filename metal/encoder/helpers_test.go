@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"nibble/metal/emulator/emutest"
 	"testing"
 
 	"nibble/engine/cpu"
@@ -18,7 +19,7 @@ import (
 func emuEncoder(t *testing.T) (*emulator.Device, *Encoder) {
 	t.Helper()
 	if err := emulator.Available(); err != nil {
-		t.Skipf("Metal encoder tests skipped: %v", err)
+		emutest.Unavailable(t, err)
 	}
 	srcs, err := shaders.Sources()
 	if err != nil {

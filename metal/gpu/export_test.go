@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"nibble/metal/emulator/emutest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,7 +82,7 @@ func TestExport(t *testing.T) {
 		return
 	}
 	if err := emulator.Available(); err != nil {
-		t.Skipf("check trace skipped: %v", err)
+		emutest.Unavailable(t, err)
 	}
 	emu, err := emulator.New(emulator.Options{})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"nibble/metal/emulator/emutest"
 	"sync"
 	"testing"
 
@@ -27,7 +28,7 @@ var (
 func emu(t *testing.T) (*emulator.Device, *emulator.Library) {
 	t.Helper()
 	if err := emulator.Available(); err != nil {
-		t.Skipf("Metal kernel tests skipped: %v", err)
+		emutest.Unavailable(t, err)
 	}
 	once.Do(func() {
 		srcs, err := Sources()
