@@ -5,8 +5,9 @@
 // Tiling (the design of llama.cpp's kernel_mul_mm, with plain per-thread
 // accumulators): a threadgroup of 128 threads computes a tile of 64 outputs
 // × 32 batch rows. For each step of 32 columns it dequantizes the 64×32 tile
-// of W into threadgroup memory (half, or float for F32/BF16 whose values do
-// not fit half), copies the 32×32 tile of x (float: activations can exceed
+// of W into threadgroup memory (half for F16, which is exact there; float
+// for every other type: a dequantized code d·q needs more than half's 11
+// bits, and rounding it cost 2e-4 of each product), copies the 32×32 tile of x (float: activations can exceed
 // half's range), and each thread accumulates a 4×4 block of dst in
 // registers from the two tiles. Both tiles are stored column-major ([k][o],
 // [k][r]) so that the inner loop reads one 4-vector of each per column.
@@ -39,8 +40,8 @@ constant constexpr short MM_THREADS = 128;
 // The load and compute mappings below assume these.
 static_assert(MM_THREADS == 2*MM_NO && MM_THREADS == MM_NR*MM_NK/8 && MM_THREADS == (MM_NO/4)*(MM_NR/4), "mul_mm tiling");
 
-// kernel_mul_mm: TW is the threadgroup element type of the W tile (half,
-// or float for F32/BF16), TW4x4 its 4x4 matrix, B the weight format's block
+// kernel_mul_mm: TW is the threadgroup element type of the W tile (half
+// for F16, float otherwise), TW4x4 its 4x4 matrix, B the weight format's block
 // (common.metal's weight_traits give its dequantizer).
 template <typename TW, typename TW4x4, typename B>
 kernel void kernel_mul_mm(
@@ -135,18 +136,18 @@ kernel void kernel_mul_mm(
 
 typedef decltype(kernel_mul_mm<half, half4x4, block_f16>) mul_mm_t;
 
-// F32 and BF16 keep a float tile (their values overflow or lose bits in
-// half); every other type is exact in half or rounded once there.
+// Only F16 weights are exact in a half tile; the rest keep float (8 KiB of
+// W tile instead of 4).
 template [[host_name("kernel_mul_mm_f32")]]  kernel mul_mm_t kernel_mul_mm<float, float4x4, block_f32>;
 template [[host_name("kernel_mul_mm_f16")]]  kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_f16>;
 template [[host_name("kernel_mul_mm_bf16")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_bf16>;
-template [[host_name("kernel_mul_mm_q4_0")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q4_0>;
-template [[host_name("kernel_mul_mm_q4_1")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q4_1>;
-template [[host_name("kernel_mul_mm_q5_0")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q5_0>;
-template [[host_name("kernel_mul_mm_q5_1")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q5_1>;
-template [[host_name("kernel_mul_mm_q8_0")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q8_0>;
-template [[host_name("kernel_mul_mm_q2_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q2_k>;
-template [[host_name("kernel_mul_mm_q3_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q3_k>;
-template [[host_name("kernel_mul_mm_q4_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q4_k>;
-template [[host_name("kernel_mul_mm_q5_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q5_k>;
-template [[host_name("kernel_mul_mm_q6_k")]] kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_q6_k>;
+template [[host_name("kernel_mul_mm_q4_0")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q4_0>;
+template [[host_name("kernel_mul_mm_q4_1")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q4_1>;
+template [[host_name("kernel_mul_mm_q5_0")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q5_0>;
+template [[host_name("kernel_mul_mm_q5_1")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q5_1>;
+template [[host_name("kernel_mul_mm_q8_0")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q8_0>;
+template [[host_name("kernel_mul_mm_q2_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q2_k>;
+template [[host_name("kernel_mul_mm_q3_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q3_k>;
+template [[host_name("kernel_mul_mm_q4_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q4_k>;
+template [[host_name("kernel_mul_mm_q5_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q5_k>;
+template [[host_name("kernel_mul_mm_q6_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q6_k>;

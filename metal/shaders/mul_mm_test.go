@@ -18,16 +18,11 @@ import (
 func mmName(t ggml.Type) string { return "kernel_mul_mm_" + strings.ToLower(t.String()) }
 
 // mmTolerance is the kernel's error bound relative to Σ|w·x| of an output.
-// The W tile is half for every type but F32 and BF16, so a dequantized
-// quantized weight is rounded once to half (unit roundoff 2^-11 ≈ 4.9e-4);
-// F16 values are exact in it. Then float32 accumulation over up to 5120
-// terms: 1e-5 (the backend conformance suite's bound for F32).
-func mmTolerance(t ggml.Type) float64 {
-	switch t {
-	case ggml.F32, ggml.F16, ggml.BF16:
-		return 1e-5
-	}
-	return 5e-4 + 1e-5
+// Every weight reaches the W tile exactly (F16 in half, the rest in float),
+// so what is left is float32 accumulation over up to 5120 terms: 1e-5 (the
+// backend conformance suite's bound for F32).
+func mmTolerance(ggml.Type) float64 {
+	return 1e-5
 }
 
 // mmCase is one matrix product: W outs×cols of typ, batch rows of x.
