@@ -15,8 +15,9 @@ func footprint(name string) (backend.Footprint, error) {
 		return f, nil
 	}
 	if name == "metal" {
-		// Planned backend, not built yet, so not measured: the CPU's
-		// figures stand in until the metal package registers its own.
+		// A binary without the metal package (the estimator's own
+		// tests, tools that link only the CPU backend) still estimates
+		// --backend metal, with the CPU's figures.
 		if f, cerr := backend.FootprintOf("cpu"); cerr == nil {
 			return f, nil
 		}
