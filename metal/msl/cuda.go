@@ -3,7 +3,6 @@ package msl
 import (
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -401,8 +400,6 @@ func (g *cudaGen) registry(b *strings.Builder) {
 				tgs = append(tgs, strconv.Itoa(p.Index))
 			}
 		}
-		consts := append([]string(nil), k.Constants...)
-		sort.Strings(consts)
 		fmt.Fprintf(b, "#if !defined(MSL_ONLY) || defined(MSL_K_%s)\n", k.Name)
 		fmt.Fprintf(b, "    {%q, %d, %q, %q, (const void *) msl::entry::%s, msl_launch_%s, %q},\n",
 			k.Name, k.MaxThreads, strings.Join(bufs, ","), strings.Join(tgs, ","), k.Name, k.Name, fmt.Sprintf("%s:%d", k.File, k.Line))
