@@ -15,6 +15,7 @@ package traffic
 
 import (
 	"fmt"
+	"strings"
 
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
@@ -77,7 +78,7 @@ func (s *Step) Bytes() int64 { return s.Read + s.Written }
 func (s *Step) Filter(prefix string) Step {
 	var out Step
 	for _, k := range s.Kernels {
-		if len(k.Name) >= len(prefix) && k.Name[:len(prefix)] == prefix {
+		if strings.HasPrefix(k.Name, prefix) {
 			out.Kernels = append(out.Kernels, k)
 			out.Read, out.Written, out.FLOPs = out.Read+k.Read, out.Written+k.Written, out.FLOPs+k.FLOPs
 		}
@@ -85,16 +86,7 @@ func (s *Step) Filter(prefix string) Step {
 	return out
 }
 
-func suffix(t ggml.Type) string {
-	s := t.String()
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
+func suffix(t ggml.Type) string { return strings.ToLower(t.String()) }
 
 // The encoder's attention choices (metal/encoder/attention.go).
 const (
