@@ -56,19 +56,17 @@ type Step struct {
 }
 
 func (s *Step) add(name string, read, written, flops int64) {
+	s.Read, s.Written, s.FLOPs = s.Read+read, s.Written+written, s.FLOPs+flops
 	for i := range s.Kernels {
-		if s.Kernels[i].Name == name {
-			k := &s.Kernels[i]
+		if k := &s.Kernels[i]; k.Name == name {
 			k.Count++
 			k.Read += read
 			k.Written += written
 			k.FLOPs += flops
-			s.Read, s.Written, s.FLOPs = s.Read+read, s.Written+written, s.FLOPs+flops
 			return
 		}
 	}
 	s.Kernels = append(s.Kernels, Kernel{Name: name, Count: 1, Read: read, Written: written, FLOPs: flops})
-	s.Read, s.Written, s.FLOPs = s.Read+read, s.Written+written, s.FLOPs+flops
 }
 
 // Bytes is what the step moves: read plus written.
@@ -160,7 +158,7 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 		}
 		s.add("rope", 4*qd, 4*qd, 0)
 		s.add("rope", 4*kd, 4*kd, 0)
-		s.add("kv_append_"+c.Type.String(), 4*2*kd, 2*int64(m.KVHeads)*int64(kv.BytesPerTokenHead(c.Type, m.HeadDim, max(c.GroupSize, 1))), 0)
+		s.add("kv_append_"+c.Type.String(), 4*2*kd, KVBytes(m.KVHeads, m.HeadDim, 1, c), 0)
 		s.Attention(m.Heads, m.KVHeads, m.HeadDim, ctx, ctx, c)
 		mv(m.Weight, h, qd)
 		s.add("add", 8*h, 4*h, 0)
