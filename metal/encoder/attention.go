@@ -2,8 +2,8 @@ package encoder
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
-	"sync"
 
 	"nibble/engine/backend"
 	"nibble/engine/kv"
@@ -82,31 +82,30 @@ func attnSplits(nTok, kvTGs, maxSplits int) int {
 	return max(1, min(s, maxSplits))
 }
 
-var rotationSigns sync.Map // head dim → []byte: the rotation's signs as float32
-
-// signsOf returns kv.Rotation's signs for head dim d as float32 bytes:
-// R⁻¹·e₀ = diag(s)·H·e₀/√D = s/√D.
-func signsOf(d int) ([]byte, error) {
-	if b, ok := rotationSigns.Load(d); ok {
-		return b.([]byte), nil
-	}
-	r, err := kv.NewRotation(d)
-	if err != nil {
-		return nil, err
-	}
-	x := make([]float32, d)
-	x[0] = 1
-	r.Invert(x, x)
-	b := make([]byte, 4*d)
-	for i, v := range x {
-		s := float32(1)
-		if v < 0 {
-			s = -1
+// rotationSigns returns kv.Rotation's signs for head dim d as float32s,
+// R⁻¹·e₀ = diag(s)·H·e₀/√D = s/√D, uploaded once per encoder; false (and
+// the error recorded) when d has no rotation.
+func (e *Encoder) rotationSigns(op string, d int) (Region, bool) {
+	e.key = binary.LittleEndian.AppendUint32(append(e.key[:0], 's'), uint32(d))
+	r := e.constant(e.key, func() ([]byte, error) {
+		r, err := kv.NewRotation(d)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(s))
-	}
-	rotationSigns.Store(d, b)
-	return b, nil
+		x := make([]float32, d)
+		x[0] = 1
+		r.Invert(x, x)
+		b := make([]byte, 4*d)
+		for i, v := range x {
+			s := float32(1)
+			if v < 0 {
+				s = -1
+			}
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(s))
+		}
+		return b, nil
+	})
+	return r, r.Buf != nil
 }
 
 // attnCheck reports (through Failf) what breaks the attention contract;
@@ -189,11 +188,7 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 	}
 	signs := c.K // unused
 	if c.Cfg.Rotate {
-		b, err := signsOf(c.Cfg.HeadDim)
-		if err != nil {
-			e.Failf("attention: %v", err)
-		}
-		signs = e.Upload(b)
+		signs, _ = e.rotationSigns("attention", c.Cfg.HeadDim)
 	}
 	return []device.Binding{c.K.bind(2), km.bind(3), c.V.bind(4), vm.bind(5), lambda.bind(6), signs.bind(7)}
 }

@@ -54,6 +54,12 @@ type Encoder struct {
 	spare   []device.Buffer // staging buffers kept for reuse after Reset
 	cur     device.Buffer
 	curUsed int
+
+	// Constants: tables that depend only on an op's parameters (rotation
+	// signs, RoPE frequencies), uploaded once into buffers of their own
+	// that live until Close.
+	consts map[string]Region
+	key    []byte // scratch for constant keys
 }
 
 // New returns an encoder for the kernels of lib on dev.
@@ -84,7 +90,10 @@ func (e *Encoder) Close() {
 	for _, b := range append(e.staging, e.spare...) {
 		b.Release()
 	}
-	e.staging, e.spare, e.cur = nil, nil, nil
+	for _, r := range e.consts {
+		r.Buf.Release()
+	}
+	e.staging, e.spare, e.cur, e.consts = nil, nil, nil, nil
 }
 
 // Failf records an encoding error (the first one is kept).
@@ -163,6 +172,33 @@ func (e *Encoder) Upload(data []byte) Region {
 	r := Region{Buf: e.cur, Off: e.curUsed, Len: len(data)}
 	copy(e.cur.Bytes()[r.Off:], data)
 	e.curUsed += n
+	return r
+}
+
+// constant returns the region of a table identified by key (which must
+// determine its contents), made by fill and uploaded on first use; it lives
+// until Close. The zero Region (and the error recorded) when fill or the
+// allocation fails.
+func (e *Encoder) constant(key []byte, fill func() ([]byte, error)) Region {
+	if r, ok := e.consts[string(key)]; ok {
+		return r
+	}
+	data, err := fill()
+	if err != nil {
+		e.Failf("%w", err)
+		return Region{}
+	}
+	buf, err := e.dev.NewBuffer(max(len(data), 16))
+	if err != nil {
+		e.Failf("constant of %d bytes: %w", len(data), err)
+		return Region{}
+	}
+	copy(buf.Bytes(), data)
+	r := Region{Buf: buf, Len: len(data)}
+	if e.consts == nil {
+		e.consts = map[string]Region{}
+	}
+	e.consts[string(key)] = r
 	return r
 }
 

@@ -103,12 +103,10 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 		lambda = c.Lambda
 	}
 	if cfg.Rotate {
-		b, err := signsOf(d)
-		if err != nil {
-			e.Failf("kv store: %v", err)
+		var ok bool
+		if signs, ok = e.rotationSigns("kv store", d); !ok {
 			return
 		}
-		signs = e.Upload(b)
 	}
 	flag := func(b bool) int {
 		if b {

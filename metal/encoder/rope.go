@@ -11,9 +11,9 @@ import (
 // RoPE rotates the first r.Dims elements of each of the heads heads
 // (headDim apart) of rows rows of x in place, row i at position pos[i]:
 // pairs (2j, 2j+1), or (j, j+Dims/2) for NeoX, by pos·PosScale·
-// Base^(-2j/Dims)/FreqFactors[j] radians. The positions and the pairs'
-// frequencies (computed here in float64, as the CPU backend computes them)
-// are copied now.
+// Base^(-2j/Dims)/FreqFactors[j] radians. The positions are copied now; the
+// pairs' frequencies (computed here in float64, as the CPU backend computes
+// them) once per encoder for each set of parameters.
 //
 // kernel_rope_{norm,neox}_f32: grid (rows, head groups), a thread per pair
 // that computes its sin and cos once for the heads of its group.
@@ -59,28 +59,38 @@ func (e *Encoder) RoPE(x Region, heads, headDim, rows int, pos []int32, r *backe
 		Groups:   [3]int{rows, (heads + hpg - 1) / hpg, 1},
 		Threads:  [3]int{(pairs + 31) &^ 31, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: Args(heads, headDim, pairs, hpg)}},
-		Buffers:  []device.Binding{x.bind(1), e.Upload(p).bind(2), e.Upload(ropeFreqs(r)).bind(3)},
+		Buffers:  []device.Binding{x.bind(1), e.Upload(p).bind(2), e.ropeFreqs(r).bind(3)},
 	})
 }
 
 // ropeFreqs are the pairs' angles per position, scale·base^(-2j/dims)/
 // factor_j in float64 (engine/cpu's ropeFrequencies), each as two float32s
 // hi + lo, the kernel's float2: it forms pos·freq from both to about 1e-14
-// relative, then reduces it mod 2π.
-func ropeFreqs(r *backend.RoPE) []byte {
-	scale := float64(r.PosScale)
-	if scale == 0 {
-		scale = 1
+// relative, then reduces it mod 2π. They are uploaded once per encoder for
+// each set of parameters.
+func (e *Encoder) ropeFreqs(r *backend.RoPE) Region {
+	k := binary.LittleEndian.AppendUint32(append(e.key[:0], 'r'), uint32(r.Dims))
+	k = binary.LittleEndian.AppendUint32(k, math.Float32bits(r.Base))
+	k = binary.LittleEndian.AppendUint32(k, math.Float32bits(r.PosScale))
+	for _, f := range r.FreqFactors {
+		k = binary.LittleEndian.AppendUint32(k, math.Float32bits(f))
 	}
-	b := make([]byte, 4*r.Dims)
-	for j := 0; j < r.Dims/2; j++ {
-		f := scale * math.Pow(float64(r.Base), -2*float64(j)/float64(r.Dims))
-		if r.FreqFactors != nil {
-			f /= float64(r.FreqFactors[j])
+	e.key = k
+	return e.constant(k, func() ([]byte, error) {
+		scale := float64(r.PosScale)
+		if scale == 0 {
+			scale = 1
 		}
-		hi := float32(f)
-		binary.LittleEndian.PutUint32(b[8*j:], math.Float32bits(hi))
-		binary.LittleEndian.PutUint32(b[8*j+4:], math.Float32bits(float32(f-float64(hi))))
-	}
-	return b
+		b := make([]byte, 4*r.Dims)
+		for j := 0; j < r.Dims/2; j++ {
+			f := scale * math.Pow(float64(r.Base), -2*float64(j)/float64(r.Dims))
+			if r.FreqFactors != nil {
+				f /= float64(r.FreqFactors[j])
+			}
+			hi := float32(f)
+			binary.LittleEndian.PutUint32(b[8*j:], math.Float32bits(hi))
+			binary.LittleEndian.PutUint32(b[8*j+4:], math.Float32bits(float32(f-float64(hi))))
+		}
+		return b, nil
+	})
 }
