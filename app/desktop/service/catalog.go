@@ -99,7 +99,7 @@ func (s *Service) Catalog() ([]CatalogEntry, error) {
 			}
 			d, err := s.catalogDesc(m, f, cf.LocalPath)
 			if err == nil {
-				cf.Estimate, err = evaluate(d, estimate.Options{Ctx: ctx, KV: t, Backend: estimateBackend(), Threads: c.Threads}, b, src)
+				cf.Estimate, err = evaluate(d, estimate.Options{Ctx: ctx, KV: t, Backend: s.backendChoice().Backend, Threads: c.Threads}, b, src)
 			}
 			if err != nil {
 				cf.Estimate = Estimate{Verdict: estimate.Unknown.String(), Limits: []KVLimit{},
@@ -189,5 +189,5 @@ func (s *Service) CatalogEstimate(id, quant string) (Estimate, error) {
 		ctx = ct
 	}
 	b, src := s.budget()
-	return evaluate(d, estimate.Options{Ctx: ctx, KV: t, Backend: estimateBackend(), Threads: c.Threads}, b, src)
+	return evaluate(d, estimate.Options{Ctx: ctx, KV: t, Backend: s.backendChoice().Backend, Threads: c.Threads}, b, src)
 }

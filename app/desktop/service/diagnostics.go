@@ -18,14 +18,12 @@ const WailsModule = "github.com/wailsapp/wails/v2"
 // template, and Nibble's folders.
 func (s *Service) Diagnostics() Diagnostics {
 	d := Diagnostics{OS: runtime.GOOS, Arch: runtime.GOARCH, Device: device(runtime.GOOS, "/proc/cpuinfo"),
-		CPUs: runtime.NumCPU(), Backend: "cpu", BackendReason: backendReason(runtime.GOOS),
-		GoVersion: runtime.Version(), DataDir: s.dirs.Data, ConfigDir: s.dirs.Config, ModelsDir: s.dirs.Models}
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), DataDir: s.dirs.Data, ConfigDir: s.dirs.Config, ModelsDir: s.dirs.Models}
 	d.Version, d.WailsVersion = versions()
-	if c, ok := backendChoice(); ok {
-		d.Backend, d.BackendReason = c.Backend, c.Reason
-		if c.Device != "" {
-			d.Device = c.Device // the GPU's name, e.g. "Apple M2 Pro"
-		}
+	choice := s.backendChoice()
+	d.Backend, d.BackendReason = choice.Backend, choice.Reason
+	if choice.Device != "" {
+		d.Device = choice.Device // the GPU's name, e.g. "Apple M2 Pro"
 	}
 	if info, err := sysmem.Probe(); err == nil {
 		d.TotalRAM, d.AvailableRAM = clamp(info.TotalRAM), clamp(info.AvailableRAM)
@@ -79,15 +77,6 @@ func device(goos, cpuinfo string) string {
 		}
 	}
 	return runtime.GOARCH + " CPU"
-}
-
-// backendReason says why the CPU backend runs the model before the engine
-// has chosen (metal.Choose, recorded by engineBackend).
-func backendReason(goos string) string {
-	if goos == "darwin" {
-		return "the engine has not chosen a backend yet"
-	}
-	return "no Metal on this system"
 }
 
 // versions are Nibble's version (the module version, else "dev" with the

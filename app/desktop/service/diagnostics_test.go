@@ -17,7 +17,7 @@ func TestDiagnostics(t *testing.T) {
 	if d.OS != runtime.GOOS || d.Arch != runtime.GOARCH || d.CPUs < 1 || d.Threads != 2 || d.Device == "" {
 		t.Fatalf("machine %+v", d)
 	}
-	if d.Backend != "cpu" || d.BackendReason != backendReason(runtime.GOOS) || d.GoVersion != runtime.Version() || d.Version == "" || d.WailsVersion == "" {
+	if d.Backend != "cpu" || d.BackendReason != s.backendChoice().Reason || d.BackendReason == "" || d.GoVersion != runtime.Version() || d.Version == "" || d.WailsVersion == "" {
 		t.Fatalf("backend and versions %+v", d)
 	}
 	if d.Model != nil || d.TemplateStatus != "no model is loaded" || d.SettingsWarning != "settings: the file was moved aside" {

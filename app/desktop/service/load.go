@@ -69,7 +69,7 @@ func (s *Service) plan(req LoadRequest) (*loadPlan, error) {
 		return nil, fmt.Errorf("load %s: %w", filepath.Base(path), err)
 	}
 	// Threads as the scheduler the load will run on has them.
-	p.opts = estimate.Options{Ctx: p.ctx, KV: p.kv, Backend: estimateBackend(), Threads: c.Threads}
+	p.opts = estimate.Options{Ctx: p.ctx, KV: p.kv, Backend: s.backendChoice().Backend, Threads: c.Threads}
 	p.budget, p.source = s.budget()
 	return p, nil
 }
@@ -226,7 +226,7 @@ func (s *Service) schedulerForSettings() *scheduler.Scheduler {
 		return cur
 	}
 	cur.Close() // ends its replies, unloads its model; the load replaces it anyway
-	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: engineBackend(c.Threads)}
+	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: s.engineBackend(c.Threads)}
 	n := scheduler.New(cfg)
 	s.mu.Lock()
 	s.sched, s.schedCfg = n, cfg

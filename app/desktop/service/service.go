@@ -23,6 +23,7 @@ import (
 	"nibble/engine/chat"
 	"nibble/engine/estimate"
 	"nibble/engine/scheduler"
+	"nibble/metal"
 )
 
 // Event names, with the payload type each carries.
@@ -93,6 +94,9 @@ type Service struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	choiceMu sync.Mutex   // guards choice, set when a scheduler makes its backend
+	choice   metal.Choice // the engine's backend and why (engineBackend)
 }
 
 // New makes a service on store's settings, with dirs for the demo model's
@@ -104,9 +108,10 @@ func New(store *settings.Store, dirs settings.Dirs, emit Emitter) *Service {
 		emit = func(string, any) {}
 	}
 	c := store.Get()
-	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: engineBackend(c.Threads)}
 	s := &Service{store: store, dirs: dirs, emit: emit, probe: estimate.SystemBudget,
-		sched: scheduler.New(cfg), schedCfg: cfg, state: StateStarting, reqs: map[string]context.CancelFunc{}}
+		state: StateStarting, reqs: map[string]context.CancelFunc{}}
+	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: s.engineBackend(c.Threads)}
+	s.sched, s.schedCfg = scheduler.New(cfg), cfg
 	s.hist, s.histErr = history.Open(filepath.Join(dirs.Data, HistoryFile))
 	s.initCatalog()
 	s.startWatch()
