@@ -188,3 +188,25 @@ func Check(d *Dispatch) error {
 	}
 	return nil
 }
+
+// CheckArgs checks that dispatch d binds every argument kernel k declares:
+// each [[buffer(i)]] to a buffer or inline data, and each
+// [[threadgroup(i)]] to a memory length.
+func CheckArgs(k *msl.Kernel, d *Dispatch) error {
+	var bound uint64
+	for _, b := range d.Buffers {
+		bound |= 1 << b.Index
+	}
+	for _, b := range d.Inline {
+		bound |= 1 << b.Index
+	}
+	for _, prm := range k.Params {
+		switch {
+		case prm.Attr == "buffer" && bound>>prm.Index&1 == 0:
+			return fmt.Errorf("%s: buffer(%d) (%s) is not bound", k.Name, prm.Index, prm.Name)
+		case prm.Attr == "threadgroup" && (prm.Index >= len(d.Threadgroup) || d.Threadgroup[prm.Index] == 0):
+			return fmt.Errorf("%s: threadgroup(%d) (%s) has no memory length", k.Name, prm.Index, prm.Name)
+		}
+	}
+	return nil
+}

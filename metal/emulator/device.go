@@ -334,13 +334,8 @@ func (d *Device) prepare(x *device.Dispatch) (task, error) {
 	for i, n := range x.Threadgroup {
 		t.d.tgLen[i] = uint64(n)
 	}
-	for _, prm := range p.kernel.Params {
-		switch {
-		case prm.Attr == "buffer" && t.d.bufBound>>prm.Index&1 == 0:
-			return task{}, fmt.Errorf("%s: buffer(%d) (%s) is not bound", p.kernel.Name, prm.Index, prm.Name)
-		case prm.Attr == "threadgroup" && t.d.tgLen[prm.Index] == 0:
-			return task{}, fmt.Errorf("%s: threadgroup(%d) (%s) has no memory length", p.kernel.Name, prm.Index, prm.Name)
-		}
+	if err := device.CheckArgs(p.kernel, x); err != nil {
+		return task{}, err
 	}
 	t.d.nconst = uint64(len(p.consts))
 	for i, c := range p.consts {

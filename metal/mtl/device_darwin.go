@@ -473,7 +473,7 @@ func (d *Device) binding(name string, b device.Binding) (objc.ID, int, error) {
 }
 
 // check validates a dispatch as the emulator does: device.Check, then
-// every buffer and threadgroup argument of the kernel bound.
+// device.CheckArgs.
 func (d *Device) check(x *device.Dispatch) (*pipeline, error) {
 	if err := device.Check(x); err != nil {
 		return nil, err
@@ -482,20 +482,8 @@ func (d *Device) check(x *device.Dispatch) (*pipeline, error) {
 	if !ok || p.lib.dev != d || p.pso == 0 {
 		return nil, fmt.Errorf("%s: pipeline of another device", x.Pipeline.Name())
 	}
-	var bound uint64
-	for _, b := range x.Buffers {
-		bound |= 1 << b.Index
-	}
-	for _, b := range x.Inline {
-		bound |= 1 << b.Index
-	}
-	for _, prm := range p.kernel.Params {
-		switch {
-		case prm.Attr == "buffer" && bound>>prm.Index&1 == 0:
-			return nil, fmt.Errorf("%s: buffer(%d) (%s) is not bound", p.kernel.Name, prm.Index, prm.Name)
-		case prm.Attr == "threadgroup" && (prm.Index >= len(x.Threadgroup) || x.Threadgroup[prm.Index] == 0):
-			return nil, fmt.Errorf("%s: threadgroup(%d) (%s) has no memory length", p.kernel.Name, prm.Index, prm.Name)
-		}
+	if err := device.CheckArgs(p.kernel, x); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
