@@ -2,9 +2,7 @@ package encoder
 
 import (
 	"math"
-	"strings"
 
-	"nibble/engine/ggml"
 	"nibble/metal/device"
 )
 
@@ -28,19 +26,12 @@ const (
 // its mat-mat kernel at about the same batch size).
 const mulMMMinRows = 8
 
-// mulMMTypes are the weight types with a kernel_mul_mm_<type>.
-var mulMMTypes = map[ggml.Type]bool{
-	ggml.F32: true, ggml.F16: true, ggml.BF16: true,
-	ggml.Q4_0: true, ggml.Q4_1: true, ggml.Q5_0: true, ggml.Q5_1: true, ggml.Q8_0: true,
-	ggml.Q2_K: true, ggml.Q3_K: true, ggml.Q4_K: true, ggml.Q5_K: true, ggml.Q6_K: true,
-}
-
 // mulMMFits reports why kernel_mul_mm cannot compute dst = W·x, or "" when it
-// can: its type, whole 32-column steps, and x rows 16-byte aligned (it reads
-// them as float4).
+// can: its type (weightTypes: every one has a kernel_mul_mm_<type>), whole
+// 32-column steps, and x rows 16-byte aligned (it reads them as float4).
 func mulMMFits(w *Weight, x Region) string {
 	switch {
-	case !mulMMTypes[w.Type]:
+	case !weightTypes[w.Type]:
 		return "no mul_mm kernel for " + w.Type.String()
 	case w.Cols%mulMMCols != 0:
 		return "columns not a multiple of 32"
@@ -77,7 +68,7 @@ func (e *Encoder) MulMM(dst Region, w *Weight, x Region, rows int) {
 		e.Failf("mul_mm: W %d×%d: row strides beyond 32 bits", w.Rows, w.Cols)
 		return
 	}
-	name := "kernel_mul_mm_" + strings.ToLower(w.Type.String())
+	name := "kernel_mul_mm_" + kernelSuffix(w.Type)
 	e.Dispatch(device.Dispatch{
 		Pipeline: e.Pipeline(name),
 		Groups:   [3]int{(rows + mulMMRows - 1) / mulMMRows, (w.Rows + mulMMOuts - 1) / mulMMOuts, 1},
