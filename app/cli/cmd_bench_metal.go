@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
@@ -86,15 +85,25 @@ func benchMetalModelCmd(env *Env, args []string) error {
 		s.Name, s.Layers, s.Hidden, s.Heads, s.KVHeads, s.HeadDim = m.ID, m.Layers, m.Embd, m.Heads, m.KVHeads, m.HeadDim
 		s.FFN, s.Vocab, s.QKVBias = m.FF, m.Vocab, m.QKVBias
 	}
+	// A catalog shape replaced the shape flags; its sizes are positive.
+	if err := checkIntFlags(intBound{"--layers", s.Layers, 1}, intBound{"--hidden", s.Hidden, 1}, intBound{"--heads", s.Heads, 1},
+		intBound{"--kv-heads", s.KVHeads, 1}, intBound{"--head-dim", s.HeadDim, 1}, intBound{"--ffn", s.FFN, 1},
+		intBound{"--vocab", s.Vocab, 1}, intBound{"--ctx", *ctx, 1}); err != nil {
+		return err
+	}
 	switch {
-	case s.Layers <= 0 || s.Hidden <= 0 || s.Heads <= 0 || s.KVHeads <= 0 || s.HeadDim <= 0 || s.FFN <= 0 || s.Vocab <= 0:
-		return fmt.Errorf("%w: the shape needs positive sizes", ErrUsage)
 	case s.Heads%s.KVHeads != 0:
 		return fmt.Errorf("%w: %d heads are not a multiple of %d kv heads", ErrUsage, s.Heads, s.KVHeads)
-	case *ctx <= 0:
-		return fmt.Errorf("%w: --ctx must be positive", ErrUsage)
 	case kt != kv.F16 && *group != 32 && *group != 64:
 		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
+	}
+	devices := traffic.Devices
+	if *dev != "" {
+		d, err := traffic.DeviceByName(*dev)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		devices = []traffic.Device{d}
 	}
 	c := traffic.Cache{Type: kt, GroupSize: *group}
 	if kt == kv.F16 {
@@ -104,17 +113,11 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	r := metalModelReport{Model: s.Name, Shape: s, Ctx: *ctx, KV: kt.String(), KVGroup: c.GroupSize, Step: step,
 		Attention: step.Filter("attn_")}
 	r.AttnLayer.Attention(s.Heads, s.KVHeads, s.HeadDim, *ctx, *ctx, c)
-	for _, d := range traffic.Devices {
-		if *dev != "" && !strings.EqualFold(d.Name, *dev) {
-			continue
-		}
+	for _, d := range devices {
 		sec := d.Seconds(step.Bytes())
 		r.Devices = append(r.Devices, metalModelDevice{Device: d, StepMs: 1e3 * sec, TokensPerSec: 1 / sec,
 			AttentionMs: 1e3 * d.Seconds(r.Attention.Bytes()), AttnLayerUs: 1e6 * d.Seconds(r.AttnLayer.Bytes()),
 			AttnComputeUs: 1e6 * d.ComputeSeconds(r.AttnLayer.FLOPs)})
-	}
-	if *dev != "" && len(r.Devices) == 0 {
-		return fmt.Errorf("%w: no device %q", ErrUsage, *dev)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)

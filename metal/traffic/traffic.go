@@ -207,10 +207,10 @@ var Devices = []Device{
 	{"M4 Max", 546, 0, "Apple Newsroom, 30 Oct 2024: 546GB/s (16-core CPU; 410GB/s with 14)"},
 }
 
-// DeviceByName finds a device (exact name).
+// DeviceByName finds a device by name, in any case ("m1 max").
 func DeviceByName(name string) (Device, error) {
 	for _, d := range Devices {
-		if d.Name == name {
+		if strings.EqualFold(d.Name, name) {
 			return d, nil
 		}
 	}
