@@ -156,12 +156,15 @@ type Memory struct {
 }
 
 // Memory reads the device's figures and the sysctls.
-func (d *Device) Memory() Memory {
+func (d *Device) Memory() Memory { return memoryOf(d.dev) }
+
+// memoryOf reads the figures of an id<MTLDevice> and the sysctls.
+func memoryOf(dev objc.ID) Memory {
 	m := Memory{
-		RecommendedMaxWorkingSet: rt.msgUint(d.dev, sl(selRecommendedMaxWorkingSetSize)),
-		CurrentAllocated:         rt.msgUint(d.dev, sl(selCurrentAllocatedSize)),
-		MaxBufferLength:          rt.msgUint(d.dev, sl(selMaxBufferLength)),
-		UnifiedMemory:            rt.msgBool(d.dev, sl(selHasUnifiedMemory)),
+		RecommendedMaxWorkingSet: rt.msgUint(dev, sl(selRecommendedMaxWorkingSetSize)),
+		CurrentAllocated:         rt.msgUint(dev, sl(selCurrentAllocatedSize)),
+		MaxBufferLength:          rt.msgUint(dev, sl(selMaxBufferLength)),
+		UnifiedMemory:            rt.msgBool(dev, sl(selHasUnifiedMemory)),
 	}
 	m.MemSize, _ = Sysctl("hw.memsize")
 	m.WiredLimitMB, _ = Sysctl("iogpu.wired_limit_mb") // absent on Intel Macs

@@ -25,31 +25,32 @@ var probeDev struct {
 	dev  objc.ID
 }
 
-// probeGPU reads the system default device's working-set figures; the
-// device is created once (and kept: MTLCreateSystemDefaultDevice hands out
-// the same GPU to every caller of a process).
-func probeGPU() (workingSet, allocated uint64, ok bool) {
+// probeDevice is the system default device, created once (and kept:
+// MTLCreateSystemDefaultDevice hands out the same GPU to every caller of a
+// process); 0 when Metal cannot be loaded or there is no GPU.
+func probeDevice() objc.ID {
 	if bind() != nil {
-		return 0, 0, false
+		return 0
 	}
 	probeDev.once.Do(func() { withPool(func() { probeDev.dev = rt.createSystemDefaultDevice() }) })
-	if probeDev.dev == 0 {
+	return probeDev.dev
+}
+
+// probeGPU reads the system default device's working-set figures.
+func probeGPU() (workingSet, allocated uint64, ok bool) {
+	dev := probeDevice()
+	if dev == 0 {
 		return 0, 0, false
 	}
-	return rt.msgUint(probeDev.dev, sl(selRecommendedMaxWorkingSetSize)), rt.msgUint(probeDev.dev, sl(selCurrentAllocatedSize)), true
+	return rt.msgUint(dev, sl(selRecommendedMaxWorkingSetSize)), rt.msgUint(dev, sl(selCurrentAllocatedSize)), true
 }
 
 // SystemMemory is Memory of the system default device, without opening a
 // Device (for Diagnostics); ok is false when there is no Metal device.
 func SystemMemory() (m Memory, ok bool) {
-	ws, alloc, ok := probeGPU()
-	if !ok {
+	dev := probeDevice()
+	if dev == 0 {
 		return Memory{}, false
 	}
-	m = Memory{RecommendedMaxWorkingSet: ws, CurrentAllocated: alloc,
-		MaxBufferLength: rt.msgUint(probeDev.dev, sl(selMaxBufferLength)),
-		UnifiedMemory:   rt.msgBool(probeDev.dev, sl(selHasUnifiedMemory))}
-	m.MemSize, _ = Sysctl("hw.memsize")
-	m.WiredLimitMB, _ = Sysctl("iogpu.wired_limit_mb")
-	return m, true
+	return memoryOf(dev), true
 }
