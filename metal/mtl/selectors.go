@@ -39,7 +39,6 @@ const (
 	selRecommendedMaxWorkingSetSize
 	selCurrentAllocatedSize
 	selHasUnifiedMemory
-	selMaxThreadgroupMemoryLength
 	selNewResidencySetWithDescriptor
 
 	// MTLCompileOptions (Metal/MTLLibrary.h)
@@ -80,7 +79,6 @@ const (
 
 	// MTLBuffer (Metal/MTLBuffer.h)
 	selContents
-	selLength
 
 	// MTLResidencySetDescriptor and MTLResidencySet (Metal/MTLResidencySet.h, macOS 15)
 	selSetInitialCapacity
@@ -126,7 +124,6 @@ var selectors = [numSelectors]Selector{
 	selRecommendedMaxWorkingSetSize:        {"recommendedMaxWorkingSetSize", "MTLDevice", nil, "uint64_t", "Metal/MTLDevice.h"},
 	selCurrentAllocatedSize:                {"currentAllocatedSize", "MTLDevice", nil, "NSUInteger", "Metal/MTLDevice.h"},
 	selHasUnifiedMemory:                    {"hasUnifiedMemory", "MTLDevice", nil, "BOOL", "Metal/MTLDevice.h"},
-	selMaxThreadgroupMemoryLength:          {"maxThreadgroupMemoryLength", "MTLDevice", nil, "NSUInteger", "Metal/MTLDevice.h"},
 	selNewResidencySetWithDescriptor:       {"newResidencySetWithDescriptor:error:", "MTLDevice", []string{"MTLResidencySetDescriptor*", "NSError**"}, "id<MTLResidencySet>", "Metal/MTLDevice.h"},
 
 	selSetFastMathEnabled: {"setFastMathEnabled:", "MTLCompileOptions", []string{"BOOL"}, "void", "Metal/MTLLibrary.h"},
@@ -158,7 +155,6 @@ var selectors = [numSelectors]Selector{
 	selEndEncoding:                       {"endEncoding", "MTLCommandEncoder", nil, "void", "Metal/MTLCommandEncoder.h"},
 
 	selContents: {"contents", "MTLBuffer", nil, "void*", "Metal/MTLBuffer.h"},
-	selLength:   {"length", "MTLBuffer", nil, "NSUInteger", "Metal/MTLBuffer.h"},
 
 	selSetInitialCapacity: {"setInitialCapacity:", "MTLResidencySetDescriptor", []string{"NSUInteger"}, "void", "Metal/MTLResidencySet.h"},
 	selSetLabel:           {"setLabel:", "MTLResidencySetDescriptor", []string{"NSString*"}, "void", "Metal/MTLResidencySet.h"},

@@ -50,7 +50,6 @@ var declarations = map[string][]string{
 		"MTLDevice @property (readonly) uint64_t recommendedMaxWorkingSetSize;",
 		"MTLDevice @property (readonly) NSUInteger currentAllocatedSize;",
 		"MTLDevice @property (readonly) BOOL hasUnifiedMemory;",
-		"MTLDevice @property (readonly) NSUInteger maxThreadgroupMemoryLength;",
 		"MTLDevice - (nullable id<MTLResidencySet>) newResidencySetWithDescriptor:(MTLResidencySetDescriptor *)desc error:(NSError *__nullable*)error;",
 	},
 	"Metal/MTLLibrary.h": {
@@ -90,7 +89,6 @@ var declarations = map[string][]string{
 	},
 	"Metal/MTLBuffer.h": {
 		"MTLBuffer - (void*)contents;",
-		"MTLBuffer @property (readonly) NSUInteger length;",
 	},
 	"Metal/MTLResidencySet.h": {
 		"MTLResidencySetDescriptor @property (nullable, copy, nonatomic) NSString *label;",
