@@ -13,7 +13,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strings"
+	"reflect"
 
 	"nibble/metal/device"
 )
@@ -34,9 +34,12 @@ func (r Region) bind(index int) device.Binding {
 	return device.Binding{Index: index, Buffer: r.Buf, Offset: r.Off}
 }
 
+// pipeKey identifies a cached pipeline: its kernel and up to
+// len(consts) function constants, compared as they are given.
 type pipeKey struct {
 	name   string
-	consts string
+	n      int
+	consts [8]device.Constant
 }
 
 // Encoder appends dispatches to one command list. Like a backend, it is used
@@ -106,20 +109,34 @@ func (e *Encoder) Failf(format string, args ...any) {
 // Pipeline returns the pipeline of a kernel with these function constants,
 // made once and cached; nil (and the error recorded) when it cannot be made.
 func (e *Encoder) Pipeline(name string, consts ...device.Constant) device.Pipeline {
-	var k strings.Builder
+	key := pipeKey{name: name, n: len(consts)}
+	cache := copy(key.consts[:], consts) == len(consts)
 	for _, c := range consts {
-		fmt.Fprintf(&k, "%d=%T:%v;", c.Index, c.Value, c.Value)
+		// A value of an incomparable type is no constant (the library
+		// says so); it must not reach the map, whose hash would panic.
+		if t := reflect.TypeOf(c.Value); t != nil && !t.Comparable() {
+			cache = false
+		}
 	}
-	key := pipeKey{name, k.String()}
+	if !cache {
+		return e.makePipeline(name, consts)
+	}
 	if p, ok := e.pipes[key]; ok {
 		return p
 	}
+	p := e.makePipeline(name, consts)
+	if p != nil {
+		e.pipes[key] = p
+	}
+	return p
+}
+
+func (e *Encoder) makePipeline(name string, consts []device.Constant) device.Pipeline {
 	p, err := e.lib.Pipeline(name, consts...)
 	if err != nil {
 		e.Failf("pipeline %s: %w", name, err)
 		return nil
 	}
-	e.pipes[key] = p
 	return p
 }
 
