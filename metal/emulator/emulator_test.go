@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"nibble/metal/emulator/emutest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 
 	"nibble/engine/half"
 	"nibble/metal/device"
+	"nibble/metal/emulator/emutest"
 	"nibble/metal/msl"
 )
 
