@@ -37,7 +37,7 @@ func (b *recBuf) Release() {}
 type recPipe struct {
 	name   string
 	max    int
-	consts []device.Constant
+	consts []device.EncodedConstant
 }
 
 func (p *recPipe) Name() string    { return p.name }
@@ -52,7 +52,11 @@ func (l recLib) Pipeline(name string, consts ...device.Constant) (device.Pipelin
 			if m == 0 {
 				m = device.MaxThreads
 			}
-			return &recPipe{name: name, max: m, consts: append([]device.Constant(nil), consts...)}, nil
+			enc, err := device.EncodeConstants(l.r.unit.Constants, nil, name, consts)
+			if err != nil {
+				return nil, err
+			}
+			return &recPipe{name: name, max: m, consts: enc}, nil
 		}
 	}
 	return nil, fmt.Errorf("recorder: no kernel %s", name)
@@ -128,13 +132,10 @@ func (r *Recorder) Write(dir, name string, info map[string]string) error {
 		}
 		t.Line("buffer %d %d %s", b.id, b.size, blob)
 	}
-	decls := constDecls(r.unit)
 	id := func(b device.Buffer) int { return b.(*recBuf).id }
 	for i := range r.list {
 		rd := &r.list[i]
-		if err := writeDispatch(t, &rd.d, rd.p.name, rd.p.consts, decls, id); err != nil {
-			return err
-		}
+		writeDispatch(t, &rd.d, rd.p.name, rd.p.consts, id)
 		t.Line("end")
 	}
 	return t.Close()

@@ -18,9 +18,7 @@ type TeeDevice struct {
 	PerKernel int
 
 	t     *Trace
-	unit  *msl.Unit
 	infos map[string]kernelInfo
-	decls map[int]*msl.Constant
 	next  int
 	seen  map[string]int
 	err   error
@@ -39,20 +37,28 @@ func (b *teeBuf) Release()      { b.inner.Release() }
 
 type teePipe struct {
 	inner  device.Pipeline
-	consts []device.Constant
+	key    string // name and constant values: PerKernel counts dispatches by it
+	consts []device.EncodedConstant
 }
 
 func (p *teePipe) Name() string    { return p.inner.Name() }
 func (p *teePipe) MaxThreads() int { return p.inner.MaxThreads() }
 
-type teeLib struct{ inner device.Library }
+type teeLib struct {
+	inner device.Library
+	decls []msl.Constant
+}
 
 func (l teeLib) Pipeline(name string, consts ...device.Constant) (device.Pipeline, error) {
 	p, err := l.inner.Pipeline(name, consts...)
 	if err != nil {
 		return nil, err
 	}
-	return &teePipe{inner: p, consts: append([]device.Constant(nil), consts...)}, nil
+	enc, err := device.EncodeConstants(l.decls, nil, name, consts)
+	if err != nil {
+		return nil, err
+	}
+	return &teePipe{inner: p, key: constKey(name, consts), consts: enc}, nil
 }
 
 // NewTee writes trace dir/name of what runs on inner.
@@ -71,12 +77,12 @@ func (d *TeeDevice) NewLibrary(srcs []device.Source) (device.Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.unit, d.infos, d.decls = u, kernelInfos(u), constDecls(u)
+	d.infos = kernelInfos(u)
 	lib, err := d.Inner.NewLibrary(srcs)
 	if err != nil {
 		return nil, err
 	}
-	return teeLib{lib}, nil
+	return teeLib{lib, u.Constants}, nil
 }
 
 func (d *TeeDevice) wrap(b device.Buffer, err error) (device.Buffer, error) {
@@ -123,8 +129,7 @@ func (d *TeeDevice) Submit(list *device.CommandList) error {
 			in.Buffers[i] = device.Binding{Index: b.Index, Buffer: tb.inner, Offset: b.Offset}
 			bound[tb.id] = tb
 		}
-		key := constKey(p.Name(), p.consts)
-		rec := d.seen[key] < d.PerKernel
+		rec := d.seen[p.key] < d.PerKernel
 		var ids []int
 		for id := range bound {
 			ids = append(ids, id)
@@ -153,11 +158,9 @@ func (d *TeeDevice) Submit(list *device.CommandList) error {
 		if !rec {
 			continue
 		}
-		d.seen[key]++
+		d.seen[p.key]++
 		d.Recorded++
-		if err := writeDispatch(d.t, &x, p.Name(), p.consts, d.decls, func(b device.Buffer) int { return b.(*teeBuf).id }); err != nil {
-			return err
-		}
+		writeDispatch(d.t, &x, p.Name(), p.consts, func(b device.Buffer) int { return b.(*teeBuf).id })
 		for _, id := range ids {
 			d.t.Line("before %d %s", id, before[id])
 		}

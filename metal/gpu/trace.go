@@ -135,28 +135,12 @@ func kernelInfos(u *msl.Unit) map[string]kernelInfo {
 	return out
 }
 
-// constDecls is the unit's function constants by index.
-func constDecls(u *msl.Unit) map[int]*msl.Constant {
-	m := map[int]*msl.Constant{}
-	for i := range u.Constants {
-		m[u.Constants[i].Index] = &u.Constants[i]
-	}
-	return m
-}
-
-// writeDispatch writes a dispatch's launch lines (not its end).
-func writeDispatch(t *Trace, d *device.Dispatch, name string, consts []device.Constant, decls map[int]*msl.Constant, bufID func(device.Buffer) int) error {
+// writeDispatch writes a dispatch's launch lines (not its end); consts are
+// its pipeline's function constants, encoded when the pipeline was made.
+func writeDispatch(t *Trace, d *device.Dispatch, name string, consts []device.EncodedConstant, bufID func(device.Buffer) int) {
 	t.Line("dispatch %s %d %d %d %d %d %d", name, d.Groups[0], d.Groups[1], d.Groups[2], d.Threads[0], d.Threads[1], d.Threads[2])
 	for _, c := range consts {
-		decl := decls[c.Index]
-		if decl == nil {
-			return fmt.Errorf("%s: no function constant with index %d", name, c.Index)
-		}
-		b, err := device.EncodeConstant(decl, c.Value)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		t.Line("const %d %s", c.Index, hex.EncodeToString(b))
+		t.Line("const %d %s", c.Decl.Index, hex.EncodeToString(c.Bytes))
 	}
 	for _, b := range d.Buffers {
 		t.Line("bind %d %d %d", b.Index, bufID(b.Buffer), b.Offset)
@@ -167,5 +151,4 @@ func writeDispatch(t *Trace, d *device.Dispatch, name string, consts []device.Co
 	for i, n := range d.Threadgroup {
 		t.Line("tg %d %d", i, n)
 	}
-	return nil
 }
