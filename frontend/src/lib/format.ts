@@ -49,6 +49,12 @@ export function tokens(n: number): string {
   return String(n);
 }
 
+/** upTo is the largest context that fits, "up to 8K", with "(full)" when it
+ * is the model's whole trained context (the service caps it there). */
+export function upTo(maxCtx: number, ctxTrain: number): string {
+  return `up to ${tokens(maxCtx)}${ctxTrain > 0 && maxCtx >= ctxTrain ? ' (full)' : ''}`;
+}
+
 /** exact is a token count with thousands separators: 131,072. */
 export function exact(n: number): string {
   return n.toLocaleString('en-US');
