@@ -288,12 +288,7 @@ func decodeStepTrace(dir string, s shape, typ kv.Type, ctx int) error {
 	if err := r.Submit(e.List()); err != nil {
 		return err
 	}
-	kvBytes := 0
-	if true {
-		c := &encoder.KVLayer{Cfg: cfg}
-		kvBytes = 2 * s.layers * s.kvHeads * ctx * kv.BytesPerTokenHead(typ, s.dim, max(cfg.GroupSize, 1))
-		_ = c
-	}
+	kvBytes := 2 * s.layers * s.kvHeads * ctx * kv.BytesPerTokenHead(typ, s.dim, max(cfg.GroupSize, 1))
 	return r.Write(dir, fmt.Sprintf("decode-%s-%s-%dk", s.name, kvName(typ), ctx>>10), map[string]string{
 		"weight_bytes": fmt.Sprint(weightBytes),
 		"kv_bytes":     fmt.Sprint(kvBytes),
