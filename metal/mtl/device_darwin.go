@@ -498,12 +498,18 @@ func (d *Device) check(x *device.Dispatch) (*pipeline, error) {
 // before anything is encoded.
 func (d *Device) Submit(list *device.CommandList) error {
 	ds := list.Dispatches()
-	type resolved struct {
-		p    *pipeline
-		bufs []objc.ID
-		offs []int
+	// The resolved pipelines, and the bindings of every dispatch in one
+	// slice (two allocations per list, not per dispatch).
+	type bound struct {
+		obj objc.ID
+		off int
 	}
-	rs := make([]resolved, len(ds))
+	n := 0
+	for i := range ds {
+		n += len(ds[i].Buffers)
+	}
+	ps := make([]*pipeline, len(ds))
+	bs := make([]bound, 0, n)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -512,14 +518,14 @@ func (d *Device) Submit(list *device.CommandList) error {
 	for i := range ds {
 		p, err := d.check(&ds[i])
 		if err == nil {
-			rs[i].p = p
+			ps[i] = p
 			for _, b := range ds[i].Buffers {
 				var o objc.ID
 				var off int
 				if o, off, err = d.binding(p.kernel.Name, b); err != nil {
 					break
 				}
-				rs[i].bufs, rs[i].offs = append(rs[i].bufs, o), append(rs[i].offs, off)
+				bs = append(bs, bound{o, off})
 			}
 		}
 		if err != nil {
@@ -543,10 +549,11 @@ func (d *Device) Submit(list *device.CommandList) error {
 			return
 		}
 		for i := range ds {
-			x, r := &ds[i], &rs[i]
-			rt.msgID(enc, sl(selSetComputePipelineState), r.p.pso)
-			for j, b := range x.Buffers {
-				rt.msgSetBuf(enc, sl(selSetBufferOffsetAtIndex), r.bufs[j], uint64(r.offs[j]), uint64(b.Index))
+			x := &ds[i]
+			rt.msgID(enc, sl(selSetComputePipelineState), ps[i].pso)
+			for _, b := range x.Buffers {
+				rt.msgSetBuf(enc, sl(selSetBufferOffsetAtIndex), bs[0].obj, uint64(bs[0].off), uint64(b.Index))
+				bs = bs[1:]
 			}
 			for _, in := range x.Inline {
 				// setBytes copies the bytes into the command buffer now.
