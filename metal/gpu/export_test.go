@@ -302,11 +302,11 @@ func decodeStepTrace(dir string, s shape, typ kv.Type, ctx int) error {
 // splits splits per kv head. The kernels are the same; hg is a function
 // constant (a build of its own).
 func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
-	r, _, err := newRecorder()
+	r := NewRecorder()
+	srcs, err := shaders.Sources()
 	if err != nil {
 		return err
 	}
-	srcs, _ := shaders.Sources()
 	lib, err := r.NewLibrary(srcs)
 	if err != nil {
 		return err
