@@ -11,6 +11,7 @@ import (
 	"nibble/engine/fastmath"
 	"nibble/metal/device"
 	"nibble/metal/emulator"
+	"nibble/metal/encoder"
 )
 
 // ewRun runs one elementwise kernel, scalar (_f32) or float4 (_f32_4), over
@@ -29,7 +30,7 @@ func ewRun(t *testing.T, d *emulator.Device, o emulator.Order, name string, vec 
 	}
 	run(t, d, o, device.Dispatch{
 		Pipeline: pipeline(t, l, name), Groups: [3]int{(count + 255) / 256, rows, 1}, Threads: [3]int{256, 1, 1},
-		Inline:  []device.Inline{{Index: 0, Data: args(count)}},
+		Inline:  []device.Inline{{Index: 0, Data: encoder.Args(count)}},
 		Buffers: b,
 	})
 }
@@ -196,7 +197,7 @@ func TestArgmax(t *testing.T) {
 				dst := buffer(t, d, make([]byte, 4*len(rows)))
 				run(t, d, o, device.Dispatch{
 					Pipeline: p, Groups: [3]int{len(rows), 1, 1}, Threads: [3]int{c.threads, 1, 1},
-					Inline:      []device.Inline{{Index: 0, Data: args(c.n)}},
+					Inline:      []device.Inline{{Index: 0, Data: encoder.Args(c.n)}},
 					Buffers:     []device.Binding{{Index: 1, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 2, Buffer: dst}},
 					Threadgroup: []int{64 * 4},
 				})

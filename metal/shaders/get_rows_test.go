@@ -14,6 +14,7 @@ import (
 	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/quant"
 	"nibble/metal/device"
+	"nibble/metal/encoder"
 )
 
 // suffix is a type's kernel name suffix: f32, q4_0, q6_k.
@@ -71,7 +72,7 @@ func TestGetRows(t *testing.T) {
 					chunks := (c.n/16 + c.threads - 1) / c.threads
 					run(t, d, o, device.Dispatch{
 						Pipeline: p, Groups: [3]int{c.rows, chunks, 1}, Threads: [3]int{c.threads, 1, 1},
-						Inline:  []device.Inline{{Index: 0, Data: args(c.n, rb, dstStride)}},
+						Inline:  []device.Inline{{Index: 0, Data: encoder.Args(c.n, rb, dstStride)}},
 						Buffers: []device.Binding{{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: buffer(t, d, i32Bytes(ids))}, {Index: 3, Buffer: dst}},
 					})
 					for row := 0; row < c.rows; row++ {

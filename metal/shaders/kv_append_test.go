@@ -10,6 +10,7 @@ import (
 
 	"nibble/engine/kv"
 	"nibble/metal/device"
+	"nibble/metal/encoder"
 )
 
 // kvAppendSigns are the rotation's signs for head dim d, read off
@@ -163,12 +164,7 @@ func kvAppendArgs(hd, gs, kvHeads, ctx, pos, n int, smooth, rotate bool, meta in
 		}
 		return 0
 	}
-	a := args(hd, gs, kvHeads, ctx, pos, n, b(smooth), b(rotate), float32(1/math.Sqrt(float64(hd))), 0)
-	m := uint64(meta)
-	for i := 0; i < 8; i++ {
-		a = append(a, byte(m>>(8*i)))
-	}
-	return a
+	return encoder.Args(hd, gs, kvHeads, ctx, pos, n, b(smooth), b(rotate), float32(1/math.Sqrt(float64(hd))), uint64(meta))
 }
 
 func kvAppendCompare(t *testing.T, plane string, got, want []byte, codes int) {

@@ -13,6 +13,7 @@ import (
 	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/quant"
 	"nibble/metal/device"
+	"nibble/metal/encoder"
 )
 
 func mmName(t ggml.Type) string { return "kernel_mul_mm_" + strings.ToLower(t.String()) }
@@ -45,7 +46,7 @@ func runMulMM(t *testing.T, c mmCase, w []byte, x []float32, o int) []float32 {
 	dst := buffer(t, d, make([]byte, dStride*c.rows))
 	run(t, d, orders[o], device.Dispatch{
 		Pipeline: p, Groups: [3]int{(c.rows + 31) / 32, (c.outs + 63) / 64, 1}, Threads: [3]int{128, 1, 1},
-		Inline:  []device.Inline{{Index: 0, Data: args(c.cols, c.outs, c.rows, c.typ.RowBytes(c.cols), xStride, dStride)}},
+		Inline:  []device.Inline{{Index: 0, Data: encoder.Args(c.cols, c.outs, c.rows, c.typ.RowBytes(c.cols), xStride, dStride)}},
 		Buffers: []device.Binding{{Index: 1, Buffer: buffer(t, d, w)}, {Index: 2, Buffer: buffer(t, d, xb)}, {Index: 3, Buffer: dst}},
 	})
 	got := make([]float32, c.rows*c.outs)

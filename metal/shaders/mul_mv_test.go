@@ -12,6 +12,7 @@ import (
 	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/quant"
 	"nibble/metal/device"
+	"nibble/metal/encoder"
 )
 
 // mulMVCase is one shape: W rows×cols, xrows rows of x, nx rows of x per
@@ -90,7 +91,7 @@ func TestMulMV(t *testing.T) {
 						Pipeline: p,
 						Groups:   [3]int{(c.rows + perGroup - 1) / perGroup, (c.xrows + c.nx - 1) / c.nx, 1},
 						Threads:  [3]int{32 * c.nsg, 1, 1},
-						Inline:   []device.Inline{{Index: 0, Data: args(c.cols, c.rows, c.xrows, typ.RowBytes(c.cols), 4*c.cols, dStride)}},
+						Inline:   []device.Inline{{Index: 0, Data: encoder.Args(c.cols, c.rows, c.xrows, typ.RowBytes(c.cols), 4*c.cols, dStride)}},
 						Buffers: []device.Binding{
 							{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 3, Buffer: dst},
 						},

@@ -11,6 +11,7 @@ import (
 
 	"nibble/engine/half"
 	"nibble/metal/device"
+	"nibble/metal/encoder"
 )
 
 // rmsNormTwin is the CPU backend's rms_norm (engine/cpu Backend.RMSNorm):
@@ -72,7 +73,7 @@ func TestRMSNorm(t *testing.T) {
 				dst := buffer(t, d, make([]byte, dstStride*c.rows))
 				run(t, d, o, device.Dispatch{
 					Pipeline: p, Groups: [3]int{c.rows, 1, 1}, Threads: [3]int{c.threads, 1, 1},
-					Inline:      []device.Inline{{Index: 0, Data: args(c.n, 4*c.n, dstStride, float32(eps))}},
+					Inline:      []device.Inline{{Index: 0, Data: encoder.Args(c.n, 4*c.n, dstStride, float32(eps))}},
 					Buffers:     []device.Binding{{Index: 1, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 2, Buffer: buffer(t, d, wb)}, {Index: 3, Buffer: dst}},
 					Threadgroup: []int{32 * 4},
 				})

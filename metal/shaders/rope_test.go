@@ -12,6 +12,7 @@ import (
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/metal/device"
+	"nibble/metal/encoder"
 )
 
 // ropeFreqs are the pairs' angles per position as kernel_rope reads them:
@@ -84,7 +85,7 @@ func TestRoPE(t *testing.T) {
 					xb := buffer(t, d, f32Bytes(x))
 					run(t, d, o, device.Dispatch{
 						Pipeline: p, Groups: [3]int{rows, (c.heads + hpg - 1) / hpg, 1}, Threads: [3]int{(c.dims/2 + 31) / 32 * 32, 1, 1},
-						Inline:  []device.Inline{{Index: 0, Data: args(c.heads, c.headDim, c.dims/2, hpg)}},
+						Inline:  []device.Inline{{Index: 0, Data: encoder.Args(c.heads, c.headDim, c.dims/2, hpg)}},
 						Buffers: []device.Binding{{Index: 1, Buffer: xb}, {Index: 2, Buffer: buffer(t, d, pos)}, {Index: 3, Buffer: buffer(t, d, f32Bytes(ropeFreqs(rp)))}},
 					})
 					got := f32s(xb.Bytes())

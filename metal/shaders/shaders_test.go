@@ -4,7 +4,6 @@ package shaders
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"nibble/metal/emulator/emutest"
 	"sync"
@@ -72,22 +71,6 @@ func f32s(b []byte) []float32 {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return v
-}
-
-// args packs 32-bit fields, the layout of the kernels' argument structs.
-func args(fields ...any) []byte {
-	var b []byte
-	for _, f := range fields {
-		switch v := f.(type) {
-		case int:
-			b = binary.LittleEndian.AppendUint32(b, uint32(v))
-		case float32:
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		default:
-			panic(fmt.Sprintf("args: %T", f))
-		}
-	}
-	return b
 }
 
 // run submits one dispatch in order o and waits for it.
