@@ -49,6 +49,7 @@ $(DEMO): | build
 run: app
 	@if [ "$(UNAME)" = Darwin ]; then open build/bin/Nibble.app; \
 	elif [ -n "$$DISPLAY" ]; then ./$(APP); else \
+	  echo "no display (DISPLAY is unset): running Nibble on a virtual one, sending a prompt and saving a screenshot"; \
 	  $(MAKE) --no-print-directory run-deps && \
 	  build/linux/smoke.sh ./$(APP) ./$(XWD2PNG) $(CURDIR)/$(APP_SHOT); fi
 
