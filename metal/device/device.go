@@ -151,12 +151,12 @@ func Check(d *Dispatch) error {
 	if max := d.Pipeline.MaxThreads(); threads > max {
 		return fmt.Errorf("%s: %d threads per threadgroup, more than its %d", name, threads, max)
 	}
-	seen := map[int]bool{}
+	var seen uint64 // bit i: index i is bound (MaxBuffers < 64)
 	for _, b := range d.Buffers {
-		if b.Index < 0 || b.Index >= MaxBuffers || seen[b.Index] {
+		if b.Index < 0 || b.Index >= MaxBuffers || seen>>b.Index&1 != 0 {
 			return fmt.Errorf("%s: buffer index %d is outside 0..%d or bound twice", name, b.Index, MaxBuffers-1)
 		}
-		seen[b.Index] = true
+		seen |= 1 << b.Index
 		if b.Buffer == nil {
 			return fmt.Errorf("%s: buffer(%d) is nil", name, b.Index)
 		}
@@ -165,10 +165,10 @@ func Check(d *Dispatch) error {
 		}
 	}
 	for _, b := range d.Inline {
-		if b.Index < 0 || b.Index >= MaxBuffers || seen[b.Index] {
+		if b.Index < 0 || b.Index >= MaxBuffers || seen>>b.Index&1 != 0 {
 			return fmt.Errorf("%s: inline buffer index %d is outside 0..%d or bound twice", name, b.Index, MaxBuffers-1)
 		}
-		seen[b.Index] = true
+		seen |= 1 << b.Index
 		if len(b.Data) == 0 || len(b.Data) > MaxInlineBytes {
 			return fmt.Errorf("%s: inline buffer(%d) of %d bytes (1..%d allowed)", name, b.Index, len(b.Data), MaxInlineBytes)
 		}
