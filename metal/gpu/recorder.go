@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"nibble/metal/device"
 	"nibble/metal/msl"
@@ -113,14 +115,14 @@ func (r *Recorder) Len() int { return len(r.list) }
 func (r *Recorder) Reset() { r.list = r.list[:0] }
 
 // Write writes the recorded dispatches as trace dir/name, with info lines
-// (key value) first.
+// (key value, in key order) first.
 func (r *Recorder) Write(dir, name string, info map[string]string) error {
 	t, err := NewTrace(dir, name)
 	if err != nil {
 		return err
 	}
-	for k, v := range info {
-		t.Line("info %s %s", k, v)
+	for _, k := range slices.Sorted(maps.Keys(info)) {
+		t.Line("info %s %s", k, info[k])
 	}
 	for _, b := range r.bufs {
 		blob := "-"
