@@ -27,6 +27,7 @@ import (
 	"nibble/metal/encoder"
 	"nibble/metal/msl"
 	"nibble/metal/shaders"
+	"nibble/metal/traffic"
 )
 
 var outDir = flag.String("out", "", "TestExport: write kernels.cu and the traces here")
@@ -211,16 +212,8 @@ func attentionTrace(dir string, typ kv.Type, n int) error {
 	})
 }
 
-// shape is a Llama-style model's geometry.
-type shape struct {
-	name                                string
-	layers, hidden, heads, kvHeads, dim int
-	ffn, vocab                          int
-	weight, embed, output               ggml.Type
-}
-
-var llama1B = shape{name: "llama3.2-1b", layers: 16, hidden: 2048, heads: 32, kvHeads: 8, dim: 64, ffn: 8192, vocab: 128256,
-	weight: ggml.Q4_K, embed: ggml.Q6_K, output: ggml.Q6_K}
+var llama1B = traffic.Shape{Name: "llama3.2-1b", Layers: 16, Hidden: 2048, Heads: 32, KVHeads: 8, HeadDim: 64, FFN: 8192, Vocab: 128256,
+	Weight: ggml.Q4_K, Embed: ggml.Q6_K, Output: ggml.Q6_K}
 
 func weight(r *Recorder, t ggml.Type, rows, cols int) *encoder.Weight {
 	n := t.RowBytes(cols) * rows
@@ -231,30 +224,30 @@ func weight(r *Recorder, t ggml.Type, rows, cols int) *encoder.Weight {
 // ctx-1 over a cache of ctx positions), as the engine's Llama forward pass
 // issues them: embed; per layer norm, q/k/v, RoPE, store, attention, o,
 // residual, norm, gate/up, SwiGLU, down, residual; final norm, output, argmax.
-func decodeStepTrace(dir string, s shape, typ kv.Type, ctx int) error {
+func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 	r, e, err := newRecorder()
 	if err != nil {
 		return err
 	}
-	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: s.layers, KVHeads: s.kvHeads, HeadDim: s.dim, Ctx: ctx}
+	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: s.Layers, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Ctx: ctx}
 	if typ == kv.F16 {
 		cfg.GroupSize = 0
 	}
-	a := &backend.Attention{Heads: s.heads, KVHeads: s.kvHeads, HeadDim: s.dim, Scale: float32(1 / math.Sqrt(float64(s.dim)))}
-	rope := &backend.RoPE{Dims: s.dim, Base: 500000, PosScale: 1}
+	a := &backend.Attention{Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Scale: float32(1 / math.Sqrt(float64(s.HeadDim)))}
+	rope := &backend.RoPE{Dims: s.HeadDim, Base: 500000, PosScale: 1}
 	f := func(n int) encoder.Region { return region(r, 4*n) }
-	x, h, q, k, v, att, o := f(s.hidden), f(s.hidden), f(s.heads*s.dim), f(s.kvHeads*s.dim), f(s.kvHeads*s.dim), f(s.heads*s.dim), f(s.hidden)
-	gate, up, act, down, logits, tok := f(s.ffn), f(s.ffn), f(s.ffn), f(s.hidden), f(s.vocab), f(4)
-	ws := region(r, encoder.WorkspaceBytes(cfg, s.heads, 1))
-	embed := weight(r, s.embed, s.vocab, s.hidden)
+	x, h, q, k, v, att, o := f(s.Hidden), f(s.Hidden), f(s.Heads*s.HeadDim), f(s.KVHeads*s.HeadDim), f(s.KVHeads*s.HeadDim), f(s.Heads*s.HeadDim), f(s.Hidden)
+	gate, up, act, down, logits, tok := f(s.FFN), f(s.FFN), f(s.FFN), f(s.Hidden), f(s.Vocab), f(4)
+	ws := region(r, encoder.WorkspaceBytes(cfg, s.Heads, 1))
+	embed := weight(r, s.Embed, s.Vocab, s.Hidden)
 	pos := ctx - 1
 	e.Embed(x, embed, []int32{128000})
-	weightBytes := embed.Type.RowBytes(s.hidden) // one row read
-	for l := 0; l < s.layers; l++ {
-		wq, wk, wv, wo := weight(r, s.weight, s.heads*s.dim, s.hidden), weight(r, s.weight, s.kvHeads*s.dim, s.hidden),
-			weight(r, s.weight, s.kvHeads*s.dim, s.hidden), weight(r, s.weight, s.hidden, s.heads*s.dim)
-		wg, wu, wd := weight(r, s.weight, s.ffn, s.hidden), weight(r, s.weight, s.ffn, s.hidden), weight(r, s.weight, s.hidden, s.ffn)
-		n1, n2 := weight(r, ggml.F32, 1, s.hidden), weight(r, ggml.F32, 1, s.hidden)
+	weightBytes := embed.Type.RowBytes(s.Hidden) // one row read
+	for l := 0; l < s.Layers; l++ {
+		wq, wk, wv, wo := weight(r, s.Weight, s.Heads*s.HeadDim, s.Hidden), weight(r, s.Weight, s.KVHeads*s.HeadDim, s.Hidden),
+			weight(r, s.Weight, s.KVHeads*s.HeadDim, s.Hidden), weight(r, s.Weight, s.Hidden, s.Heads*s.HeadDim)
+		wg, wu, wd := weight(r, s.Weight, s.FFN, s.Hidden), weight(r, s.Weight, s.FFN, s.Hidden), weight(r, s.Weight, s.Hidden, s.FFN)
+		n1, n2 := weight(r, ggml.F32, 1, s.Hidden), weight(r, ggml.F32, 1, s.Hidden)
 		for _, w := range []*encoder.Weight{wq, wk, wv, wo, wg, wu, wd, n1, n2} {
 			weightBytes += w.Len
 		}
@@ -263,33 +256,33 @@ func decodeStepTrace(dir string, s shape, typ kv.Type, ctx int) error {
 		e.MatMul(q, wq, h, 1)
 		e.MatMul(k, wk, h, 1)
 		e.MatMul(v, wv, h, 1)
-		e.RoPE(q, s.heads, s.dim, 1, []int32{int32(pos)}, rope)
-		e.RoPE(k, s.kvHeads, s.dim, 1, []int32{int32(pos)}, rope)
+		e.RoPE(q, s.Heads, s.HeadDim, 1, []int32{int32(pos)}, rope)
+		e.RoPE(k, s.KVHeads, s.HeadDim, 1, []int32{int32(pos)}, rope)
 		e.KVStore(c, k, v, pos, 1)
 		e.AttendDecode(att, q, c, pos+1, a, ws)
 		e.MatMul(o, wo, att, 1)
-		e.Add(x, o, s.hidden)
+		e.Add(x, o, s.Hidden)
 		e.RMSNorm(h, x, n2, 1e-5, 1)
 		e.MatMul(gate, wg, h, 1)
 		e.MatMul(up, wu, h, 1)
-		e.SwiGLU(act, gate, up, s.ffn)
+		e.SwiGLU(act, gate, up, s.FFN)
 		e.MatMul(down, wd, act, 1)
-		e.Add(x, down, s.hidden)
+		e.Add(x, down, s.Hidden)
 	}
-	nf := weight(r, ggml.F32, 1, s.hidden)
-	out := weight(r, s.output, s.vocab, s.hidden)
+	nf := weight(r, ggml.F32, 1, s.Hidden)
+	out := weight(r, s.Output, s.Vocab, s.Hidden)
 	weightBytes += nf.Len + out.Len
 	e.RMSNorm(h, x, nf, 1e-5, 1)
 	e.MatMul(logits, out, h, 1)
-	e.Argmax(tok, logits, 1, s.vocab)
+	e.Argmax(tok, logits, 1, s.Vocab)
 	if err := e.Err(); err != nil {
 		return err
 	}
 	if err := r.Submit(e.List()); err != nil {
 		return err
 	}
-	kvBytes := 2 * s.layers * s.kvHeads * ctx * kv.BytesPerTokenHead(typ, s.dim, max(cfg.GroupSize, 1))
-	return r.Write(dir, fmt.Sprintf("decode-%s-%s-%dk", s.name, kvName(typ), ctx>>10), map[string]string{
+	kvBytes := int64(s.Layers) * traffic.KVBytes(s.KVHeads, s.HeadDim, ctx, traffic.Cache{Type: typ, GroupSize: cfg.GroupSize})
+	return r.Write(dir, fmt.Sprintf("decode-%s-%s-%dk", s.Name, kvName(typ), ctx>>10), map[string]string{
 		"weight_bytes": fmt.Sprint(weightBytes),
 		"kv_bytes":     fmt.Sprint(kvBytes),
 	})
