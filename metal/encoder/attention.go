@@ -266,14 +266,14 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	consts, inline := attnConsts(c, hg, export), []device.Inline{{Index: 0, Data: args.bytes()}}
 	bind := append([]device.Binding{q.bind(1)}, e.attnPlanes(c)...)
 	bind = append(bind, partO.bind(8), partML.bind(9), sc.bind(10))
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline(attnKernel("decode", c.Cfg.Type), consts...),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline(attnKernel("decode", c.Cfg.Type), consts...),
 		Groups:   [3]int{a.KVHeads * chunks, s, 1}, Threads: [3]int{attnThreads, 1, 1},
 		Buffers: bind, Inline: inline,
 		Threadgroup: []int{attnSharedBytes(hg, d)},
 	})
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline("kernel_attn_merge_f32", attnConsts(c, hg, false)...),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline("kernel_attn_merge_f32", attnConsts(c, hg, false)...),
 		Groups:   [3]int{a.Heads, 1, 1}, Threads: [3]int{min(d, attnThreads), 1, 1},
 		Buffers: []device.Binding{partO.bind(1), partML.bind(2), out.bind(3)},
 		Inline:  inline,
@@ -319,16 +319,16 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 	consts, inline := attnConsts(c, hg, false), []device.Inline{{Index: 0, Data: args.bytes()}}
 	planes := e.attnPlanes(c)
 	// Stage: λ and signs at buffer(3, 4).
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline("kernel_attn_stage_f32", consts...),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline("kernel_attn_stage_f32", consts...),
 		Groups:   [3]int{rows, a.KVHeads, 1}, Threads: [3]int{d, 1, 1},
 		Buffers: []device.Binding{k.bind(1), v.bind(2), rebind(planes[4], 3), rebind(planes[5], 4), sk.bind(5), sv.bind(6)},
 		Inline:  inline,
 	})
 	bind := append([]device.Binding{q.bind(1)}, planes...)
 	bind = append(bind, sk.bind(8), sv.bind(9), out.bind(10))
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline(attnKernel("prefill", c.Cfg.Type), consts...),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline(attnKernel("prefill", c.Cfg.Type), consts...),
 		Groups:   [3]int{a.KVHeads * chunks, rows, 1}, Threads: [3]int{attnThreads, 1, 1},
 		Buffers: bind, Inline: inline,
 		Threadgroup: []int{attnSharedBytes(hg, d)},

@@ -49,8 +49,8 @@ func (e *Encoder) ewDispatch(op string, n, rows int, rs ...Region) {
 	for i, r := range rs {
 		b[i] = r.bind(i + 1)
 	}
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline(name),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline(name),
 		Groups:   [3]int{(count + ewThreads - 1) / ewThreads, rows, 1},
 		Threads:  [3]int{ewThreads, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: Args(count)}},
@@ -133,8 +133,8 @@ func (e *Encoder) Argmax(dst, x Region, rows, n int) {
 	if ewVec4(n, x) {
 		name, count = name+"_4", n/4
 	}
-	e.Dispatch(device.Dispatch{
-		Pipeline:    e.Pipeline(name),
+	e.dispatch(device.Dispatch{
+		Pipeline:    e.pipeline(name),
 		Groups:      [3]int{rows, 1, 1},
 		Threads:     [3]int{min(1024, (count+31)&^31), 1, 1},
 		Inline:      []device.Inline{{Index: 0, Data: Args(n)}},

@@ -106,9 +106,9 @@ func (e *Encoder) Failf(format string, args ...any) {
 	}
 }
 
-// Pipeline returns the pipeline of a kernel with these function constants,
+// pipeline returns the pipeline of a kernel with these function constants,
 // made once and cached; nil (and the error recorded) when it cannot be made.
-func (e *Encoder) Pipeline(name string, consts ...device.Constant) device.Pipeline {
+func (e *Encoder) pipeline(name string, consts ...device.Constant) device.Pipeline {
 	key := pipeKey{name: name, n: len(consts)}
 	cache := copy(key.consts[:], consts) == len(consts)
 	for _, c := range consts {
@@ -140,9 +140,9 @@ func (e *Encoder) makePipeline(name string, consts []device.Constant) device.Pip
 	return p
 }
 
-// Dispatch appends one dispatch (nothing when p is nil: its error is
+// dispatch appends one dispatch (nothing when p is nil: its error is
 // already recorded). It checks the dispatch as every device will.
-func (e *Encoder) Dispatch(d device.Dispatch) {
+func (e *Encoder) dispatch(d device.Dispatch) {
 	if d.Pipeline == nil {
 		return
 	}
@@ -156,9 +156,9 @@ func (e *Encoder) Dispatch(d device.Dispatch) {
 // stagingSize is the size of one staging buffer; larger uploads get their own.
 const stagingSize = 1 << 20
 
-// Upload copies data into a staging buffer now and returns its region,
+// upload copies data into a staging buffer now and returns its region,
 // valid until Reset. Offsets are 16-byte aligned.
-func (e *Encoder) Upload(data []byte) Region {
+func (e *Encoder) upload(data []byte) Region {
 	n := (len(data) + 15) &^ 15
 	if n == 0 {
 		n = 16

@@ -77,11 +77,11 @@ func (e *Encoder) Embed(dst Region, table *Weight, tokens []int32) {
 	}
 	chunks := n / 16
 	threads := min(256, (chunks+31)&^31)
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline("kernel_get_rows_" + kernelSuffix(table.Type)),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline("kernel_get_rows_" + kernelSuffix(table.Type)),
 		Groups:   [3]int{len(tokens), (chunks + threads - 1) / threads, 1},
 		Threads:  [3]int{threads, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: Args(n, table.RowBytes(), 4*n)}},
-		Buffers:  []device.Binding{table.bind(1), e.Upload(ids).bind(2), dst.bind(3)},
+		Buffers:  []device.Binding{table.bind(1), e.upload(ids).bind(2), dst.bind(3)},
 	})
 }

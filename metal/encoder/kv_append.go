@@ -54,7 +54,7 @@ func (e *Encoder) KVSetSmoothing(c *KVLayer, lambda []float32) {
 		}
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(l))
 	}
-	e.Copy(c.Lambda, 0, e.Upload(b), 0, n)
+	e.Copy(c.Lambda, 0, e.upload(b), 0, n)
 	c.Smoothed = lambda != nil
 }
 
@@ -117,8 +117,8 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 	n := rows * row / 8
 	a := Args(d, cfg.GroupSize, cfg.KVHeads, cfg.Ctx, pos, n, flag(smooth), flag(cfg.Rotate),
 		float32(1/math.Sqrt(float64(d))), uint64(c.CodesBytes()))
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline("kernel_kv_append_" + cfg.Type.String()),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline("kernel_kv_append_" + cfg.Type.String()),
 		Groups:   [3]int{(n + kvAppendThreads - 1) / kvAppendThreads, 2, 1},
 		Threads:  [3]int{kvAppendThreads, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: a}},

@@ -41,11 +41,11 @@ func mulMMFits(w *Weight, x Region) string {
 	return ""
 }
 
-// MulMM encodes dst[r] = W·x[r] for r < rows with the mat-mat kernel
+// mulMM encodes dst[r] = W·x[r] for r < rows with the mat-mat kernel
 // (prefill batches): x is rows×W.Cols floats, dst rows×W.Rows, both
 // row-major and contiguous. W.Cols must be a multiple of 32 and x 16-byte
 // aligned (MatMul takes the mat-vec kernel otherwise).
-func (e *Encoder) MulMM(dst Region, w *Weight, x Region, rows int) {
+func (e *Encoder) mulMM(dst Region, w *Weight, x Region, rows int) {
 	if why := mulMMFits(w, x); why != "" {
 		e.Failf("mul_mm: %s (W %d×%d)", why, w.Rows, w.Cols)
 		return
@@ -69,8 +69,8 @@ func (e *Encoder) MulMM(dst Region, w *Weight, x Region, rows int) {
 		return
 	}
 	name := "kernel_mul_mm_" + kernelSuffix(w.Type)
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline(name),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline(name),
 		Groups:   [3]int{(rows + mulMMRows - 1) / mulMMRows, (w.Rows + mulMMOuts - 1) / mulMMOuts, 1},
 		Threads:  [3]int{mulMMThreads, 1, 1},
 		// struct mul_mm_args: cols, outs, rows, w_stride, x_stride, d_stride.
@@ -85,8 +85,8 @@ func (e *Encoder) MulMM(dst Region, w *Weight, x Region, rows int) {
 // otherwise.
 func (e *Encoder) MatMul(dst Region, w *Weight, x Region, rows int) {
 	if rows < mulMMMinRows || mulMMFits(w, x) != "" {
-		e.MulMV(dst, w, x, rows)
+		e.mulMV(dst, w, x, rows)
 		return
 	}
-	e.MulMM(dst, w, x, rows)
+	e.mulMM(dst, w, x, rows)
 }

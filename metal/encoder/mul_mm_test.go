@@ -48,9 +48,9 @@ func mmWeights(t *testing.T, rng *rand.Rand, typ ggml.Type, rows, cols int) []by
 	return b
 }
 
-// MatMul on the emulator against engine/cpu's MatMul: MulMM for the
+// MatMul on the emulator against engine/cpu's MatMul: mulMM for the
 // batches of 8 rows and more (TestEncoderMatMulChoice checks the choice),
-// MulMV below. The CPU backend
+// mulMV below. The CPU backend
 // rounds x to f16 for F16 weights and quantizes it to q8 for the quantized
 // types, so the two differ by that rounding: the tolerance is the CPU's
 // bound of the backend conformance suite (2e-3·‖w∘x‖₂ for F16,
@@ -140,7 +140,7 @@ func TestEncoderMulMM(t *testing.T) {
 }
 
 // MatMul's choice: the mat-mat kernel from mulMMMinRows rows on where it
-// fits, the mat-vec kernel (MulMV) otherwise; MulMM refuses what its kernel
+// fits, the mat-vec kernel (mulMV) otherwise; mulMM refuses what its kernel
 // cannot do.
 func TestEncoderMatMulChoice(t *testing.T) {
 	_, e := emuEncoder(t)
@@ -171,7 +171,7 @@ func TestEncoderMatMulChoice(t *testing.T) {
 		if c.mm {
 			ok = e.Err() == nil && len(names) == 1 && names[0] == mmName
 		} else {
-			// Whatever MulMV encodes, not the mat-mat kernel nor its errors.
+			// Whatever mulMV encodes, not the mat-mat kernel nor its errors.
 			ok = !slices.Contains(names, mmName) && (e.Err() == nil || !strings.HasPrefix(e.Err().Error(), "mul_mm"))
 		}
 		if !ok {
@@ -192,9 +192,9 @@ func TestEncoderMatMulChoice(t *testing.T) {
 		{"type", Weight{Region: reg, Type: ggml.F64, Rows: 10, Cols: 64}, reg, 8},
 	} {
 		e.Reset()
-		e.MulMM(reg, &c.w, c.x, c.rows)
+		e.mulMM(reg, &c.w, c.x, c.rows)
 		if e.Err() == nil || e.List().Len() != 0 {
-			t.Errorf("MulMM with bad %s: error %v, %d dispatches", c.name, e.Err(), e.List().Len())
+			t.Errorf("mulMM with bad %s: error %v, %d dispatches", c.name, e.Err(), e.List().Len())
 		}
 	}
 	e.Reset()

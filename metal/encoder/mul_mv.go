@@ -13,13 +13,13 @@ const (
 	mulMVSimdgroups = 2
 )
 
-// MulMV: dst[r] = W·x[r], r < rows (mat-vec; small row counts). x and dst
+// mulMV: dst[r] = W·x[r], r < rows (mat-vec; small row counts). x and dst
 // are rows×Cols and rows×Rows floats, row after row.
 //
 // kernel_mul_mv_<type> (mul_mv.metal): grid (ceil(W.Rows/8), ceil(rows/nx))
 // of two simdgroups, nx = min(rows, 4) rows of x per threadgroup so each
 // weight is read once for up to four of them.
-func (e *Encoder) MulMV(dst Region, w *Weight, x Region, rows int) {
+func (e *Encoder) mulMV(dst Region, w *Weight, x Region, rows int) {
 	if !e.checkWeight("mul_mv", w) {
 		return
 	}
@@ -42,8 +42,8 @@ func (e *Encoder) MulMV(dst Region, w *Weight, x Region, rows int) {
 	}
 	nx := min(rows, mulMVMaxX)
 	perGroup := mulMVRowsPerSimdgroup * mulMVSimdgroups
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline("kernel_mul_mv_"+kernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)}),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline("kernel_mul_mv_"+kernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)}),
 		Groups:   [3]int{(w.Rows + perGroup - 1) / perGroup, (rows + nx - 1) / nx, 1},
 		Threads:  [3]int{32 * mulMVSimdgroups, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: Args(w.Cols, w.Rows, rows, w.RowBytes(), 4*w.Cols, 4*w.Rows)}},

@@ -34,8 +34,8 @@ func (e *Encoder) RMSNorm(dst, x Region, w *Weight, eps float32, rows int) {
 	case !e.ewCheck("rms_norm", rows*n, dst, x) || rows == 0 || n == 0:
 		return
 	}
-	e.Dispatch(device.Dispatch{
-		Pipeline:    e.Pipeline("kernel_rms_norm_" + kernelSuffix(w.Type)),
+	e.dispatch(device.Dispatch{
+		Pipeline:    e.pipeline("kernel_rms_norm_" + kernelSuffix(w.Type)),
 		Groups:      [3]int{rows, 1, 1},
 		Threads:     [3]int{min(1024, (n/4+31)&^31), 1, 1},
 		Inline:      []device.Inline{{Index: 0, Data: Args(n, 4*n, 4*n, eps)}},

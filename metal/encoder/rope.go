@@ -54,12 +54,12 @@ func (e *Encoder) RoPE(x Region, heads, headDim, rows int, pos []int32, r *backe
 	if r.Neox {
 		name = "kernel_rope_neox_f32"
 	}
-	e.Dispatch(device.Dispatch{
-		Pipeline: e.Pipeline(name),
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline(name),
 		Groups:   [3]int{rows, (heads + hpg - 1) / hpg, 1},
 		Threads:  [3]int{(pairs + 31) &^ 31, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: Args(heads, headDim, pairs, hpg)}},
-		Buffers:  []device.Binding{x.bind(1), e.Upload(p).bind(2), e.ropeFreqs(r).bind(3)},
+		Buffers:  []device.Binding{x.bind(1), e.upload(p).bind(2), e.ropeFreqs(r).bind(3)},
 	})
 }
 

@@ -43,7 +43,7 @@ func cpuWeights(t *testing.T, b *cpu.Backend, ds []backend.WeightDesc, data [][]
 	return m.Weights()
 }
 
-// Embed and MulMV of every weight type against the CPU backend's Embed
+// Embed and mulMV of every weight type against the CPU backend's Embed
 // and MatMul. Embed is exact. MatMul on the CPU rounds x to q8 (or to
 // fp16/bf16 for those weights) first, so the tolerance is the conformance
 // suite's for that rounding: c·‖w‖₂·‖x‖∞ + 6e-4·Σ|wx| for quantized weights
@@ -101,7 +101,7 @@ func TestEncodeWeights(t *testing.T) {
 					wantF := make([]float32, rows*outRows)
 					ref.Read(wantF, want, 0)
 					dst := devFloats(t, dev, make([]float32, rows*outRows), 0)
-					e.MulMV(dst, w, devFloats(t, dev, xs[:rows*cols], 0), rows)
+					e.mulMV(dst, w, devFloats(t, dev, xs[:rows*cols], 0), rows)
 					runEncoded(t, dev, e, emulator.Forward)
 					got := readFloats(dst)
 					for y := 0; y < rows; y++ {
@@ -155,11 +155,11 @@ func TestEncodeWeightsErrors(t *testing.T) {
 		{"negative token", "token -1", func() { e.Embed(dst, w, []int32{-1}) }},
 		{"destination too small", "into", func() { e.Embed(dst.Sub(0, 64), w, []int32{0, 1}) }},
 		{"unsupported type", "IQ4_NL", func() {
-			e.MulMV(dst, &Weight{Region: w.Region, Type: ggml.IQ4_NL, Rows: 4, Cols: 64}, dst, 1)
+			e.mulMV(dst, &Weight{Region: w.Region, Type: ggml.IQ4_NL, Rows: 4, Cols: 64}, dst, 1)
 		}},
-		{"x misaligned", "offset 4", func() { e.MulMV(dst, w, dst.Sub(4, 4*64), 1) }},
-		{"x too small", "in x", func() { e.MulMV(dst, w, dst.Sub(0, 4*64), 2) }},
-		{"no rows", "0 rows", func() { e.MulMV(dst, w, dst, 0) }},
+		{"x misaligned", "offset 4", func() { e.mulMV(dst, w, dst.Sub(4, 4*64), 1) }},
+		{"x too small", "in x", func() { e.mulMV(dst, w, dst.Sub(0, 4*64), 2) }},
+		{"no rows", "0 rows", func() { e.mulMV(dst, w, dst, 0) }},
 	} {
 		c.op()
 		if err := e.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
