@@ -110,21 +110,28 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 	return c, nil
 }
 
-// layer returns the cache's layer l, or nil with the error recorded.
-func (b *Backend) layer(op string, c backend.KVCache, l int) (*kvCache, *encoder.KVLayer) {
+// cacheLayer is the cache's layer l, or an error naming op.
+func cacheLayer(op string, c backend.KVCache, l int) (*kvCache, *encoder.KVLayer, error) {
 	kc, ok := c.(*kvCache)
 	switch {
 	case !ok:
-		b.enc.Failf("%s: a cache of type %T, not of the metal backend", op, c)
-		return nil, nil
+		return nil, nil, fmt.Errorf("%s: a cache of type %T, not of the metal backend", op, c)
 	case kc.layers == nil:
-		b.enc.Failf("%s: the cache is closed", op)
-		return nil, nil
+		return nil, nil, fmt.Errorf("%s: the cache is closed", op)
 	case l < 0 || l >= kc.cfg.Layers:
-		b.enc.Failf("%s: layer %d outside [0, %d)", op, l, kc.cfg.Layers)
+		return nil, nil, fmt.Errorf("%s: layer %d outside [0, %d)", op, l, kc.cfg.Layers)
+	}
+	return kc, &kc.layers[l], nil
+}
+
+// layer returns the cache's layer l, or nil with the error recorded.
+func (b *Backend) layer(op string, c backend.KVCache, l int) (*kvCache, *encoder.KVLayer) {
+	kc, lv, err := cacheLayer(op, c, l)
+	if err != nil {
+		b.enc.Failf("%w", err)
 		return nil, nil
 	}
-	return kc, &kc.layers[l]
+	return kc, lv
 }
 
 // KVSetSmoothing checks λ on every cache, as the CPU's does, and sets it on
@@ -221,16 +228,10 @@ func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, 
 
 // ReadKV copies the layer's planes (after Sync).
 func (b *Backend) ReadKV(c backend.KVCache, layer int, k, v []byte) error {
-	kc, ok := c.(*kvCache)
-	switch {
-	case !ok:
-		return fmt.Errorf("read kv: a cache of type %T, not of the metal backend", c)
-	case kc.layers == nil:
-		return fmt.Errorf("read kv: the cache is closed")
-	case layer < 0 || layer >= kc.cfg.Layers:
-		return fmt.Errorf("read kv: layer %d outside [0, %d)", layer, kc.cfg.Layers)
+	_, lv, err := cacheLayer("read kv", c, layer)
+	if err != nil {
+		return err
 	}
-	lv := &kc.layers[layer]
 	if n := lv.PlaneBytes(); len(k) != n || len(v) != n {
 		return fmt.Errorf("read kv: planes are %d bytes, got buffers of %d and %d", n, len(k), len(v))
 	}
