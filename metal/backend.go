@@ -286,11 +286,17 @@ func (b *Backend) Sync() error {
 		err = serr
 	}
 	b.enc.Reset()
+	b.releaseDead()
+	return err
+}
+
+// releaseDead releases the buffers given back while encoded work could use
+// them, once that work has run.
+func (b *Backend) releaseDead() {
 	for _, buf := range b.dead {
 		buf.Release()
 	}
 	b.dead = b.dead[:0]
-	return err
 }
 
 // Read copies len(dst) floats of src from float offset off (after Sync).
@@ -316,13 +322,11 @@ func (b *Backend) Close() error {
 	}
 	err := b.dev.Sync()
 	b.enc.Reset()
-	for _, buf := range b.dead {
-		buf.Release()
-	}
+	b.releaseDead()
 	for buf := range b.live {
 		buf.Release()
 	}
-	b.dead, b.live = nil, map[device.Buffer]struct{}{}
+	b.live = map[device.Buffer]struct{}{}
 	b.enc.Close()
 	b.allocated = 0
 	b.closed = true
