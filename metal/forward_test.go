@@ -259,15 +259,7 @@ func TestForwardMatchesCPU(t *testing.T) {
 					if !(worstStep >= c.minStepCos) {
 						t.Errorf("cosine of a decode step's logits to the CPU with float activations %.7f < %g", worstStep, c.minStepCos)
 					}
-					for i := 1; i < greedySteps && got.greedy[0] == want.greedy[0]; i++ {
-						if got.greedy[i] != want.greedy[i] {
-							w := want.steps[i-1]
-							g := got.steps[i-1]
-							t.Logf("greedy step %d: the reference's logits are %g for its token and %g for metal's, metal's %g and %g (max |logit| %.3g)",
-								i, w[want.greedy[i]], w[got.greedy[i]], g[want.greedy[i]], g[got.greedy[i]], maxAbs(w))
-							break
-						}
-					}
+					logParting(t, "the reference's", want, got)
 					if !slices.Equal(got.greedy, want.greedy) {
 						t.Errorf("greedy tokens differ: metal %v, cpu with float activations %v", got.greedy, want.greedy)
 					}
@@ -280,6 +272,21 @@ func TestForwardMatchesCPU(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// logParting logs the first decode step at which metal's greedy token parts
+// from the reference's (named by whose), with both tokens' logits on each
+// side, when the first tokens agree.
+func logParting(t *testing.T, whose string, ref, got passResult) {
+	t.Helper()
+	for i := 1; i < greedySteps && got.greedy[0] == ref.greedy[0]; i++ {
+		if got.greedy[i] != ref.greedy[i] {
+			r, g := ref.steps[i-1], got.steps[i-1]
+			t.Logf("greedy step %d: %s logits are %g for its token and %g for metal's, metal's %g and %g (max |logit| %.3g)",
+				i, whose, r[ref.greedy[i]], r[got.greedy[i]], g[ref.greedy[i]], g[got.greedy[i]], maxAbs(r))
+			return
+		}
 	}
 }
 

@@ -131,14 +131,7 @@ func TestForwardTrainedMatchesCPU(t *testing.T) {
 					if slices.Equal(got.greedy, ref.greedy) {
 						return
 					}
-					for i := 1; i < greedySteps; i++ {
-						if got.greedy[i] != ref.greedy[i] {
-							r, g := ref.steps[i-1], got.steps[i-1]
-							t.Logf("greedy step %d: the CPU's logits are %g for its token and %g for metal's, metal's %g and %g (max |logit| %.3g)",
-								i, r[ref.greedy[i]], r[got.greedy[i]], g[ref.greedy[i]], g[got.greedy[i]], maxAbs(r))
-							break
-						}
-					}
+					logParting(t, "the CPU's", ref, got)
 					exact, _ := load(t, path, newExactCPU(), false)
 					floatGreedy := runPass(t, exact.m, ids, k.kv).greedy
 					t.Logf("greedy cpu with float activations %v", floatGreedy)
