@@ -41,7 +41,16 @@ func bind() error {
 	return sys.err
 }
 
-// sysctlUint reads an integer sysctl of 4 or 8 bytes.
+// Sysctl reads an integer sysctl of 4 or 8 bytes through libSystem's
+// sysctlbyname, e.g. "iogpu.wired_limit_mb" or "hw.memsize" (darwin only).
+func Sysctl(name string) (uint64, error) {
+	if err := bind(); err != nil {
+		return 0, err
+	}
+	return sysctlUint(name)
+}
+
+// sysctlUint is Sysctl once bind has succeeded.
 func sysctlUint(name string) (uint64, error) {
 	var buf [8]byte
 	n := uintptr(len(buf))

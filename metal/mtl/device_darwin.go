@@ -12,6 +12,7 @@ import (
 
 	"github.com/ebitengine/purego/objc"
 
+	"nibble/engine/sysmem"
 	"nibble/metal/device"
 	"nibble/metal/msl"
 )
@@ -76,7 +77,7 @@ func Open() (*Device, error) {
 		d.releaseAll()
 		return nil, err
 	}
-	page, perr := Sysctl("hw.pagesize")
+	page, perr := sysmem.Sysctl("hw.pagesize")
 	if perr != nil || page == 0 {
 		page = 16384 // Apple silicon
 	}
@@ -166,8 +167,8 @@ func memoryOf(dev objc.ID) Memory {
 		MaxBufferLength:          rt.msgUint(dev, sl(selMaxBufferLength)),
 		UnifiedMemory:            rt.msgBool(dev, sl(selHasUnifiedMemory)),
 	}
-	m.MemSize, _ = Sysctl("hw.memsize")
-	m.WiredLimitMB, _ = Sysctl("iogpu.wired_limit_mb") // absent on Intel Macs
+	m.MemSize, _ = sysmem.Sysctl("hw.memsize")
+	m.WiredLimitMB, _ = sysmem.Sysctl("iogpu.wired_limit_mb") // absent on Intel Macs
 	return m
 }
 

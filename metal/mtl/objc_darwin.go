@@ -12,7 +12,7 @@ import (
 	"github.com/ebitengine/purego/objc"
 )
 
-// The Objective-C runtime, Metal and libSystem, bound once through purego
+// The Objective-C runtime and Metal, bound once through purego
 // (no cgo). Every message goes through objc_msgSend with a Go function type
 // that matches the selector's declaration in selectors.go; purego lays the
 // arguments out by the arm64 (and amd64) C calling convention, including
@@ -27,7 +27,6 @@ var rt struct {
 	createSystemDefaultDevice func() objc.ID
 	poolPush                  func() uintptr
 	poolPop                   func(uintptr)
-	sysctlbyname              func(name string, oldp unsafe.Pointer, oldlenp *uintptr, newp unsafe.Pointer, newlen uintptr) int32
 
 	// Typed objc_msgSend entry points, one per signature shape.
 	msg         func(recv objc.ID, s objc.SEL) objc.ID
@@ -59,7 +58,6 @@ type mtlSize struct{ Width, Height, Depth uint64 }
 
 const (
 	libobjc        = "/usr/lib/libobjc.A.dylib"
-	libSystem      = "/usr/lib/libSystem.B.dylib"
 	coreGraphics   = "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics"
 	metalFramework = "/System/Library/Frameworks/Metal.framework/Metal"
 )
@@ -74,11 +72,6 @@ func bindOnce() error {
 	if err != nil {
 		return fmt.Errorf("%w: load libobjc: %v", ErrNoDevice, err)
 	}
-	sys, err := purego.Dlopen(libSystem, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-	if err != nil {
-		return fmt.Errorf("%w: load libSystem: %v", ErrNoDevice, err)
-	}
-	purego.RegisterLibFunc(&rt.sysctlbyname, sys, "sysctlbyname")
 	// CoreGraphics first: Apple's documentation of
 	// MTLCreateSystemDefaultDevice says that on macOS a process must link
 	// Core Graphics to get the default device, which command-line tools
@@ -187,24 +180,4 @@ func nsErrorText(e objc.ID) (int, string) {
 
 func respondsTo(o objc.ID, s sel) bool {
 	return o != 0 && rt.msgRespond(o, sl(selRespondsToSelector), sl(s))
-}
-
-// Sysctl reads an integer sysctl (4 or 8 bytes) through libSystem's
-// sysctlbyname, e.g. "iogpu.wired_limit_mb" or "hw.memsize".
-func Sysctl(name string) (uint64, error) {
-	if err := bind(); err != nil {
-		return 0, err
-	}
-	var buf [8]byte
-	n := uintptr(len(buf))
-	if rc := rt.sysctlbyname(name, unsafe.Pointer(&buf[0]), &n, nil, 0); rc != 0 {
-		return 0, fmt.Errorf("sysctl %s failed (%d)", name, rc)
-	}
-	switch n {
-	case 4:
-		return uint64(*(*uint32)(unsafe.Pointer(&buf[0]))), nil
-	case 8:
-		return *(*uint64)(unsafe.Pointer(&buf[0])), nil
-	}
-	return 0, fmt.Errorf("sysctl %s: unexpected %d-byte value", name, n)
 }

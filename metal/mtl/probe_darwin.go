@@ -44,13 +44,3 @@ func probeGPU() (workingSet, allocated uint64, ok bool) {
 	}
 	return rt.msgUint(dev, sl(selRecommendedMaxWorkingSetSize)), rt.msgUint(dev, sl(selCurrentAllocatedSize)), true
 }
-
-// SystemMemory is Memory of the system default device, without opening a
-// Device (for Diagnostics); ok is false when there is no Metal device.
-func SystemMemory() (m Memory, ok bool) {
-	dev := probeDevice()
-	if dev == 0 {
-		return Memory{}, false
-	}
-	return memoryOf(dev), true
-}
