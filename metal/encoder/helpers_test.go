@@ -6,11 +6,12 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"nibble/metal/emulator/emutest"
+	"strings"
 	"testing"
 
 	"nibble/engine/cpu"
 	"nibble/metal/emulator"
+	"nibble/metal/emulator/emutest"
 	"nibble/metal/shaders"
 )
 
@@ -37,6 +38,20 @@ func emuEncoder(t *testing.T) (*emulator.Device, *Encoder) {
 	e := New(dev, lib)
 	t.Cleanup(e.Close)
 	return dev, e
+}
+
+// wantRefused runs op, which must record an error that says want and
+// encode nothing (name labels the case), then resets e.
+func wantRefused(t *testing.T, e *Encoder, name, want string, op func()) {
+	t.Helper()
+	op()
+	if err := e.Err(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: error %v, want one that says %q", name, err, want)
+	}
+	if n := e.List().Len(); n != 0 {
+		t.Errorf("%s: %d dispatches encoded", name, n)
+	}
+	e.Reset()
 }
 
 // runEncoded runs what e encoded, in order o, waits for it and resets e.

@@ -161,14 +161,7 @@ func TestEncodeWeightsErrors(t *testing.T) {
 		{"x too small", "in x", func() { e.mulMV(dst, w, dst.Sub(0, 4*64), 2) }},
 		{"no rows", "0 rows", func() { e.mulMV(dst, w, dst, 0) }},
 	} {
-		c.op()
-		if err := e.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: error %v, want one that says %q", c.what, err, c.want)
-		}
-		if e.List().Len() != 0 {
-			t.Errorf("%s: %d dispatches encoded", c.what, e.List().Len())
-		}
-		e.Reset()
+		wantRefused(t, e, c.what, c.want, c.op)
 	}
 	if err := SupportsWeight(ggml.Q8_K); err == nil || !strings.Contains(err.Error(), "Q8_K") {
 		t.Errorf("SupportsWeight(Q8_K) = %v", err)
