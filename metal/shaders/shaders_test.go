@@ -5,12 +5,12 @@ package shaders
 import (
 	"encoding/binary"
 	"math"
-	"nibble/metal/emulator/emutest"
 	"sync"
 	"testing"
 
 	"nibble/metal/device"
 	"nibble/metal/emulator"
+	"nibble/metal/emulator/emutest"
 )
 
 var orders = []emulator.Order{emulator.Forward, emulator.Reverse}
