@@ -169,3 +169,12 @@ func checkIntFlags(bounds ...intBound) error {
 	}
 	return nil
 }
+
+// checkKVGroup checks --kv-group: a quantized cache groups 32 or 64 elements
+// under one scale and bias.
+func checkKVGroup(g int) error {
+	if g != 32 && g != 64 {
+		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
+	}
+	return nil
+}

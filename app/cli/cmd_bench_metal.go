@@ -94,8 +94,8 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	switch {
 	case s.Heads%s.KVHeads != 0:
 		return fmt.Errorf("%w: %d heads are not a multiple of %d kv heads", ErrUsage, s.Heads, s.KVHeads)
-	case kt != kv.F16 && *group != 32 && *group != 64:
-		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
+	case kt != kv.F16 && checkKVGroup(*group) != nil:
+		return checkKVGroup(*group)
 	}
 	devices := traffic.Devices
 	if *dev != "" {

@@ -60,8 +60,8 @@ func estimateCmd(env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if *kvGroup != 32 && *kvGroup != 64 {
-		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
+	if err := checkKVGroup(*kvGroup); err != nil {
+		return err
 	}
 	if err := checkIntFlags(intBound{"--ctx", *ctx, 0}, intBound{"--batch", *batch, 1}, intBound{"--threads", *threads, 0}); err != nil {
 		return err

@@ -37,8 +37,8 @@ func kvcheckCmd(env *Env, args []string) error {
 	if err := checkIntFlags(intBound{"--batch", *batch, 1}, intBound{"--greedy", *greedy, 0}, intBound{"--threads", *threads, 0}); err != nil {
 		return err
 	}
-	if *group != 32 && *group != 64 {
-		return fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
+	if err := checkKVGroup(*group); err != nil {
+		return err
 	}
 	text, err := promptText("", *promptFile)
 	if err != nil {

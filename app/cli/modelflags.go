@@ -51,8 +51,8 @@ func (mf *modelFlags) options() (engine.Options, error) {
 	if err != nil {
 		return engine.Options{}, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if mf.kvGroup != 32 && mf.kvGroup != 64 {
-		return engine.Options{}, fmt.Errorf("%w: --kv-group must be 32 or 64", ErrUsage)
+	if err := checkKVGroup(mf.kvGroup); err != nil {
+		return engine.Options{}, err
 	}
 	if _, err := metal.ParseBackend(mf.backend); err != nil {
 		return engine.Options{}, fmt.Errorf("%w: --backend must be cpu, metal or auto, got %q", ErrUsage, mf.backend)
