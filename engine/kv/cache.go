@@ -130,7 +130,7 @@ func (c *Cache) SetLambda(layer int, lambda []float32) error {
 		return fmt.Errorf("kv smoothing: layer %d outside [0, %d)", layer, c.cfg.Layers)
 	}
 	if lambda != nil {
-		if err := checkLambda(lambda, c.cfg.KVHeads, c.cfg.HeadDim); err != nil {
+		if err := CheckLambda(lambda, c.cfg.KVHeads, c.cfg.HeadDim); err != nil {
 			return fmt.Errorf("layer %d: %w", layer, err)
 		}
 	}

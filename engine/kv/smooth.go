@@ -111,9 +111,9 @@ func Calibrate(k []float32, n, kvHeads, d int) []float32 {
 	return c.Lambda(make([]float32, kvHeads*d))
 }
 
-// checkLambda reports λ that is not kvHeads·d positive powers of two within
+// CheckLambda reports λ that is not kvHeads·d positive powers of two within
 // the bounds Lambda produces.
-func checkLambda(lambda []float32, kvHeads, d int) error {
+func CheckLambda(lambda []float32, kvHeads, d int) error {
 	if len(lambda) != kvHeads*d {
 		return fmt.Errorf("kv smoothing: %d factors, want %d (kv heads × head dim)", len(lambda), kvHeads*d)
 	}

@@ -25,15 +25,9 @@ func (e *Encoder) KVSetSmoothing(c *KVLayer, lambda []float32) {
 	}
 	cfg := c.Cfg
 	if lambda != nil {
-		// kv.Cache's own check (length, powers of two within its range),
-		// on a one-position cache of the same geometry.
-		probe := kv.Config{Type: cfg.Type, GroupSize: cfg.GroupSize, Layers: 1, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, Ctx: 1, Smooth: true}
-		pc, err := kv.New(probe, nil)
-		if err == nil {
-			err = pc.SetLambda(0, lambda)
-		}
-		if err != nil {
-			e.Failf("kv smoothing: %v", err)
+		// kv.Cache's own check: length, powers of two within its range.
+		if err := kv.CheckLambda(lambda, cfg.KVHeads, cfg.HeadDim); err != nil {
+			e.Failf("%w", err)
 			return
 		}
 	}
