@@ -55,14 +55,14 @@ func (o *owned) Close() error {
 	return err
 }
 
-// NewDefault returns the Metal backend on this system's default GPU (it
+// newDefault returns the Metal backend on this system's default GPU (it
 // owns the device: Close closes both) and a description of the device for
 // Diagnostics ("Apple M2 Pro, residency set"). It fails on a system
 // without Metal: everywhere but macOS with an error wrapping
 // mtl.ErrUnsupported ("the Metal backend needs macOS"), on a Mac without a usable GPU
 // with one wrapping mtl.ErrNoDevice. The MSL emulator is for tests and is
 // never chosen here.
-func NewDefault() (backend.Backend, string, error) {
+func newDefault() (*owned, string, error) {
 	dev, about, err := openDefault()
 	if err != nil {
 		return nil, "", err
@@ -76,7 +76,7 @@ func NewDefault() (backend.Backend, string, error) {
 }
 
 // Choose makes the backend want names: "cpu" (on threads threads, 0 = all
-// cores), "metal" (an error where there is none: see NewDefault) or "auto"
+// cores), "metal" (an error where there is none: see newDefault) or "auto"
 // / "": Metal on a Mac whose GPU opens and compiles the kernels, the CPU
 // otherwise. In auto mode the error is always nil and the Choice says why
 // the CPU runs.
@@ -88,14 +88,13 @@ func Choose(want string, threads int) (backend.Backend, Choice, error) {
 	if want == BackendCPU {
 		return cpu.New(threads), Choice{Backend: BackendCPU, Reason: "chosen with --backend cpu"}, nil
 	}
-	b, about, err := NewDefault()
+	b, about, err := newDefault()
 	if err == nil {
-		name := b.(*owned).dev.Name()
 		reason := about
 		if want == BackendMetal {
 			reason += " (chosen with --backend metal)"
 		}
-		return b, Choice{Backend: BackendMetal, Reason: reason, Device: name}, nil
+		return b, Choice{Backend: BackendMetal, Reason: reason, Device: b.dev.Name()}, nil
 	}
 	if want == BackendMetal {
 		return nil, Choice{}, fmt.Errorf("--backend metal: %w", err)
