@@ -83,7 +83,7 @@ func TestForwardTrainedMatchesCPU(t *testing.T) {
 	if _, err := os.Stat(src); err != nil {
 		t.Skipf("skipping: the trained model is absent: %v", err)
 	}
-	dev := emulatorDevice(t)
+	emulatorDevice(t) // skips, before any model loads, without clang
 	dir := t.TempDir()
 	for _, c := range []struct {
 		name string
@@ -103,11 +103,7 @@ func TestForwardTrainedMatchesCPU(t *testing.T) {
 				requantize(t, src, path, c.typ)
 			}
 			plain, _ := load(t, path, cpu.New(2), false)
-			mb, err := New(dev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			metal, em := load(t, path, mb, true)
+			metal, em := load(t, path, newBackend(t), true)
 			ids := em.EncodePrompt(forwardPrompt)
 			if len(ids) <= forwardBatch {
 				t.Fatalf("the prompt is %d tokens, not two batches of %d", len(ids), forwardBatch)
