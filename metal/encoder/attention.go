@@ -82,6 +82,15 @@ func attnSplits(nTok, kvTGs, maxSplits int) int {
 	return max(1, min(s, maxSplits))
 }
 
+// DecodeGrid is how AttendDecode lays out decode attention for heads query
+// heads over kvHeads kv heads, n visible positions of a cache of ctx: hg
+// query heads a threadgroup and splits splits per (kv head, head chunk).
+// For models of the traffic the kernels make (metal/traffic).
+func DecodeGrid(heads, kvHeads, n, ctx int) (hg, splits int) {
+	hg = attnHeadsPerGroup(heads / kvHeads)
+	return hg, attnSplits(n, kvHeads*(heads/kvHeads/hg), attnMaxSplitsFor(ctx))
+}
+
 // rotationSigns returns kv.Rotation's signs for head dim d as float32s,
 // R⁻¹·e₀ = diag(s)·H·e₀/√D = s/√D, uploaded once per encoder; false (and
 // the error recorded) when d has no rotation.

@@ -19,6 +19,7 @@ import (
 
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
+	"nibble/metal/encoder"
 )
 
 // Shape is a Llama-style decoder's geometry and weight types.
@@ -86,31 +87,6 @@ func (s *Step) Filter(prefix string) Step {
 
 func suffix(t ggml.Type) string { return strings.ToLower(t.String()) }
 
-// The encoder's attention choices (metal/encoder/attention.go).
-const (
-	attnMaxHG     = 8
-	attnMinChunk  = 256
-	attnTargetTGs = 256
-	attnMaxSplits = 64
-)
-
-func headsPerGroup(g int) int {
-	for hg := min(g, attnMaxHG); hg > 1; hg-- {
-		if g%hg == 0 {
-			return hg
-		}
-	}
-	return 1
-}
-
-// splits is the split count of decode attention over n positions of a
-// cache of ctx positions.
-func splits(n, ctx, kvTGs int) int {
-	maxS := max(1, min(ctx/attnMinChunk, attnMaxSplits))
-	s := min(n/attnMinChunk, (attnTargetTGs+kvTGs-1)/kvTGs)
-	return max(1, min(s, maxS))
-}
-
 // KVBytes is one layer's K and V for n positions.
 func KVBytes(kvHeads, headDim, n int, c Cache) int64 {
 	return 2 * int64(kvHeads) * int64(n) * int64(kv.BytesPerTokenHead(c.Type, headDim, max(c.GroupSize, 1)))
@@ -121,10 +97,8 @@ func KVBytes(kvHeads, headDim, n int, c Cache) int64 {
 // G/hg times) and writes the split partials; the merge reads them and
 // writes the output.
 func (s *Step) Attention(heads, kvHeads, d, n, ctx int, c Cache) {
-	g := heads / kvHeads
-	hg := headsPerGroup(g)
-	chunks := g / hg
-	sp := splits(n, ctx, kvHeads*chunks)
+	hg, sp := encoder.DecodeGrid(heads, kvHeads, n, ctx)
+	chunks := heads / kvHeads / hg
 	name := "attn_decode_" + c.Type.String()
 	q := int64(4 * heads * d)
 	part := int64(sp) * int64(heads) * int64(d+2) * 4
