@@ -134,31 +134,12 @@ func (b *Backend) layer(op string, c backend.KVCache, l int) (*kvCache, *encoder
 	return kc, lv
 }
 
-// KVSetSmoothing checks λ on every cache, as the CPU's does, and sets it on
-// those that smooth.
+// KVSetSmoothing sets λ on a cache that smooths; the encoder checks it
+// (kv.CheckLambda) on every cache, as the CPU's does.
 func (b *Backend) KVSetSmoothing(c backend.KVCache, layer int, lambda []float32) {
-	kc, lv := b.layer("kv smoothing", c, layer)
-	if lv == nil {
-		return
+	if _, lv := b.layer("kv smoothing", c, layer); lv != nil {
+		b.enc.KVSetSmoothing(lv, lambda)
 	}
-	if lambda != nil {
-		if n := kc.cfg.KVHeads * kc.cfg.HeadDim; len(lambda) != n {
-			b.enc.Failf("kv smoothing: %d factors, want %d (kv heads × head dim)", len(lambda), n)
-			return
-		}
-		for i, x := range lambda {
-			// Powers of two, as kv.Calibration makes them: dividing by one
-			// is exact.
-			if frac, _ := math.Frexp(float64(x)); frac != 0.5 {
-				b.enc.Failf("kv smoothing: factor %d is %g, not a power of two", i, x)
-				return
-			}
-		}
-	}
-	if !kc.cfg.Smooths() {
-		return
-	}
-	b.enc.KVSetSmoothing(lv, lambda)
 }
 
 func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos, rows int) {
