@@ -24,9 +24,10 @@ type Backend struct {
 	dev       device.Device
 	enc       *encoder.Encoder
 	allocated int64
-	// live is every buffer the backend made or wrapped and has not released:
-	// Close releases them.
-	live map[device.Buffer]struct{}
+	// live is every buffer the backend made or wrapped and has not released,
+	// with the bytes it counts in allocated (0 for a wrapped region): Close
+	// releases them.
+	live map[device.Buffer]int
 	// dead are buffers given back (Free, a cache's or mapping's Close) while
 	// encoded work may still use them: the device reads a buffer until the
 	// list that binds it has run, so they are released after the next Sync.
@@ -47,7 +48,7 @@ func New(dev device.Device) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metal: building the kernels: %w", err)
 	}
-	return &Backend{dev: dev, enc: encoder.New(dev, lib), live: map[device.Buffer]struct{}{}}, nil
+	return &Backend{dev: dev, enc: encoder.New(dev, lib), live: map[device.Buffer]int{}}, nil
 }
 
 // Name is the backend's name, under which its Footprint is registered.
@@ -72,19 +73,19 @@ func (b *Backend) newBuffer(n int) (device.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.live[buf] = struct{}{}
+	b.live[buf] = n
 	b.allocated += int64(n)
 	return buf, nil
 }
 
-// release gives back a buffer made by newBuffer (counted: n bytes) or
-// WrapMemory (n = 0), at once when nothing encoded may use it, else after
-// the next Sync.
-func (b *Backend) release(buf device.Buffer, n int) {
+// release gives back a buffer of live (uncounting its bytes), at once when
+// nothing encoded may use it, else after the next Sync.
+func (b *Backend) release(buf device.Buffer) {
 	if buf == nil {
 		return
 	}
-	if _, ok := b.live[buf]; !ok {
+	n, ok := b.live[buf]
+	if !ok {
 		return
 	}
 	delete(b.live, buf)
@@ -122,7 +123,7 @@ func (b *Backend) Free(t backend.Tensor) {
 		return
 	}
 	x.freed = true
-	b.release(x.Buf, x.Len)
+	b.release(x.Buf)
 }
 
 // region is the device span of a tensor of this backend, checked to hold n
@@ -326,7 +327,7 @@ func (b *Backend) Close() error {
 	for buf := range b.live {
 		buf.Release()
 	}
-	b.live = map[device.Buffer]struct{}{}
+	b.live = map[device.Buffer]int{}
 	b.enc.Close()
 	b.allocated = 0
 	b.closed = true

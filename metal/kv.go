@@ -23,7 +23,6 @@ type kvCache struct {
 	layers   []encoder.KVLayer
 	ws       encoder.Region
 	owned    []device.Buffer
-	sizes    []int
 }
 
 func (c *kvCache) Config() kv.Config { return c.cfg }
@@ -32,11 +31,11 @@ func (c *kvCache) Config() kv.Config { return c.cfg }
 // run); closing twice is harmless.
 func (c *kvCache) Close() error {
 	if !c.b.closed {
-		for i, buf := range c.owned {
-			c.b.release(buf, c.sizes[i])
+		for _, buf := range c.owned {
+			c.b.release(buf)
 		}
 	}
-	c.owned, c.sizes, c.layers = nil, nil, nil
+	c.owned, c.layers = nil, nil
 	return nil
 }
 
@@ -73,7 +72,7 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		if err != nil {
 			return encoder.Region{}, fmt.Errorf("metal: kv cache (%d bytes): %w", n, err)
 		}
-		c.owned, c.sizes = append(c.owned, buf), append(c.sizes, n)
+		c.owned = append(c.owned, buf)
 		return encoder.Region{Buf: buf, Len: n}, nil
 	}
 	fail := func(err error) (backend.KVCache, error) {

@@ -31,7 +31,7 @@ func (m *mapping) Weights() []backend.Weight { return m.weights }
 // run); closing twice is harmless.
 func (m *mapping) Close() error {
 	if m.buf != nil && !m.b.closed {
-		m.b.release(m.buf, 0)
+		m.b.release(m.buf)
 	}
 	m.buf, m.weights = nil, nil
 	return nil
@@ -67,7 +67,7 @@ func (b *Backend) MapWeights(region []byte, ds []backend.WeightDesc) (backend.Ma
 	if err != nil {
 		return nil, fmt.Errorf("metal: mapping the model's %d bytes: %w", len(region), err)
 	}
-	b.live[buf] = struct{}{}
+	b.live[buf] = 0 // not counted
 	m.buf = buf
 	for i, d := range ds {
 		m.weights[i] = &weight{desc: d, w: encoder.Weight{
