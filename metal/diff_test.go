@@ -254,10 +254,7 @@ func (p *pair) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor, ro
 	for r := 0; r < rows; r++ {
 		xr := xs[r*d.Cols : (r+1)*d.Cols]
 		for i := 0; i < d.Rows; i++ {
-			var want float64
-			for j, v := range pwt.deq[i*d.Cols : (i+1)*d.Cols] {
-				want += float64(v) * float64(xr[j])
-			}
+			want := exactDot(pwt.deq[i*d.Cols:(i+1)*d.Cols], xr)
 			c, m := float64(cpuOut[r*d.Rows+i])-want, float64(metalOut[r*d.Rows+i])-want
 			ec, em, ee = ec+c*c, em+m*m, ee+want*want
 		}

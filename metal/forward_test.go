@@ -143,16 +143,22 @@ func (e *exactCPU) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor
 			for i := lo; i < hi; i++ {
 				wr := deq[i*d.Cols : (i+1)*d.Cols]
 				for r := 0; r < rows; r++ {
-					var sum float64
-					for j, v := range xs[r*d.Cols : (r+1)*d.Cols] {
-						sum += float64(wr[j]) * float64(v)
-					}
-					out[r*d.Rows+i] = float32(sum)
+					out[r*d.Rows+i] = float32(exactDot(wr, xs[r*d.Cols:(r+1)*d.Cols]))
 				}
 			}
 		}(p*d.Rows/parts, (p+1)*d.Rows/parts)
 	}
 	wg.Wait()
+}
+
+// exactDot is the float64 dot product of a dequantized weight row and an
+// activation row.
+func exactDot(w, x []float32) float64 {
+	var sum float64
+	for j, v := range w {
+		sum += float64(v) * float64(x[j])
+	}
+	return sum
 }
 
 // loaded is one model on one backend.
