@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"unicode"
+	"unicode/utf8"
 
 	"nibble/engine/sample"
 )
@@ -73,6 +73,8 @@ type Sampling struct {
 type Server struct {
 	Enabled bool   `json:"enabled"`
 	Address string `json:"address"` // loopback host:port
+	// Token, when set, must come as "Authorization: Bearer <Token>".
+	Token string `json:"token,omitempty"`
 }
 
 // QuickAction is a prompt run on the clipboard or the selection.
@@ -188,6 +190,7 @@ func (s Settings) Validate() error {
 	if err := checkLoopback(s.Server.Address); err != nil {
 		bad("server.address", "%q: %v", s.Server.Address, err)
 	}
+	s.checkQuickAndServer(bad)
 	intIn("slots", s.Slots, 1, MaxSlots, "")
 	intIn("threads", s.Threads, 0, MaxThreads, " (0 = auto)")
 	if s.MemoryLimit < 0 {
@@ -234,24 +237,13 @@ func oneOf(field, v string, allowed []string, bad func(string, string, ...any)) 
 	}
 }
 
-// checkHotkey accepts "" (off) or keys joined by "+", e.g. "cmd+shift+space";
-// which key names exist is the hotkey registrar's business.
+// checkHotkey accepts "" (off) or a hotkey ParseHotkey reads.
 func checkHotkey(h string) error {
 	if h == "" {
 		return nil
 	}
-	if len(h) > 64 {
-		return errors.New("longer than 64 bytes")
-	}
-	for _, k := range strings.Split(h, "+") {
-		if k == "" {
-			return errors.New(`an empty key between "+" signs`)
-		}
-		if strings.IndexFunc(k, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-			return fmt.Errorf("key %q contains a space or control character", k)
-		}
-	}
-	return nil
+	_, err := ParseHotkey(h)
+	return err
 }
 
 // checkLoopback requires an IP literal on the loopback interface and a
@@ -270,4 +262,33 @@ func checkLoopback(addr string) error {
 		return errors.New("port 0: clients need a fixed port")
 	}
 	return nil
+}
+
+// Limits on quick actions: each is a line of the status item's menu.
+const (
+	MaxQuickActions    = 20
+	MaxQuickActionName = 40 // characters
+)
+
+// checkQuickAndServer checks what Validate's loops do not: how many quick
+// actions there are, how long their names are, and the server's token.
+func (s Settings) checkQuickAndServer(bad func(field, format string, args ...any)) {
+	if n := len(s.QuickActions); n > MaxQuickActions {
+		bad("quick_actions", "%d actions: at most %d", n, MaxQuickActions)
+	}
+	for i, q := range s.QuickActions {
+		if n := utf8.RuneCountInString(strings.TrimSpace(q.Name)); n > MaxQuickActionName {
+			bad(fmt.Sprintf("quick_actions[%d].name", i), "%d characters: at most %d", n, MaxQuickActionName)
+		}
+		if strings.ContainsAny(q.Name, "\r\n\x00") {
+			bad(fmt.Sprintf("quick_actions[%d].name", i), "must be one line")
+		}
+	}
+	if t := s.Server.Token; t != "" {
+		if len(t) > 256 {
+			bad("server.token", "%d bytes: at most 256", len(t))
+		} else if strings.IndexFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+			bad("server.token", "contains a space or control character (clients send it in the Authorization header)")
+		}
+	}
 }
