@@ -2,11 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -99,40 +95,23 @@ func serveCmd(env *Env, args []string) error {
 	if info.TemplateProblem != "" {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", info.TemplateProblem)
 	}
-	ln, err := net.Listen("tcp", *addr)
+	l, err := server.Listen(sched, server.Config{Addr: *addr, Token: *token, CORSOrigins: origins,
+		MaxBodyBytes: bodyLimit, AnyModel: *anyModel}, env.Stderr)
 	if err != nil {
 		return err
 	}
-	// The listener's own address: "localhost" resolved, port 0 chosen.
-	h, err := server.New(sched, server.Config{Addr: ln.Addr().String(), Token: *token, CORSOrigins: origins,
-		MaxBodyBytes: bodyLimit, AnyModel: *anyModel})
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	base, stopReplies := context.WithCancel(context.Background())
-	defer stopReplies()
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second, // no ReadTimeout or WriteTimeout: replies stream for minutes
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          log.New(env.Stderr, "nibble serve: ", 0),
-	}
 	interrupts, stopSignals := env.interrupts()
 	defer stopSignals()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 
 	auth := "no token"
 	if *token != "" {
 		auth = "bearer token required"
 	}
-	fmt.Fprintf(env.Stdout, "nibble serve: listening on http://%s/v1 (model %s, %s; Ctrl-C stops)\n", ln.Addr(), server.ModelID(info.Path), auth)
+	fmt.Fprintf(env.Stdout, "nibble serve: listening on %s (model %s, %s; Ctrl-C stops)\n", l.URL(), server.ModelID(info.Path), auth)
 
 	select {
-	case err := <-served:
-		return err
+	case <-l.Done():
+		return l.Err()
 	case <-interrupts:
 	}
 	fmt.Fprintf(env.Stderr, "nibble serve: shutting down; replies in progress have %s to finish (Ctrl-C again stops them)\n", shutdownGrace)
@@ -145,14 +124,7 @@ func serveCmd(env *Env, args []string) error {
 		case <-ctx.Done():
 		}
 	}()
-	if err := srv.Shutdown(ctx); err != nil {
-		// Out of time: cancel the replies (their request contexts derive
-		// from base), then close the connections.
-		stopReplies()
-		srv.Close()
-	}
-	stopReplies()
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+	if err := l.Shutdown(ctx); err != nil {
 		return err
 	}
 	return sched.Close()

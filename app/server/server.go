@@ -45,6 +45,7 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -85,9 +86,17 @@ type Config struct {
 	RetryAfter time.Duration
 }
 
+// Engine is what the server runs requests on: the engine scheduler
+// (*scheduler.Scheduler), or a frontend's view of the one it currently
+// uses (the app replaces its scheduler when the slots or threads change).
+type Engine interface {
+	Submit(ctx context.Context, r scheduler.Request) (<-chan scheduler.Event, error)
+	Info() (scheduler.ModelInfo, bool)
+}
+
 // Server is an http.Handler serving the OpenAI-compatible API.
 type Server struct {
-	sched     *scheduler.Scheduler
+	sched     Engine
 	cfg       Config
 	loopback  bool // bound to a loopback address: check Host
 	origins   map[string]bool
@@ -153,7 +162,7 @@ var originRE = regexp.MustCompile(`^https?://[^/?#\s]+$`)
 
 // New makes the handler for sched. It refuses a non-loopback Addr without a
 // Token, and malformed CORS origins.
-func New(sched *scheduler.Scheduler, cfg Config) (*Server, error) {
+func New(sched Engine, cfg Config) (*Server, error) {
 	if err := CheckBind(cfg.Addr, cfg.Token); err != nil {
 		return nil, err
 	}
