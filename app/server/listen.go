@@ -19,7 +19,7 @@ type Listening struct {
 	srv     *http.Server
 	ln      net.Listener
 	done    chan struct{} // closed when Serve has returned
-	err     error          // what Serve returned, set before done closes
+	err     error         // what Serve returned, set before done closes
 	// stopReplies cancels every request's context: the replies in
 	// progress end at once.
 	stopReplies context.CancelFunc
