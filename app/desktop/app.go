@@ -164,6 +164,26 @@ func (a *App) ExportConversation(id int64) (string, error) { return a.svc.Export
 // writes it there; "" when the user cancels.
 func (a *App) SaveConversation(id int64) (string, error) { return a.saveConversation(id) }
 
+// ---- Documents attached to the chat
+
+// AttachDocumentFile attaches the document at path (dropped on the window);
+// it is read in the background, with document:changed events.
+func (a *App) AttachDocumentFile(path string) (service.DocumentInfo, error) {
+	return a.svc.AttachDocumentFile(path)
+}
+
+// AttachDocumentData attaches a document given as its name and base64 bytes
+// (dropped on the page, which has no path).
+func (a *App) AttachDocumentData(name, dataBase64 string) (service.DocumentInfo, error) {
+	return a.svc.AttachDocumentData(name, dataBase64)
+}
+
+// RemoveDocument detaches an attached document.
+func (a *App) RemoveDocument(id string) { a.svc.RemoveDocument(id) }
+
+// Documents describes attached documents and whether each fits whole.
+func (a *App) Documents(ids []string) ([]service.DocumentInfo, error) { return a.svc.Documents(ids) }
+
 // ---- Settings and diagnostics
 
 // Settings are the user's settings.

@@ -61,7 +61,10 @@ func ExampleSave() {
 	//     }
 	//   ],
 	//   "memory_limit": 0,
-	//   "model_files": []
+	//   "model_files": [],
+	//   "remote_endpoints": [],
+	//   "active_remote": "",
+	//   "document_max_bytes": 67108864
 	// }
 }
 

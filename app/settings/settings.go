@@ -58,6 +58,9 @@ type Settings struct {
 	// ModelFiles are GGUF files outside the models folder that the user
 	// added to the picker (open dialog, dropped on the window).
 	ModelFiles []string `json:"model_files"`
+	// DocumentMaxBytes is the largest document file that may be attached
+	// to a chat (0: DefaultDocumentMaxBytes).
+	DocumentMaxBytes int64 `json:"document_max_bytes"`
 }
 
 // Sampling holds the sampler defaults (see engine/sample.Params).
@@ -107,6 +110,8 @@ func Defaults() Settings {
 		Slots:      2,
 		Threads:    0,
 		ModelFiles: []string{},
+		// Documents' size limit.
+		DocumentMaxBytes: DefaultDocumentMaxBytes,
 		QuickActions: []QuickAction{
 			{"Summarize", "Summarize the following text in a few sentences:\n\n" + Placeholder},
 			{"Explain", "Explain the following in simple terms:\n\n" + Placeholder},
@@ -193,6 +198,7 @@ func (s Settings) Validate() error {
 	s.checkQuickAndServer(bad)
 	intIn("slots", s.Slots, 1, MaxSlots, "")
 	intIn("threads", s.Threads, 0, MaxThreads, " (0 = auto)")
+	s.checkDocuments(bad)
 	if s.MemoryLimit < 0 {
 		bad("memory_limit", "%d is negative (0 = the machine's own budget)", s.MemoryLimit)
 	}
@@ -290,5 +296,19 @@ func (s Settings) checkQuickAndServer(bad func(field, format string, args ...any
 		} else if strings.IndexFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
 			bad("server.token", "contains a space or control character (clients send it in the Authorization header)")
 		}
+	}
+}
+
+// Limits on the size of an attached document's file.
+const (
+	DefaultDocumentMaxBytes = 64 << 20
+	MaxDocumentMaxBytes     = 1 << 30 // the file is read into memory, and its text kept there
+)
+
+// checkDocuments checks the documents' size limit.
+func (s Settings) checkDocuments(bad func(field, format string, args ...any)) {
+	if s.DocumentMaxBytes < 0 || s.DocumentMaxBytes > MaxDocumentMaxBytes {
+		bad("document_max_bytes", "%d is out of range: want 0 to %d bytes (1 GiB; 0 = %d MiB)",
+			s.DocumentMaxBytes, MaxDocumentMaxBytes, DefaultDocumentMaxBytes>>20)
 	}
 }

@@ -71,6 +71,8 @@ func TestValidateNamesFields(t *testing.T) {
 		{"model_files[0]", func(s *Settings) { s.ModelFiles = []string{"relative/model.gguf"} }},
 		{"model_files[1]", func(s *Settings) { s.ModelFiles = []string{"/m/a.gguf", "/m/a\x00.gguf"} }},
 		{"model_files[1]", func(s *Settings) { s.ModelFiles = []string{"/m/a.gguf", "/m/./a.gguf"} }},
+		{"document_max_bytes", func(s *Settings) { s.DocumentMaxBytes = -1 }},
+		{"document_max_bytes", func(s *Settings) { s.DocumentMaxBytes = MaxDocumentMaxBytes + 1 }},
 	} {
 		s := Defaults()
 		tc.edit(&s)

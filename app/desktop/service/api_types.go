@@ -88,6 +88,10 @@ type Download struct {
 type SendResult struct {
 	ReplyID        string `json:"replyId"`
 	ConversationID int64  `json:"conversationId"`
+	// Sources are the numbered sources of a question about documents, and
+	// Documents say per document whether it went in whole or which parts.
+	Sources   []Source      `json:"sources,omitempty"`
+	Documents []DocumentUse `json:"documents,omitempty"`
 }
 
 // ConversationSummary is one row of the History pane.

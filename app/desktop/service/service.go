@@ -92,6 +92,8 @@ type Service struct {
 	models modelWatch
 	cat    catalogState
 
+	docs docStore // attached documents (documents.go)
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -247,6 +249,13 @@ func (s *Service) Status() Status {
 // and the reply when it ends, so a crash loses at most the reply being
 // generated. Replies that end in an error are not kept.
 func (s *Service) Send(req SendRequest) (SendResult, error) {
+	var docs *docPlan
+	if len(req.Documents) > 0 {
+		var err error
+		if req, docs, err = s.withDocuments(req); err != nil {
+			return SendResult{}, err
+		}
+	}
 	r, err := s.request(req)
 	if err != nil {
 		return SendResult{}, err
@@ -279,7 +288,11 @@ func (s *Service) Send(req SendRequest) (SendResult, error) {
 		defer s.streams.Done()
 		s.stream(id, turn, events)
 	}()
-	return SendResult{ReplyID: id, ConversationID: turn.convID}, nil
+	res := SendResult{ReplyID: id, ConversationID: turn.convID}
+	if docs != nil {
+		res.Sources, res.Documents = docs.sources, docs.uses
+	}
+	return res, nil
 }
 
 func (s *Service) request(req SendRequest) (scheduler.Request, error) {

@@ -78,6 +78,10 @@ type SendRequest struct {
 	Messages       []Message `json:"messages"`
 	Prompt         string    `json:"prompt,omitempty"`
 	MaxTokens      int       `json:"maxTokens,omitempty"` // 0: until the model ends its turn (the demo model: DemoMaxTokens)
+	// Documents are attached documents (AttachDocumentFile's ids) the last
+	// user message asks about: they go into a system message, whole or by
+	// their most relevant passages (documents.go).
+	Documents []string `json:"documents,omitempty"`
 }
 
 // Delta is streamed text of reply ID.
@@ -103,7 +107,9 @@ type Final struct {
 	Text         string `json:"text"`
 	PromptTokens int    `json:"promptTokens"`
 	ReusedTokens int    `json:"reusedTokens"` // prompt tokens found in the cache
-	GenTokens    int    `json:"genTokens"`
+	// PrefillTokens are the prompt tokens computed (not found in the cache).
+	PrefillTokens int `json:"prefillTokens"`
+	GenTokens     int `json:"genTokens"`
 	// TTFTMs is the time to first token in milliseconds, queue wait
 	// included (0 when no token was generated).
 	TTFTMs           float64 `json:"ttftMs"`
@@ -116,7 +122,7 @@ func finalOf(id string, r *scheduler.Result) Final {
 		return Final{ID: id, FinishReason: "cancelled"}
 	}
 	f := Final{ID: id, FinishReason: r.FinishReason, Text: r.Text, PromptTokens: r.PromptTokens,
-		ReusedTokens: r.ReusedTokens, GenTokens: r.GenTokens,
+		ReusedTokens: r.ReusedTokens, PrefillTokens: r.PrefillTokens, GenTokens: r.GenTokens,
 		TTFTMs:           float64(r.TimeToFirstToken.Microseconds()) / 1000,
 		PrefillTokPerSec: r.PrefillTokPerSec, DecodeTokPerSec: r.DecodeTokPerSec}
 	if r.Err != nil && r.FinishReason == "error" {
