@@ -64,6 +64,8 @@ func ExampleSave() {
 	//   "model_files": [],
 	//   "remote_endpoints": [],
 	//   "active_remote": "",
+	//   "remote_endpoints": [],
+	//   "active_remote": "",
 	//   "document_max_bytes": 67108864
 	// }
 }

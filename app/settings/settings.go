@@ -58,6 +58,11 @@ type Settings struct {
 	// ModelFiles are GGUF files outside the models folder that the user
 	// added to the picker (open dialog, dropped on the window).
 	ModelFiles []string `json:"model_files"`
+	// RemoteEndpoints are OpenAI-compatible servers the model picker can
+	// use (remote.go); ActiveRemote names the one chats go to ("": the
+	// local model).
+	RemoteEndpoints []RemoteEndpoint `json:"remote_endpoints"`
+	ActiveRemote    string           `json:"active_remote"`
 	// DocumentMaxBytes is the largest document file that may be attached
 	// to a chat (0: DefaultDocumentMaxBytes).
 	DocumentMaxBytes int64 `json:"document_max_bytes"`
@@ -110,6 +115,8 @@ func Defaults() Settings {
 		Slots:      2,
 		Threads:    0,
 		ModelFiles: []string{},
+		// No remote endpoint until the user adds one.
+		RemoteEndpoints: []RemoteEndpoint{},
 		// Documents' size limit.
 		DocumentMaxBytes: DefaultDocumentMaxBytes,
 		QuickActions: []QuickAction{
@@ -134,6 +141,10 @@ func (s Sampling) Params() sample.Params {
 func (s Settings) Clone() Settings {
 	s.QuickActions = slices.Clone(s.QuickActions)
 	s.ModelFiles = slices.Clone(s.ModelFiles)
+	s.RemoteEndpoints = slices.Clone(s.RemoteEndpoints)
+	if s.RemoteEndpoints == nil {
+		s.RemoteEndpoints = []RemoteEndpoint{}
+	}
 	if s.ModelFiles == nil {
 		// [] rather than null in JSON: the frontend iterates it.
 		s.ModelFiles = []string{}
@@ -198,6 +209,7 @@ func (s Settings) Validate() error {
 	s.checkQuickAndServer(bad)
 	intIn("slots", s.Slots, 1, MaxSlots, "")
 	intIn("threads", s.Threads, 0, MaxThreads, " (0 = auto)")
+	s.checkRemote(bad)
 	s.checkDocuments(bad)
 	if s.MemoryLimit < 0 {
 		bad("memory_limit", "%d is negative (0 = the machine's own budget)", s.MemoryLimit)

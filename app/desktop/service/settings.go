@@ -29,5 +29,9 @@ func (s *Service) UpdateSettings(c settings.Settings) (settings.Settings, error)
 		*cur = c
 		return nil
 	})
+	if err == nil {
+		s.applyServer() // the local server's switch, address and token
+		s.emit(EventSettings, s.store.Get())
+	}
 	return s.store.Get(), err
 }
