@@ -64,8 +64,6 @@ func ExampleSave() {
 	//   "model_files": [],
 	//   "remote_endpoints": [],
 	//   "active_remote": "",
-	//   "remote_endpoints": [],
-	//   "active_remote": "",
 	//   "document_max_bytes": 67108864
 	// }
 }
