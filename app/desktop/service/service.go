@@ -99,6 +99,11 @@ type Service struct {
 
 	choiceMu sync.Mutex   // guards choice, set when a scheduler makes its backend
 	choice   metal.Choice // the engine's backend and why (engineBackend)
+
+	// The app's local server and the global hotkey's status (server.go,
+	// quickactions.go).
+	server appServer
+	hotkey hotkeyState
 }
 
 // New makes a service on store's settings, with dirs for the demo model's
@@ -152,6 +157,7 @@ func (s *Service) Close() error {
 		}
 		s.mu.Unlock()
 		s.stopWatch()
+		s.stopServer()
 		s.closeDownloads()
 		s.loadMu.Lock() // a load in progress finishes first
 		err := s.engine().Close()
@@ -179,6 +185,7 @@ func (s *Service) Close() error {
 // and loads that. It reports through EventPrepare and EventStatus and
 // returns what went wrong (also kept in Status).
 func (s *Service) Start() error {
+	s.applyServer() // answers 503 until the model is in
 	path := s.store.Get().LastModel
 	if path == "" {
 		var err error
