@@ -9,6 +9,7 @@ require (
 	github.com/progrium/darwinkit v0.5.0
 	github.com/sqweek/dialog v0.0.0-20240226140203-065105509627
 	github.com/wailsapp/wails/v2 v2.11.0
+	golang.design/x/hotkey v0.4.1
 	golang.org/x/sys v0.49.0
 	modernc.org/sqlite v1.62.0
 )

@@ -198,6 +198,23 @@ func (a *App) UpdateSettings(s settings.Settings) (settings.Settings, error) {
 // loaded model.
 func (a *App) Diagnostics() service.Diagnostics { return a.svc.Diagnostics() }
 
+// ---- Quick actions, the global hotkey and the local server
+
+// QuickActions are the quick actions of the settings, in their order.
+func (a *App) QuickActions() []settings.QuickAction { return a.svc.QuickActions() }
+
+// RunQuickAction runs the action called name on text (the clipboard's) in
+// a new conversation; the reply streams like Send's.
+func (a *App) RunQuickAction(name, text string) (service.QuickActionResult, error) {
+	return a.svc.RunQuickAction(name, text)
+}
+
+// HotkeyStatus says whether the settings' global hotkey is registered.
+func (a *App) HotkeyStatus() service.HotkeyStatus { return a.svc.HotkeyStatus() }
+
+// ServerStatus says whether the local server runs, and where.
+func (a *App) ServerStatus() service.ServerStatus { return a.svc.ServerStatus() }
+
 // HideWindow hides the popover (Escape).
 func (a *App) HideWindow() { a.hideWindow() }
 
@@ -218,6 +235,8 @@ type Desktop struct {
 
 	modelMu   sync.Mutex
 	modelName string // last told to Platform.ModelChanged
+
+	settingsMu sync.Mutex // serializes settingsChanged (quick.go)
 }
 
 // New opens the settings in the user's folders and makes the engine
@@ -262,6 +281,9 @@ func (d *Desktop) emit(name string, data any) {
 	}
 	if st, ok := data.(service.Status); ok && name == service.EventStatus {
 		d.modelChanged(st)
+	}
+	if name == service.EventSettings {
+		d.settingsChanged()
 	}
 	if d.App.autotest.Prompt == "" || name != service.EventFinal {
 		return
@@ -310,6 +332,7 @@ func (d *Desktop) Startup(ctx context.Context, sh Shell) {
 	if err := d.Platform.Started(ctx, sh.Window); err != nil {
 		fmt.Fprintln(os.Stderr, "nibble:", err)
 	}
+	go d.settingsChanged() // the hotkey registers through the main queue, which runs after this returns
 	go func() {
 		// The error is in Status too, where the window shows it.
 		if err := d.svc.Start(); err != nil {

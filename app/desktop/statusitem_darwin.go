@@ -22,6 +22,9 @@ import (
 	"github.com/progrium/darwinkit/macos/foundation"
 	"github.com/progrium/darwinkit/objc"
 	"github.com/wailsapp/wails/v2/pkg/runtime"
+
+	"nibble/app/desktop/service"
+	"nibble/app/settings"
 )
 
 func init() { NewStatusItem = newMenuBarItem }
@@ -39,8 +42,10 @@ type menuBarItem struct {
 	menu      appkit.Menu
 	modelItem appkit.MenuItem
 	loginItem appkit.MenuItem
-	loginErr  string        // why registering the login item failed, for its tooltip
-	observers []objc.Object // notification-center tokens, removed on Close
+	quickMenu appkit.Menu            // the Quick Actions submenu
+	actions   []settings.QuickAction // what quickMenu lists
+	loginErr  string                 // why registering the login item failed, for its tooltip
+	observers []objc.Object          // notification-center tokens, removed on Close
 	model     string
 	closed    bool
 }
@@ -110,6 +115,7 @@ func (s *menuBarItem) setUp() {
 
 	s.menu = s.buildMenu()
 	s.menu.Retain()
+	s.quickMenu.Retain()
 }
 
 func (s *menuBarItem) observe(name string, f func()) {
@@ -128,6 +134,12 @@ func (s *menuBarItem) buildMenu() appkit.Menu {
 	s.modelItem = appkit.NewMenuItemWithSelector(modelMenuTitle(s.model), "", objc.Selector{})
 	s.modelItem.SetEnabled(false)
 	menu.AddItem(s.modelItem)
+	quick := appkit.NewMenuItemWithSelector("Quick Actions", "", objc.Selector{})
+	s.quickMenu = appkit.NewMenuWithTitle("Quick Actions")
+	s.quickMenu.SetAutoenablesItems(false)
+	s.fillQuickMenu()
+	quick.SetSubmenu(s.quickMenu)
+	menu.AddItem(quick)
 	s.loginItem = appkit.NewMenuItemWithAction("Start at Login", "", func(objc.Object) { s.toggleLogin() })
 	menu.AddItem(s.loginItem)
 	menu.AddItem(appkit.MenuItem_SeparatorItem())
@@ -212,6 +224,55 @@ func wailsWindow() (appkit.Window, bool) {
 	return appkit.Window{}, false
 }
 
+// fillQuickMenu lists the quick actions in their submenu. Main queue only.
+func (s *menuBarItem) fillQuickMenu() {
+	s.quickMenu.RemoveAllItems()
+	if len(s.actions) == 0 {
+		none := appkit.NewMenuItemWithSelector("None: add some in Settings", "", objc.Selector{})
+		none.SetEnabled(false)
+		s.quickMenu.AddItem(none)
+		return
+	}
+	header := appkit.NewMenuItemWithSelector("On the clipboard's text:", "", objc.Selector{})
+	header.SetEnabled(false)
+	s.quickMenu.AddItem(header)
+	for _, q := range s.actions {
+		name := q.Name
+		s.quickMenu.AddItem(appkit.NewMenuItemWithAction(name, "", func(objc.Object) { s.runQuickAction(name) }))
+	}
+}
+
+// SetQuickActions lists actions in the Quick Actions submenu.
+func (s *menuBarItem) SetQuickActions(actions []settings.QuickAction) {
+	onMain(func() {
+		s.actions = actions
+		if !s.closed && !s.quickMenu.IsNil() {
+			s.fillQuickMenu()
+		}
+	})
+}
+
+// runQuickAction reads the clipboard's text, shows the popover and has
+// the window run the action on it, so the answer streams in the chat as
+// any reply does. On the main queue (a menu item's action).
+func (s *menuBarItem) runQuickAction(name string) {
+	text := appkit.Pasteboard_GeneralPasteboard().StringForType(appkit.PasteboardTypeString)
+	s.showUnderItem()
+	runtime.EventsEmit(s.ctx, service.EventQuickAction, service.QuickActionRequest{Name: name, Text: text})
+}
+
+// OpenPrompt shows the popover with its prompt box focused (the global
+// hotkey).
+func (s *menuBarItem) OpenPrompt() {
+	onMain(func() {
+		if s.closed {
+			return
+		}
+		s.showUnderItem()
+		runtime.EventsEmit(s.ctx, service.EventOpenPrompt)
+	})
+}
+
 // SetModel shows the loaded model's name ("" when none) in the menu.
 func (s *menuBarItem) SetModel(name string) {
 	onMain(func() {
@@ -239,6 +300,7 @@ func (s *menuBarItem) Close() error {
 			appkit.StatusBar_SystemStatusBar().RemoveStatusItem(s.item)
 			s.item.Release()
 			s.menu.Release()
+			s.quickMenu.Release()
 		}
 	})
 	return nil
