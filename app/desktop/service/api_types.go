@@ -29,6 +29,11 @@ type LoadRequest struct {
 	Path string `json:"path"`
 	Ctx  int    `json:"ctx"`
 	KV   string `json:"kv"`
+
+	// keepRemote: the load at start-up, after which chats still go to
+	// the remote model if one is chosen (any other load makes the local
+	// model the one chats go to).
+	keepRemote bool
 }
 
 // KVLimit is the largest context that fits this machine with one KV type.
@@ -155,4 +160,7 @@ type Diagnostics struct {
 	ConfigDir       string `json:"configDir"`
 	ModelsDir       string `json:"modelsDir"`
 	SettingsWarning string `json:"settingsWarning,omitempty"`
+	// ChatTarget says where chat requests go: the local model or a
+	// remote endpoint's URL (never its key).
+	ChatTarget string `json:"chatTarget"`
 }

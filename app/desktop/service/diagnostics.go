@@ -55,6 +55,7 @@ func (s *Service) Diagnostics() Diagnostics {
 	s.mu.Lock()
 	d.SettingsWarning = s.settingsWarning
 	s.mu.Unlock()
+	d.ChatTarget = s.remoteTarget()
 	return d
 }
 

@@ -108,6 +108,9 @@ const countPiece = 64 << 10
 // the context budget in force. Counts of long texts are remembered per
 // model: the plan counts every document again for every question.
 func (s *Service) tokenCounter() (documents.TokenCounter, int, error) {
+	if ep, ok := s.activeRemote(); ok {
+		return s.remoteTokenCounter(ep) // approximate: no tokenizer for a remote model
+	}
 	sched := s.engine()
 	info, ok := sched.Info()
 	if !ok {
@@ -151,6 +154,9 @@ func (s *Service) tokenCounter() (documents.TokenCounter, int, error) {
 // rememberCount records n as the token count of text for the model loaded
 // now (a sum over pieces, counted with progress).
 func (s *Service) rememberCount(text string, n int) {
+	if _, ok := s.activeRemote(); ok {
+		return // an approximate count, not the local model's
+	}
 	info, ok := s.engine().Info()
 	if !ok {
 		return
@@ -449,6 +455,9 @@ func (s *Service) Documents(ids []string) ([]DocumentInfo, error) {
 // whole in 4K context with int4 KV".
 func (s *Service) wholeStatus(ctx int) string {
 	st := "fits whole in " + contextWords(ctx) + " context"
+	if _, ok := s.activeRemote(); ok {
+		return st + " of the remote model (counted approximately)"
+	}
 	if info, ok := s.engine().Info(); ok {
 		switch kv := info.Options.KV.String(); kv {
 		case "q4":

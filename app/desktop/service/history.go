@@ -76,6 +76,9 @@ func (s *Service) recordTurn(req SendRequest) turn {
 		}
 		s.mu.Unlock()
 	}
+	if ep, ok := s.activeRemote(); ok {
+		model = ep.Name + " (remote)"
+	}
 	c, err := s.hist.NewConversation(title, strings.ToValidUTF8(strings.ReplaceAll(model, "\n", " "), "?"))
 	if err != nil {
 		s.historyFailed(err)

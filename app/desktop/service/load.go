@@ -81,7 +81,11 @@ func (s *Service) CheckLoad(req LoadRequest) (Estimate, error) {
 	if err != nil {
 		return Estimate{}, err
 	}
-	return evaluate(p.desc, p.opts, p.budget, p.source)
+	est, err := evaluate(p.desc, p.opts, p.budget, p.source)
+	if err == nil {
+		s.remoteAdvice(&est)
+	}
+	return est, err
 }
 
 // SmallerContext is the context to offer when req will not fit: the
@@ -132,6 +136,7 @@ func (s *Service) LoadModel(req LoadRequest) (Status, error) {
 		return s.refused(fmt.Errorf("load %s: %w", filepath.Base(p.path), err))
 	}
 	if est.Verdict == estimate.WillNotFit.String() {
+		s.remoteAdvice(&est)
 		return s.refused(&NotFitError{Name: p.name, Estimate: est})
 	}
 	if err := s.loadPlanned(p); err != nil {
@@ -140,6 +145,9 @@ func (s *Service) LoadModel(req LoadRequest) (Status, error) {
 	var remember error
 	if err := s.store.Update(func(c *settings.Settings) error {
 		c.LastModel = p.path
+		if !req.keepRemote {
+			c.ActiveRemote = "" // a local model was loaded: chats go to it
+		}
 		if demo.Is(s.dirs.Cache, p.path) {
 			c.LastModel = "" // the next start makes and loads the demo model again
 		}
@@ -268,6 +276,7 @@ func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
 		if demo.Is(s.dirs.Cache, info.Path) {
 			name = DemoName
 		}
+		s.remoteAdvice(&est)
 		return s.Status(), &NotFitError{Name: name, Estimate: est}
 	}
 	o := info.Options

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"nibble/app/settings"
-	"nibble/engine/scheduler"
 )
 
 // EventQuickAction asks the window to run a quick action on the
@@ -111,12 +110,7 @@ func (s *Service) checkQuickFits(q settings.QuickAction, req SendRequest) error 
 	if err != nil {
 		return err
 	}
-	sched := s.engine()
-	info, ok := sched.Info()
-	if !ok {
-		return scheduler.ErrNoModel
-	}
-	ids, err := sched.Tokenize(r)
+	n, budget, err := s.promptTokens(r) // approximate for a remote model
 	if err != nil {
 		return fmt.Errorf("quick action %q: count the prompt's tokens: %w", q.Name, err)
 	}
@@ -124,10 +118,9 @@ func (s *Service) checkQuickFits(q settings.QuickAction, req SendRequest) error 
 	if r.Params.MaxTokens > 0 {
 		room = min(room, r.Params.MaxTokens)
 	}
-	budget := info.Options.Ctx
-	if len(ids)+room > budget {
+	if n+room > budget {
 		return fmt.Errorf("the clipboard's text is too long for %q: with the action's prompt it comes to %d tokens, and the answer needs room for %d more, but the context budget is %d tokens. Copy less text, or raise the context budget in Models",
-			q.Name, len(ids), room, budget)
+			q.Name, n, room, budget)
 	}
 	return nil
 }

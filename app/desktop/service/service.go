@@ -100,6 +100,9 @@ type Service struct {
 	choiceMu sync.Mutex   // guards choice, set when a scheduler makes its backend
 	choice   metal.Choice // the engine's backend and why (engineBackend)
 
+	// What remote servers said about their models (remote.go).
+	remote remoteState
+
 	// The app's local server and the global hotkey's status (server.go,
 	// quickactions.go).
 	server appServer
@@ -196,7 +199,7 @@ func (s *Service) Start() error {
 			return err
 		}
 	}
-	_, err := s.LoadModel(LoadRequest{Path: path})
+	_, err := s.LoadModel(LoadRequest{Path: path, keepRemote: true})
 	return err
 }
 
@@ -243,6 +246,13 @@ func (s *Service) Status() Status {
 		m.Demo = isDemo
 		st.Model = &m
 	}
+	if ep, ok := s.activeRemote(); ok {
+		m := s.remoteModelInfo(ep)
+		st.Remote = &m
+		if st.State == StateStarting || st.State == StateError {
+			st.State = StateReady // chats have somewhere to go
+		}
+	}
 	return st
 }
 
@@ -267,7 +277,7 @@ func (s *Service) Send(req SendRequest) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, err
 	}
-	if _, ok := s.engine().Info(); !ok { // before anything is kept
+	if !s.hasModel() { // before anything is kept
 		return SendResult{}, scheduler.ErrNoModel
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -283,7 +293,7 @@ func (s *Service) Send(req SendRequest) (SendResult, error) {
 	s.streams.Add(1)
 	s.mu.Unlock()
 	turn := s.recordTurn(req)
-	events, err := s.engine().Submit(ctx, r)
+	events, err := s.submit(ctx, r) // the local scheduler or the remote model
 	if err != nil {
 		s.streams.Done()
 		s.forget(id)

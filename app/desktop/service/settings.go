@@ -3,7 +3,8 @@ package service
 import "nibble/app/settings"
 
 // Settings are the user's settings as they are in force.
-func (s *Service) Settings() settings.Settings { return s.store.Get() }
+// The remote endpoints' keys are left out: the window never needs them.
+func (s *Service) Settings() settings.Settings { return withoutKeys(s.store.Get()) }
 
 // UpdateSettings validates c and saves it, and returns what is in force.
 // An invalid c changes nothing; the error lists every bad field, a line
@@ -23,6 +24,9 @@ func (s *Service) UpdateSettings(c settings.Settings) (settings.Settings, error)
 	}
 	err := s.store.Update(func(cur *settings.Settings) error {
 		c.LastModel, c.ModelFiles = cur.LastModel, cur.ModelFiles
+		// The remote endpoints have methods of their own, and their keys
+		// never reach the window to come back from it.
+		c.RemoteEndpoints, c.ActiveRemote = cur.RemoteEndpoints, cur.ActiveRemote
 		if err := c.Validate(); err != nil {
 			return err // *settings.FieldErrors joined: a line each
 		}
@@ -31,7 +35,7 @@ func (s *Service) UpdateSettings(c settings.Settings) (settings.Settings, error)
 	})
 	if err == nil {
 		s.applyServer() // the local server's switch, address and token
-		s.emit(EventSettings, s.store.Get())
+		s.emit(EventSettings, s.Settings())
 	}
-	return s.store.Get(), err
+	return s.Settings(), err
 }

@@ -25,6 +25,8 @@ type Status struct {
 	Busy    bool     `json:"busy"`            // a reply is running or waiting
 	Running int      `json:"running"`         // replies running or waiting
 	Prepare *Prepare `json:"prepare,omitempty"`
+	// Remote is the remote model chats go to (nil: the local Model).
+	Remote *Model `json:"remote,omitempty"`
 }
 
 // Model describes the loaded model.
@@ -44,6 +46,12 @@ type Model struct {
 	// Demo: the synthesized demo model, whose random weights show the
 	// machinery, not sensible text.
 	Demo bool `json:"demo"`
+	// Remote: an OpenAI-compatible endpoint's model (Path is
+	// "remote:<name>"), at Host, asking for RemoteModel ("": the
+	// server's default).
+	Remote      bool   `json:"remote,omitempty"`
+	Host        string `json:"host,omitempty"`
+	RemoteModel string `json:"remoteModel,omitempty"`
 }
 
 func modelOf(info scheduler.ModelInfo) Model {

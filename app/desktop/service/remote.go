@@ -1,0 +1,486 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"nibble/app/documents"
+	"nibble/app/remote"
+	"nibble/app/settings"
+	"nibble/engine/scheduler"
+)
+
+// Remote models: an OpenAI-compatible endpoint from the settings can be
+// the model chats go to. The local model stays loaded meanwhile (the
+// memory it takes is the user's choice); loading a local model makes it
+// the one chats go to again.
+
+// DefaultRemoteContext is the context assumed for a remote model whose
+// endpoint sets none and whose server does not say.
+const DefaultRemoteContext = 8192
+
+// remoteBytesPerToken is the approximate counter's rate: no tokenizer is
+// at hand for a remote model, and BPE vocabularies average about four
+// bytes of English per token, so three overestimates for most text.
+const remoteBytesPerToken = 3
+
+// remoteContextMargin is the share of a remote model's context that the
+// document planner is told about, for what the approximation may miss.
+const remoteContextMargin = 0.9
+
+// RemoteEndpoint is a configured endpoint as the window sees it: never
+// the key, only whether there is one.
+type RemoteEndpoint struct {
+	Name          string `json:"name"`
+	URL           string `json:"url"`
+	Model         string `json:"model"`
+	ContextTokens int    `json:"contextTokens"` // 0: from the server, else DefaultRemoteContext
+	HasKey        bool   `json:"hasKey"`
+	Active        bool   `json:"active"` // chats go to it
+}
+
+// RemoteEndpointInput is what the window sends to add or replace an
+// endpoint.
+type RemoteEndpointInput struct {
+	Name          string `json:"name"`
+	URL           string `json:"url"`
+	Key           string `json:"key"`
+	Model         string `json:"model"`
+	ContextTokens int    `json:"contextTokens"`
+}
+
+// RemoteModel is one model a server lists.
+type RemoteModel struct {
+	ID            string `json:"id"`
+	ContextTokens int    `json:"contextTokens"` // 0: the server does not say
+}
+
+// remoteState caches what the servers said about their models' context.
+type remoteState struct {
+	mu  sync.Mutex
+	ctx map[string]int // "<url>\x00<model>" → context the server reported
+}
+
+func remoteCtxKey(url, model string) string { return url + "\x00" + model }
+
+// remoteOptions are the client's options (tests shorten them).
+var remoteOptions = remote.Options{}
+
+func newRemoteClient(ep settings.RemoteEndpoint) (*remote.Client, error) {
+	c, err := remote.New(ep.URL, ep.Key, remoteOptions)
+	if err != nil {
+		return nil, fmt.Errorf("remote %q: %w", ep.Name, err)
+	}
+	return c, nil
+}
+
+// activeRemote is the endpoint chats go to, if one is chosen.
+func (s *Service) activeRemote() (settings.RemoteEndpoint, bool) {
+	c := s.store.Get()
+	if c.ActiveRemote == "" {
+		return settings.RemoteEndpoint{}, false
+	}
+	return c.FindRemote(c.ActiveRemote)
+}
+
+// hasModel says whether a chat has somewhere to go: a remote model is
+// chosen, or a local one is loaded.
+func (s *Service) hasModel() bool {
+	if _, ok := s.activeRemote(); ok {
+		return true
+	}
+	_, ok := s.engine().Info()
+	return ok
+}
+
+// submit starts r on the chosen remote model, else on the local
+// scheduler. Either way the reply arrives as scheduler events.
+func (s *Service) submit(ctx context.Context, r scheduler.Request) (<-chan scheduler.Event, error) {
+	if ep, ok := s.activeRemote(); ok {
+		return s.submitRemote(ctx, ep, r)
+	}
+	return s.engine().Submit(ctx, r)
+}
+
+// remoteContext is the remote model's context: the endpoint's setting,
+// else what its server reported, else DefaultRemoteContext.
+func (s *Service) remoteContext(ep settings.RemoteEndpoint) int {
+	if ep.ContextTokens > 0 {
+		return ep.ContextTokens
+	}
+	base, err := remote.NormalizeURL(ep.URL)
+	if err == nil {
+		s.remote.mu.Lock()
+		n := s.remote.ctx[remoteCtxKey(base, ep.Model)]
+		s.remote.mu.Unlock()
+		if n > 0 {
+			return n
+		}
+	}
+	return DefaultRemoteContext
+}
+
+// approxTokens is the approximate count used for remote models.
+func approxTokens(text string) int {
+	if text == "" {
+		return 0
+	}
+	return (len(text) + remoteBytesPerToken - 1) / remoteBytesPerToken
+}
+
+// remoteTokenCounter counts for a remote model, which has no tokenizer
+// here: remoteBytesPerToken bytes a token, rounded up, and a context
+// remoteContextMargin of the model's.
+func (s *Service) remoteTokenCounter(ep settings.RemoteEndpoint) (documents.TokenCounter, int, error) {
+	return approxTokens, int(float64(s.remoteContext(ep)) * remoteContextMargin), nil
+}
+
+// remoteMessages are r's messages for an OpenAI-compatible server (a plain
+// completion becomes one user message).
+func remoteMessages(r scheduler.Request) []remote.Message {
+	if len(r.Messages) == 0 {
+		return []remote.Message{{Role: "user", Content: r.Prompt}}
+	}
+	out := make([]remote.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		out[i] = remote.Message{Role: m.Role, Content: m.Content}
+	}
+	return out
+}
+
+// submitRemote starts r on ep. The connection is made here, so that an
+// endpoint that cannot be reached, a refused key or a missing model fail
+// Send at once; the reply then streams as the scheduler's would: deltas,
+// and one final event with the server's token counts and the timing.
+func (s *Service) submitRemote(ctx context.Context, ep settings.RemoteEndpoint, r scheduler.Request) (<-chan scheduler.Event, error) {
+	c, err := newRemoteClient(ep)
+	if err != nil {
+		return nil, err
+	}
+	sp := r.Params.Sample
+	temp, topP := sp.Temperature, sp.TopP
+	req := remote.ChatRequest{Model: ep.Model, Messages: remoteMessages(r), Temperature: &temp, MaxTokens: r.Params.MaxTokens, Stop: r.Params.Stop}
+	if topP > 0 && topP < 1 {
+		req.TopP = &topP
+	}
+	start := time.Now()
+	stream, err := c.Chat(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("remote model %q: %w", ep.Name, err)
+	}
+	events := make(chan scheduler.Event, 16)
+	go func() {
+		defer close(events)
+		defer stream.Close()
+		res := &scheduler.Result{}
+		var text strings.Builder
+		var first, last time.Time
+		for {
+			piece, err := stream.Next()
+			if err != nil {
+				switch {
+				case errors.Is(err, io.EOF):
+					res.FinishReason = finishOf(stream.FinishReason())
+				case errors.Is(err, context.Canceled):
+					res.FinishReason, res.Err = "cancelled", err
+				default:
+					res.FinishReason, res.Err = "error", fmt.Errorf("remote model %q: %w", ep.Name, err)
+				}
+				break
+			}
+			if piece == "" {
+				continue
+			}
+			last = time.Now()
+			if first.IsZero() {
+				first = last
+			}
+			text.WriteString(piece)
+			events <- scheduler.Event{Kind: scheduler.Delta, Text: piece, Token: -1}
+		}
+		res.Text, res.StopReason = text.String(), res.FinishReason
+		if u := stream.Usage(); u != nil {
+			res.PromptTokens, res.GenTokens = u.PromptTokens, u.CompletionTokens
+		}
+		if !first.IsZero() {
+			res.TimeToFirstToken = first.Sub(start)
+			if d := last.Sub(first).Seconds(); d > 0 && res.GenTokens > 1 {
+				res.DecodeTokPerSec = float64(res.GenTokens-1) / d
+			}
+		}
+		if tm := stream.Timings(); tm != nil {
+			res.PrefillTokPerSec = tm.PromptPerSecond
+			if tm.PredictedPerSecond > 0 {
+				res.DecodeTokPerSec = tm.PredictedPerSecond
+			}
+		}
+		events <- scheduler.Event{Kind: scheduler.Final, Result: res}
+	}()
+	return events, nil
+}
+
+// finishOf maps a server's finish reason onto the app's stop or length.
+func finishOf(reason string) string {
+	if reason == "length" {
+		return "length"
+	}
+	return "stop" // "stop", "eos", "content_filter", "tool_calls", or none given
+}
+
+// remoteModelInfo is the Model that Status shows for ep.
+func (s *Service) remoteModelInfo(ep settings.RemoteEndpoint) Model {
+	host := ep.URL
+	if c, err := newRemoteClient(ep); err == nil {
+		host = c.Host()
+	}
+	return Model{Name: ep.Name, Path: settings.RemotePrefix + ep.Name, Backend: "remote", Ctx: s.remoteContext(ep),
+		Remote: true, Host: host, RemoteModel: ep.Model}
+}
+
+// promptTokens counts r as the model chats go to would see it: with the
+// local model's tokenizer and chat template, or approximately for a
+// remote model. budget is the context to fit it in.
+func (s *Service) promptTokens(r scheduler.Request) (n, budget int, err error) {
+	if ep, ok := s.activeRemote(); ok {
+		for _, m := range remoteMessages(r) {
+			n += approxTokens(m.Content) + 4 // the role's markup
+		}
+		return n, s.remoteContext(ep), nil
+	}
+	sched := s.engine()
+	info, ok := sched.Info()
+	if !ok {
+		return 0, 0, scheduler.ErrNoModel
+	}
+	ids, err := sched.Tokenize(r)
+	return len(ids), info.Options.Ctx, err
+}
+
+// RemoteEndpoints lists the configured endpoints (without their keys).
+func (s *Service) RemoteEndpoints() []RemoteEndpoint {
+	c := s.store.Get()
+	out := make([]RemoteEndpoint, 0, len(c.RemoteEndpoints))
+	for _, e := range c.RemoteEndpoints {
+		out = append(out, RemoteEndpoint{Name: e.Name, URL: e.URL, Model: e.Model, ContextTokens: e.ContextTokens,
+			HasKey: e.Key != "", Active: strings.EqualFold(e.Name, c.ActiveRemote)})
+	}
+	return out
+}
+
+// RemoteModels connects to an endpoint and lists its models (the
+// window's "Connect"). An empty key with the name of a configured
+// endpoint uses that endpoint's key, so a window that never saw the key
+// can list its models.
+func (s *Service) RemoteModels(in RemoteEndpointInput) ([]RemoteModel, error) {
+	ep := s.fillKey(in)
+	c, err := newRemoteClient(ep)
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.Models(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RemoteModel, len(list))
+	s.remote.mu.Lock()
+	if s.remote.ctx == nil {
+		s.remote.ctx = map[string]int{}
+	}
+	for i, m := range list {
+		out[i] = RemoteModel{ID: m.ID, ContextTokens: m.ContextTokens}
+		if m.ContextTokens > 0 {
+			s.remote.ctx[remoteCtxKey(c.Base(), m.ID)] = m.ContextTokens
+		}
+	}
+	if len(list) == 1 && list[0].ContextTokens > 0 {
+		// A server with one model answers requests that name none with it.
+		s.remote.ctx[remoteCtxKey(c.Base(), "")] = list[0].ContextTokens
+	}
+	s.remote.mu.Unlock()
+	return out, nil
+}
+
+// fillKey is in as a settings endpoint, with the stored key when in
+// leaves it empty and names a configured endpoint at the same URL.
+func (s *Service) fillKey(in RemoteEndpointInput) settings.RemoteEndpoint {
+	ep := settings.RemoteEndpoint{Name: strings.TrimSpace(in.Name), URL: strings.TrimSpace(in.URL), Key: strings.TrimSpace(in.Key),
+		Model: strings.TrimSpace(in.Model), ContextTokens: in.ContextTokens}
+	if ep.Key == "" {
+		if old, ok := s.store.Get().FindRemote(ep.Name); ok && sameURL(old.URL, ep.URL) {
+			ep.Key = old.Key
+		}
+	}
+	return ep
+}
+
+func sameURL(a, b string) bool {
+	na, ea := remote.NormalizeURL(a)
+	nb, eb := remote.NormalizeURL(b)
+	return ea == nil && eb == nil && na == nb
+}
+
+// SaveRemoteEndpoint adds an endpoint, or replaces the one of the same
+// name (keeping its key when in.Key is empty and the URL is the same).
+// The settings' checks apply: a name, an http or https URL.
+func (s *Service) SaveRemoteEndpoint(in RemoteEndpointInput) ([]RemoteEndpoint, error) {
+	ep := s.fillKey(in)
+	if ep.URL != "" {
+		if base, err := remote.NormalizeURL(ep.URL); err == nil {
+			ep.URL = base
+		}
+	}
+	err := s.store.Update(func(c *settings.Settings) error {
+		i := 0
+		for ; i < len(c.RemoteEndpoints); i++ {
+			if strings.EqualFold(c.RemoteEndpoints[i].Name, ep.Name) {
+				break
+			}
+		}
+		if i == len(c.RemoteEndpoints) {
+			c.RemoteEndpoints = append(c.RemoteEndpoints, ep)
+		} else {
+			if strings.EqualFold(c.ActiveRemote, c.RemoteEndpoints[i].Name) {
+				c.ActiveRemote = ep.Name
+			}
+			c.RemoteEndpoints[i] = ep
+		}
+		return c.Validate()
+	})
+	if err != nil {
+		return s.RemoteEndpoints(), remoteSettingsError(err)
+	}
+	s.emit(EventStatus, s.Status())
+	return s.RemoteEndpoints(), nil
+}
+
+// remoteSettingsError puts a validation error in the form's words.
+func remoteSettingsError(err error) error {
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if _, msg, ok := strings.Cut(l, "]."); ok && strings.HasPrefix(l, "remote_endpoints[") {
+			field, rest, _ := strings.Cut(msg, ": ")
+			lines = append(lines, strings.ReplaceAll(field, "_", " ")+": "+rest)
+		} else {
+			lines = append(lines, l)
+		}
+	}
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+// RemoveRemoteEndpoint forgets an endpoint (and its key); if chats went
+// to it, they go to the local model again.
+func (s *Service) RemoveRemoteEndpoint(name string) ([]RemoteEndpoint, error) {
+	err := s.store.Update(func(c *settings.Settings) error {
+		for i, e := range c.RemoteEndpoints {
+			if strings.EqualFold(e.Name, name) {
+				c.RemoteEndpoints = append(c.RemoteEndpoints[:i], c.RemoteEndpoints[i+1:]...)
+				if strings.EqualFold(c.ActiveRemote, name) {
+					c.ActiveRemote = ""
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no remote endpoint is called %q", name)
+	})
+	if err == nil {
+		s.emit(EventStatus, s.Status())
+		s.modelsChanged()
+	}
+	return s.RemoteEndpoints(), err
+}
+
+// UseRemote makes the endpoint called name the model chats go to, after
+// checking that it answers and has the model (its reported context is
+// remembered for the document planner). "" goes back to the local model.
+// The local model stays loaded.
+func (s *Service) UseRemote(name string) (Status, error) {
+	if name != "" {
+		ep, ok := s.store.Get().FindRemote(name)
+		if !ok {
+			return s.Status(), fmt.Errorf("no remote endpoint is called %q", name)
+		}
+		models, err := s.RemoteModels(RemoteEndpointInput{Name: ep.Name, URL: ep.URL, Model: ep.Model})
+		if err != nil {
+			return s.Status(), fmt.Errorf("remote model %q: %w", ep.Name, err)
+		}
+		if ep.Model != "" && !hasRemoteModel(models, ep.Model) {
+			ids := make([]string, len(models))
+			for i, m := range models {
+				ids[i] = m.ID
+			}
+			return s.Status(), fmt.Errorf("remote model %q: the server at %s has no model %q (it lists: %s)", ep.Name, ep.URL, ep.Model, strings.Join(ids, ", "))
+		}
+		name = ep.Name
+	}
+	if err := s.store.Update(func(c *settings.Settings) error {
+		c.ActiveRemote = name
+		return c.Validate()
+	}); err != nil {
+		return s.Status(), err
+	}
+	s.emit(EventStatus, s.Status())
+	s.modelsChanged()
+	return s.Status(), nil
+}
+
+func hasRemoteModel(models []RemoteModel, id string) bool {
+	for _, m := range models {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteAdvice adds the remote option to the advice of a load that will
+// not fit, when an endpoint is configured: the active one, else the first.
+func (s *Service) remoteAdvice(est *Estimate) {
+	if est.Verdict != "will-not-fit" {
+		return
+	}
+	c := s.store.Get()
+	if len(c.RemoteEndpoints) == 0 {
+		return
+	}
+	ep := c.RemoteEndpoints[0]
+	if a, ok := c.FindRemote(c.ActiveRemote); ok {
+		ep = a
+	}
+	est.Advice = append(est.Advice, fmt.Sprintf("Or use the remote model %s (Models → Remote)", ep.Name))
+}
+
+// remoteTarget says where chats go, for Diagnostics (never the key).
+func (s *Service) remoteTarget() string {
+	if ep, ok := s.activeRemote(); ok {
+		model := ep.Model
+		if model == "" {
+			model = "the server's default model"
+		}
+		base, err := remote.NormalizeURL(ep.URL)
+		if err != nil {
+			base = ep.URL
+		}
+		key := "no key"
+		if ep.Key != "" {
+			key = "with an API key"
+		}
+		return fmt.Sprintf("remote endpoint %q: %s/chat/completions, %s, %s", ep.Name, base, model, key)
+	}
+	if _, ok := s.engine().Info(); ok {
+		return "the local model, on this machine"
+	}
+	return "nowhere: no model is loaded and no remote model is chosen"
+}
+
+// withoutKeys is c with every remote endpoint's key blanked.
+func withoutKeys(c settings.Settings) settings.Settings {
+	for i := range c.RemoteEndpoints {
+		c.RemoteEndpoints[i].Key = ""
+	}
+	return c
+}
