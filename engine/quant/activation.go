@@ -42,6 +42,15 @@ type acts struct {
 	pd       []float32 // 8 per pair: dy of A ×4, of B ×4
 	pc       []int32   // 8 per pair: pairCorr·Σy of A ×4, of B ×4
 	ps       []float32 // 8 per pair (Q8_1): s/4 of A ×4, of B ×4
+
+	// The tile layout of the prefill GEMM (gemm.go): rows in tiles of 16,
+	// per tile and block the 16 rows' quants (32 bytes each), scales and
+	// offset corrections -tileCorr·Σq. Empty unless prepare was asked for it.
+	tiled    bool
+	tileCorr int32
+	tq       []int8
+	td       []float32
+	tc       []int32
 }
 
 func grow[T any](s []T, n int) []T {
@@ -55,6 +64,7 @@ func grow[T any](s []T, n int) []T {
 func (a *acts) prepare(pool *parallel.Pool, k *kernel, x []float32, n, cols int) {
 	kind := k.act
 	a.kind, a.cols, a.pairs, a.pairCorr = kind, cols, k.pairs, k.pairCorr
+	a.tiled, a.tileCorr = k.gemm != nil && n >= gemmMinActs, k.tileCorr
 	x = x[:n*cols]
 	switch kind {
 	case actF32:
@@ -80,6 +90,13 @@ func (a *acts) prepare(pool *parallel.Pool, k *kernel, x []float32, n, cols int)
 			a.pd = grow(a.pd, n*a.np*8)
 			a.pc = grow(a.pc, n*a.np*8)
 			a.ps = grow(a.ps, n*a.np*8)
+		}
+		if a.tiled {
+			padded := (n + gemmRows - 1) / gemmRows * gemmRows
+			a.tq = grow(a.tq, padded*cols)
+			a.td = grow(a.td, padded*a.nb)
+			a.tc = grow(a.tc, padded*a.nb)
+			a.clearTilePad(n)
 		}
 	}
 	// Rows are independent; a lone row is too small to split.
@@ -109,6 +126,9 @@ func (a *acts) convertRows(x []float32, lo, hi int) {
 			quantizeQ8Row(a.qs[i*c:(i+1)*c], a.d[i*nb:(i+1)*nb], a.s[i*nb:(i+1)*nb], a.sum[i*nb:(i+1)*nb], row)
 			if a.pairs {
 				a.buildPairs(i)
+			}
+			if a.tiled {
+				a.buildTileRow(i)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,10 +30,17 @@ func benchMatMul(b *testing.B, t ggml.Type, n int) {
 		x := randomVector(rng, n*sh[1], 1)
 		dst := make([]float32, n*sh[0])
 		var simdRate float64
-		for _, impl := range []struct {
+		type impl struct {
 			name string
 			tbl  *kernelTable
-		}{{"simd", &kernelsActive}, {"portable", &kernelsPortable}} {
+		}
+		impls := []impl{{"simd", &kernelsActive}, {"portable", &kernelsPortable}}
+		if kernelsActive[t].gemm != nil && n >= gemmMinActs {
+			noGemm := kernelsActive // the dot kernels the GEMM replaced, for comparison
+			noGemm[t].gemm = nil
+			impls = slices.Insert(impls, 1, impl{"nogemm", &noGemm})
+		}
+		for _, impl := range impls {
 			b.Run(fmt.Sprintf("%dx%d/%s", sh[0], sh[1], impl.name), func(b *testing.B) {
 				best := time.Hour // the fastest call: robust on a shared machine
 				for b.Loop() {
@@ -48,7 +56,7 @@ func benchMatMul(b *testing.B, t ggml.Type, n int) {
 				b.ReportMetric(rate, "best-GMAC/s")
 				if impl.name == "simd" {
 					simdRate = rate
-				} else if simdRate > 0 {
+				} else if impl.name == "portable" && simdRate > 0 {
 					b.ReportMetric(simdRate/rate, "simd/portable")
 				}
 			})

@@ -18,6 +18,10 @@ type kernel struct {
 	// with pairCorr·Σy as the per-lane offset correction.
 	pairs    bool
 	pairCorr int32
+	// gemm, if set, is the prefill GEMM (gemm.go) for n >= gemmMinActs
+	// activation rows, with -tileCorr·Σy as the offset correction.
+	gemm     *gemmKernel
+	tileCorr int32
 }
 
 type kernelTable [ggml.BF16 + 1]kernel

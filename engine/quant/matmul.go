@@ -39,10 +39,17 @@ func matMul(pool *parallel.Pool, dst []float32, w Matrix, x []float32, n int, tb
 	k := &tbl[w.Type]
 	a := scratch.Get().(*acts)
 	a.prepare(pool, k, x, n, w.Cols)
-	if n == 1 {
+	switch {
+	case n == 1:
 		matVec(pool, dst, w, rb, a, k)
-	} else {
-		matMat(pool, dst, w, rb, a, k, n)
+	case a.tiled && w.Rows >= gemmRows:
+		rows16 := w.Rows / gemmRows * gemmRows
+		matGemm(pool, dst, w, rb, a, k.gemm, n, rows16)
+		if rows16 < w.Rows {
+			matMatRows(pool, dst, w, rb, a, k, n, rows16)
+		}
+	default:
+		matMatRows(pool, dst, w, rb, a, k, n, 0)
 	}
 	a.f = nil // do not keep the caller's x alive
 	scratch.Put(a)
@@ -66,22 +73,24 @@ func (k *kernel) dotRows(w []byte, rb int, a *acts, i int, dst []float32) {
 	}
 }
 
-// matMat is the prefill case. The work is cut into tiles of weight rows ×
+// matMatRows is the prefill case without a GEMM. The work is cut into tiles of weight rows ×
 // activation rows; a weight tile small enough for L2 is reused across the
 // activation rows of its tile, and dot4 reads each weight block once for
 // four activation rows.
-func matMat(pool *parallel.Pool, dst []float32, w Matrix, rb int, a *acts, k *kernel, n int) {
+// Weight rows below first are left alone (the GEMM did them).
+func matMatRows(pool *parallel.Pool, dst []float32, w Matrix, rb int, a *acts, k *kernel, n, first int) {
 	const xTile = 64
 	rowTile := min(256, max(4, (256<<10)/rb))
+	rows := w.Rows - first
 	xTiles := (n + xTile - 1) / xTile
 	// Enough tiles for every thread, even for short matrices.
-	for rowTile > 4 && ((w.Rows+rowTile-1)/rowTile)*xTiles < 4*pool.Threads() {
+	for rowTile > 4 && ((rows+rowTile-1)/rowTile)*xTiles < 4*pool.Threads() {
 		rowTile /= 2
 	}
-	rowTiles := (w.Rows + rowTile - 1) / rowTile
+	rowTiles := (rows + rowTile - 1) / rowTile
 	pool.For(rowTiles*xTiles, 1, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
-			r0, i0 := t/xTiles*rowTile, t%xTiles*xTile
+			r0, i0 := first+t/xTiles*rowTile, t%xTiles*xTile
 			r1, i1 := min(r0+rowTile, w.Rows), min(i0+xTile, n)
 			i := i0
 			if k.dot4 != nil {

@@ -75,6 +75,10 @@ func init() {
 	t := &kernelsActive
 	t[ggml.Q4_0] = simdKernel(actQ8_0, rowsQ4_0, dotQ4_0x4Simd)
 	t[ggml.Q4_0].pairs, t[ggml.Q4_0].pairCorr = true, 2 // 8Σy over 4 lanes
+	if hasGemmAVX512() {
+		simdName = "avx2+avx512vnni"
+		t[ggml.Q4_0].gemm, t[ggml.Q4_0].tileCorr = &gemmQ4_0AVX512, 8
+	}
 	t[ggml.Q5_0] = simdKernel(actQ8_0, rowsPairs(dotQ5_0AVX2), nil)
 	t[ggml.Q5_0].pairs, t[ggml.Q5_0].pairCorr = true, 4 // 16Σy over 4 lanes
 	t[ggml.Q4_1] = simdKernel(actQ8_1, rowsPairs(dotQ4_1AVX2), nil)
