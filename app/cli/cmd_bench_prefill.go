@@ -103,8 +103,10 @@ func runLlamaBench(ctx context.Context, path, model string, pp, threads int) ([]
 func benchPrefillCmd(env *Env, args []string) error {
 	fs := NewFlags(env, "bench prefill")
 	var mf modelFlags
-	mf.registerModel(fs)
-	kvName := fs.String("kv", "f16", "KV cache type: f16 (llama-bench's default), q8 or q4")
+	mf.register(fs)
+	// llama-bench's cache is f16 unless told otherwise; so is ours here.
+	mf.kvType = "f16"
+	fs.Lookup("kv").DefValue = "f16"
 	pp := fs.Int("pp", 512, "prompt tokens")
 	reps := fs.Int("reps", 5, "timed runs (median reported)")
 	llamaBench := fs.String("llama-bench", "", "also run this llama-bench `PATH` on the model and print the ratio")
@@ -119,11 +121,10 @@ func benchPrefillCmd(env *Env, args []string) error {
 	if err := checkIntFlags(intBound{"--pp", *pp, 1}, intBound{"--reps", *reps, 1}); err != nil {
 		return err
 	}
-	kvType, err := kv.ParseType(*kvName)
+	kvType, err := kv.ParseType(mf.kvType)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	mf.kvType = kvType.String()
 	if mf.ctx == 0 {
 		mf.ctx = *pp
 	}
