@@ -215,6 +215,29 @@ func (a *App) HotkeyStatus() service.HotkeyStatus { return a.svc.HotkeyStatus() 
 // ServerStatus says whether the local server runs, and where.
 func (a *App) ServerStatus() service.ServerStatus { return a.svc.ServerStatus() }
 
+// ---- Remote models (OpenAI-compatible endpoints)
+
+// RemoteEndpoints lists the configured endpoints (never their keys).
+func (a *App) RemoteEndpoints() []service.RemoteEndpoint { return a.svc.RemoteEndpoints() }
+
+// RemoteModels connects to an endpoint and lists the models it serves.
+func (a *App) RemoteModels(in service.RemoteEndpointInput) ([]service.RemoteModel, error) {
+	return a.svc.RemoteModels(in)
+}
+
+// SaveRemoteEndpoint adds an endpoint or replaces the one of its name.
+func (a *App) SaveRemoteEndpoint(in service.RemoteEndpointInput) ([]service.RemoteEndpoint, error) {
+	return a.svc.SaveRemoteEndpoint(in)
+}
+
+// RemoveRemoteEndpoint forgets an endpoint and its key.
+func (a *App) RemoveRemoteEndpoint(name string) ([]service.RemoteEndpoint, error) {
+	return a.svc.RemoveRemoteEndpoint(name)
+}
+
+// UseRemote sends chats to the endpoint called name ("": the local model).
+func (a *App) UseRemote(name string) (service.Status, error) { return a.svc.UseRemote(name) }
+
 // HideWindow hides the popover (Escape).
 func (a *App) HideWindow() { a.hideWindow() }
 

@@ -345,6 +345,9 @@ export namespace service {
 	    templateProblem?: string;
 	    memoryBytes: number;
 	    demo: boolean;
+	    remote?: boolean;
+	    host?: string;
+	    remoteModel?: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new Model(source);
@@ -364,6 +367,9 @@ export namespace service {
 	        this.templateProblem = source["templateProblem"];
 	        this.memoryBytes = source["memoryBytes"];
 	        this.demo = source["demo"];
+	        this.remote = source["remote"];
+	        this.host = source["host"];
+	        this.remoteModel = source["remoteModel"];
 	    }
 	}
 	export class Diagnostics {
@@ -388,6 +394,7 @@ export namespace service {
 	    configDir: string;
 	    modelsDir: string;
 	    settingsWarning?: string;
+	    chatTarget: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new Diagnostics(source);
@@ -416,6 +423,7 @@ export namespace service {
 	        this.configDir = source["configDir"];
 	        this.modelsDir = source["modelsDir"];
 	        this.settingsWarning = source["settingsWarning"];
+	        this.chatTarget = source["chatTarget"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
@@ -436,8 +444,86 @@ export namespace service {
 		    return a;
 		}
 	}
+	export class DocumentInfo {
+	    id: string;
+	    name: string;
+	    kind: string;
+	    language?: string;
+	    size: number;
+	    state: string;
+	    stage?: string;
+	    progress: number;
+	    error?: string;
+	    pages: number;
+	    lines: number;
+	    tokens: number;
+	    warnings?: string[];
+	    whole: boolean;
+	    fit?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new DocumentInfo(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.id = source["id"];
+	        this.name = source["name"];
+	        this.kind = source["kind"];
+	        this.language = source["language"];
+	        this.size = source["size"];
+	        this.state = source["state"];
+	        this.stage = source["stage"];
+	        this.progress = source["progress"];
+	        this.error = source["error"];
+	        this.pages = source["pages"];
+	        this.lines = source["lines"];
+	        this.tokens = source["tokens"];
+	        this.warnings = source["warnings"];
+	        this.whole = source["whole"];
+	        this.fit = source["fit"];
+	    }
+	}
+	export class DocumentUse {
+	    documentId: string;
+	    name: string;
+	    whole: boolean;
+	    sections: number;
+	    used: number;
+	    status: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new DocumentUse(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.documentId = source["documentId"];
+	        this.name = source["name"];
+	        this.whole = source["whole"];
+	        this.sections = source["sections"];
+	        this.used = source["used"];
+	        this.status = source["status"];
+	    }
+	}
 	
 	
+	export class HotkeyStatus {
+	    supported: boolean;
+	    hotkey: string;
+	    error?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new HotkeyStatus(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.supported = source["supported"];
+	        this.hotkey = source["hotkey"];
+	        this.error = source["error"];
+	    }
+	}
 	
 	export class LoadRequest {
 	    path: string;
@@ -518,12 +604,87 @@ export namespace service {
 	        this.total = source["total"];
 	    }
 	}
+	export class QuickActionResult {
+	    replyId: string;
+	    conversationId: number;
+	    name: string;
+	    prompt: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new QuickActionResult(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.replyId = source["replyId"];
+	        this.conversationId = source["conversationId"];
+	        this.name = source["name"];
+	        this.prompt = source["prompt"];
+	    }
+	}
+	export class RemoteEndpoint {
+	    name: string;
+	    url: string;
+	    model: string;
+	    contextTokens: number;
+	    hasKey: boolean;
+	    active: boolean;
+	
+	    static createFrom(source: any = {}) {
+	        return new RemoteEndpoint(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.name = source["name"];
+	        this.url = source["url"];
+	        this.model = source["model"];
+	        this.contextTokens = source["contextTokens"];
+	        this.hasKey = source["hasKey"];
+	        this.active = source["active"];
+	    }
+	}
+	export class RemoteEndpointInput {
+	    name: string;
+	    url: string;
+	    key: string;
+	    model: string;
+	    contextTokens: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new RemoteEndpointInput(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.name = source["name"];
+	        this.url = source["url"];
+	        this.key = source["key"];
+	        this.model = source["model"];
+	        this.contextTokens = source["contextTokens"];
+	    }
+	}
+	export class RemoteModel {
+	    id: string;
+	    contextTokens: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new RemoteModel(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.id = source["id"];
+	        this.contextTokens = source["contextTokens"];
+	    }
+	}
 	
 	export class SendRequest {
 	    conversationId: number;
 	    messages: Message[];
 	    prompt?: string;
 	    maxTokens?: number;
+	    documents?: string[];
 	
 	    static createFrom(source: any = {}) {
 	        return new SendRequest(source);
@@ -535,6 +696,7 @@ export namespace service {
 	        this.messages = this.convertValues(source["messages"], Message);
 	        this.prompt = source["prompt"];
 	        this.maxTokens = source["maxTokens"];
+	        this.documents = source["documents"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
@@ -555,9 +717,39 @@ export namespace service {
 		    return a;
 		}
 	}
+	export class Source {
+	    number: number;
+	    documentId: string;
+	    document: string;
+	    whole: boolean;
+	    label: string;
+	    firstPage?: number;
+	    lastPage?: number;
+	    firstLine?: number;
+	    lastLine?: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new Source(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.number = source["number"];
+	        this.documentId = source["documentId"];
+	        this.document = source["document"];
+	        this.whole = source["whole"];
+	        this.label = source["label"];
+	        this.firstPage = source["firstPage"];
+	        this.lastPage = source["lastPage"];
+	        this.firstLine = source["firstLine"];
+	        this.lastLine = source["lastLine"];
+	    }
+	}
 	export class SendResult {
 	    replyId: string;
 	    conversationId: number;
+	    sources?: Source[];
+	    documents?: DocumentUse[];
 	
 	    static createFrom(source: any = {}) {
 	        return new SendResult(source);
@@ -567,8 +759,47 @@ export namespace service {
 	        if ('string' === typeof source) source = JSON.parse(source);
 	        this.replyId = source["replyId"];
 	        this.conversationId = source["conversationId"];
+	        this.sources = this.convertValues(source["sources"], Source);
+	        this.documents = this.convertValues(source["documents"], DocumentUse);
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
+	export class ServerStatus {
+	    enabled: boolean;
+	    running: boolean;
+	    url?: string;
+	    error?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new ServerStatus(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.enabled = source["enabled"];
+	        this.running = source["running"];
+	        this.url = source["url"];
+	        this.error = source["error"];
 	    }
 	}
+	
 	export class Status {
 	    state: string;
 	    error?: string;
@@ -576,6 +807,7 @@ export namespace service {
 	    busy: boolean;
 	    running: number;
 	    prepare?: Prepare;
+	    remote?: Model;
 	
 	    static createFrom(source: any = {}) {
 	        return new Status(source);
@@ -589,6 +821,7 @@ export namespace service {
 	        this.busy = source["busy"];
 	        this.running = source["running"];
 	        this.prepare = this.convertValues(source["prepare"], Prepare);
+	        this.remote = this.convertValues(source["remote"], Model);
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
@@ -628,6 +861,26 @@ export namespace settings {
 	        this.prompt = source["prompt"];
 	    }
 	}
+	export class RemoteEndpoint {
+	    name: string;
+	    url: string;
+	    key: string;
+	    model: string;
+	    context_tokens: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new RemoteEndpoint(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.name = source["name"];
+	        this.url = source["url"];
+	        this.key = source["key"];
+	        this.model = source["model"];
+	        this.context_tokens = source["context_tokens"];
+	    }
+	}
 	export class Sampling {
 	    temperature: number;
 	    top_p: number;
@@ -651,6 +904,7 @@ export namespace settings {
 	export class Server {
 	    enabled: boolean;
 	    address: string;
+	    token?: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new Server(source);
@@ -660,6 +914,7 @@ export namespace settings {
 	        if ('string' === typeof source) source = JSON.parse(source);
 	        this.enabled = source["enabled"];
 	        this.address = source["address"];
+	        this.token = source["token"];
 	    }
 	}
 	export class Settings {
@@ -678,6 +933,9 @@ export namespace settings {
 	    quick_actions: QuickAction[];
 	    memory_limit: number;
 	    model_files: string[];
+	    remote_endpoints: RemoteEndpoint[];
+	    active_remote: string;
+	    document_max_bytes: number;
 	
 	    static createFrom(source: any = {}) {
 	        return new Settings(source);
@@ -700,6 +958,9 @@ export namespace settings {
 	        this.quick_actions = this.convertValues(source["quick_actions"], QuickAction);
 	        this.memory_limit = source["memory_limit"];
 	        this.model_files = source["model_files"];
+	        this.remote_endpoints = this.convertValues(source["remote_endpoints"], RemoteEndpoint);
+	        this.active_remote = source["active_remote"];
+	        this.document_max_bytes = source["document_max_bytes"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {

@@ -8,6 +8,10 @@ export function AddModel(arg1:string):Promise<service.LocalModel>;
 
 export function ApplyContext(arg1:number,arg2:string):Promise<service.Status>;
 
+export function AttachDocumentData(arg1:string,arg2:string):Promise<service.DocumentInfo>;
+
+export function AttachDocumentFile(arg1:string):Promise<service.DocumentInfo>;
+
 export function Autotest():Promise<desktop.Autotest>;
 
 export function CancelDownload(arg1:string,arg2:string):Promise<void>;
@@ -28,6 +32,8 @@ export function DeleteConversation(arg1:number):Promise<void>;
 
 export function Diagnostics():Promise<service.Diagnostics>;
 
+export function Documents(arg1:Array<string>):Promise<Array<service.DocumentInfo>>;
+
 export function Download(arg1:string,arg2:string):Promise<service.Download>;
 
 export function Downloads():Promise<Array<service.Download>>;
@@ -40,15 +46,33 @@ export function ForgetModel(arg1:string):Promise<void>;
 
 export function HideWindow():Promise<void>;
 
+export function HotkeyStatus():Promise<service.HotkeyStatus>;
+
 export function LoadModel(arg1:service.LoadRequest):Promise<service.Status>;
 
 export function Models():Promise<Array<service.LocalModel>>;
 
+export function QuickActions():Promise<Array<settings.QuickAction>>;
+
 export function Quit():Promise<void>;
+
+export function RemoteEndpoints():Promise<Array<service.RemoteEndpoint>>;
+
+export function RemoteModels(arg1:service.RemoteEndpointInput):Promise<Array<service.RemoteModel>>;
+
+export function RemoveDocument(arg1:string):Promise<void>;
+
+export function RemoveRemoteEndpoint(arg1:string):Promise<Array<service.RemoteEndpoint>>;
+
+export function RunQuickAction(arg1:string,arg2:string):Promise<service.QuickActionResult>;
 
 export function SaveConversation(arg1:number):Promise<string>;
 
+export function SaveRemoteEndpoint(arg1:service.RemoteEndpointInput):Promise<Array<service.RemoteEndpoint>>;
+
 export function Send(arg1:service.SendRequest):Promise<service.SendResult>;
+
+export function ServerStatus():Promise<service.ServerStatus>;
 
 export function Settings():Promise<settings.Settings>;
 
@@ -57,3 +81,5 @@ export function Status():Promise<service.Status>;
 export function Stop(arg1:string):Promise<void>;
 
 export function UpdateSettings(arg1:settings.Settings):Promise<settings.Settings>;
+
+export function UseRemote(arg1:string):Promise<service.Status>;

@@ -10,6 +10,14 @@ export function ApplyContext(arg1, arg2) {
   return window['go']['desktop']['App']['ApplyContext'](arg1, arg2);
 }
 
+export function AttachDocumentData(arg1, arg2) {
+  return window['go']['desktop']['App']['AttachDocumentData'](arg1, arg2);
+}
+
+export function AttachDocumentFile(arg1) {
+  return window['go']['desktop']['App']['AttachDocumentFile'](arg1);
+}
+
 export function Autotest() {
   return window['go']['desktop']['App']['Autotest']();
 }
@@ -50,6 +58,10 @@ export function Diagnostics() {
   return window['go']['desktop']['App']['Diagnostics']();
 }
 
+export function Documents(arg1) {
+  return window['go']['desktop']['App']['Documents'](arg1);
+}
+
 export function Download(arg1, arg2) {
   return window['go']['desktop']['App']['Download'](arg1, arg2);
 }
@@ -74,6 +86,10 @@ export function HideWindow() {
   return window['go']['desktop']['App']['HideWindow']();
 }
 
+export function HotkeyStatus() {
+  return window['go']['desktop']['App']['HotkeyStatus']();
+}
+
 export function LoadModel(arg1) {
   return window['go']['desktop']['App']['LoadModel'](arg1);
 }
@@ -82,16 +98,48 @@ export function Models() {
   return window['go']['desktop']['App']['Models']();
 }
 
+export function QuickActions() {
+  return window['go']['desktop']['App']['QuickActions']();
+}
+
 export function Quit() {
   return window['go']['desktop']['App']['Quit']();
+}
+
+export function RemoteEndpoints() {
+  return window['go']['desktop']['App']['RemoteEndpoints']();
+}
+
+export function RemoteModels(arg1) {
+  return window['go']['desktop']['App']['RemoteModels'](arg1);
+}
+
+export function RemoveDocument(arg1) {
+  return window['go']['desktop']['App']['RemoveDocument'](arg1);
+}
+
+export function RemoveRemoteEndpoint(arg1) {
+  return window['go']['desktop']['App']['RemoveRemoteEndpoint'](arg1);
+}
+
+export function RunQuickAction(arg1, arg2) {
+  return window['go']['desktop']['App']['RunQuickAction'](arg1, arg2);
 }
 
 export function SaveConversation(arg1) {
   return window['go']['desktop']['App']['SaveConversation'](arg1);
 }
 
+export function SaveRemoteEndpoint(arg1) {
+  return window['go']['desktop']['App']['SaveRemoteEndpoint'](arg1);
+}
+
 export function Send(arg1) {
   return window['go']['desktop']['App']['Send'](arg1);
+}
+
+export function ServerStatus() {
+  return window['go']['desktop']['App']['ServerStatus']();
 }
 
 export function Settings() {
@@ -108,4 +156,8 @@ export function Stop(arg1) {
 
 export function UpdateSettings(arg1) {
   return window['go']['desktop']['App']['UpdateSettings'](arg1);
+}
+
+export function UseRemote(arg1) {
+  return window['go']['desktop']['App']['UseRemote'](arg1);
 }
