@@ -113,3 +113,56 @@ gemmq40loop:
 	VMOVUPS Z31, 960(AX)
 	VZEROUPPER
 	RET
+
+// func packQ4_0GroupAVX(dst, w *byte, rb, nb int)
+// packQ4_0Group in assembly: per block, four rows at a time, their 16 nibble
+// bytes as 4 dwords are transposed so that dword k of the 4 rows lands in
+// vector k; then the 16 fp16 scales.
+TEXT ·packQ4_0GroupAVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rb+16(FP), BX
+	MOVQ nb+24(FP), CX
+	LEAQ (BX)(BX*2), R8 // 3 rows
+	MOVQ BX, R9
+	SHLQ $2, R9 // 4 rows
+
+packq40block:
+	MOVQ SI, DX
+	XORQ R10, R10
+
+packq40quad:
+	VMOVDQU 2(DX), X0
+	VMOVDQU 2(DX)(BX*1), X1
+	VMOVDQU 2(DX)(BX*2), X2
+	VMOVDQU 2(DX)(R8*1), X3
+	VPUNPCKLDQ X1, X0, X4 // a0 b0 a1 b1
+	VPUNPCKHDQ X1, X0, X5 // a2 b2 a3 b3
+	VPUNPCKLDQ X3, X2, X6 // c0 d0 c1 d1
+	VPUNPCKHDQ X3, X2, X7 // c2 d2 c3 d3
+	VPUNPCKLQDQ X6, X4, X0
+	VPUNPCKHQDQ X6, X4, X1
+	VPUNPCKLQDQ X7, X5, X2
+	VPUNPCKHQDQ X7, X5, X3
+	VMOVDQU X0, (DI)(R10*4)
+	VMOVDQU X1, 64(DI)(R10*4)
+	VMOVDQU X2, 128(DI)(R10*4)
+	VMOVDQU X3, 192(DI)(R10*4)
+	MOVW (DX), AX
+	MOVW AX, 256(DI)(R10*2)
+	MOVW (DX)(BX*1), AX
+	MOVW AX, 258(DI)(R10*2)
+	MOVW (DX)(BX*2), AX
+	MOVW AX, 260(DI)(R10*2)
+	MOVW (DX)(R8*1), AX
+	MOVW AX, 262(DI)(R10*2)
+	ADDQ R9, DX
+	ADDQ $4, R10
+	CMPQ R10, $16
+	JLT  packq40quad
+
+	ADDQ $18, SI
+	ADDQ $288, DI
+	DECQ CX
+	JNZ  packq40block
+	RET

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"bytes"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -102,6 +103,24 @@ func TestGemmQ4_0MatchesPortable(t *testing.T) {
 			if tol := 2e-6*absDot(w[r], x) + 1e-30; abs32(a-b) > float32(tol) || a != a {
 				t.Fatalf("%s: row %d x %d: simd %g, portable %g (tol %.3g)", c.name(), r, i, a, b, tol)
 			}
+		}
+	}
+}
+
+func TestPackQ4_0GroupSimdMatchesGo(t *testing.T) {
+	g := kernelsActive[ggml.Q4_0].gemm
+	if g == nil {
+		t.Skip("no Q4_0 GEMM on this machine")
+	}
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, cols := range []int{32, 352} {
+		rb, nb := ggml.Q4_0.RowBytes(cols), cols/32
+		w := ggmltest.RandomWeights(rng, ggml.Q4_0, gemmRows, cols, 1)
+		want, got := make([]byte, q4_0GroupBytes(nb)), make([]byte, q4_0GroupBytes(nb))
+		packQ4_0Group(want, w, rb, nb)
+		g.pack(got, w, rb, nb)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("cols %d: packed groups differ", cols)
 		}
 	}
 }
