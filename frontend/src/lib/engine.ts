@@ -14,6 +14,7 @@ import type {
   ConversationSummary,
   Delta,
   Diagnostics,
+  DocumentInfo,
   Download,
   Estimate,
   Final,
@@ -57,8 +58,8 @@ async function call<T>(f: () => Promise<T>): Promise<T> {
 
 // ---- the engine and chat
 export const status = (): Promise<Status> => call(() => App.Status());
-export const send = (messages: Message[], maxTokens = 0, conversationId = 0): Promise<SendResult> =>
-  call(() => App.Send(service.SendRequest.createFrom({ messages, maxTokens, conversationId })));
+export const send = (messages: Message[], maxTokens = 0, conversationId = 0, documents: string[] = []): Promise<SendResult> =>
+  call(() => App.Send(service.SendRequest.createFrom({ messages, maxTokens, conversationId, documents })));
 export const stop = (id: string): Promise<void> => call(() => App.Stop(id));
 export const autotest = (): Promise<Autotest> => call(() => App.Autotest());
 
@@ -91,6 +92,13 @@ export const deleteConversation = (id: number): Promise<void> => call(() => App.
 export const exportConversation = (id: number): Promise<string> => call(() => App.ExportConversation(id));
 export const saveConversation = (id: number): Promise<string> => call(() => App.SaveConversation(id));
 
+// ---- documents attached to the chat
+export const attachDocumentFile = (path: string): Promise<DocumentInfo> => call(() => App.AttachDocumentFile(path));
+export const attachDocumentData = (name: string, dataBase64: string): Promise<DocumentInfo> =>
+  call(() => App.AttachDocumentData(name, dataBase64));
+export const removeDocument = (id: string): Promise<void> => call(() => App.RemoveDocument(id));
+export const documents = (ids: string[]): Promise<DocumentInfo[]> => call(() => App.Documents(ids)).then((l) => l ?? []);
+
 // ---- settings, diagnostics, the window
 export const getSettings = (): Promise<Settings> => call(() => App.Settings());
 export const updateSettings = (s: Settings): Promise<Settings> =>
@@ -114,6 +122,7 @@ export interface Events {
   'models:changed': LocalModel[];
   'download:progress': Download;
   'history:changed': HistoryChanged;
+  'document:changed': DocumentInfo;
 }
 
 /** on subscribes to an event of the Go side; it returns the unsubscriber. */

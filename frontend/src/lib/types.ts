@@ -36,6 +36,12 @@ export type StoredMessage = Fields<service.StoredMessage>;
 export type ReplyStats = Fields<service.ReplyStats>;
 export type Diagnostics = Fields<service.Diagnostics>;
 export type Settings = Fields<settings.Settings>;
+export type DocumentInfo = Fields<service.DocumentInfo>;
+export type Source = Fields<service.Source>;
+export type DocumentUse = Fields<service.DocumentUse>;
+
+/** DocumentInfo.state. */
+export type DocumentState = 'reading' | 'ready' | 'error';
 
 export type Role = 'system' | 'user' | 'assistant';
 
@@ -72,6 +78,8 @@ export interface Final {
   text: string;
   promptTokens: number;
   reusedTokens: number;
+  /** Prompt tokens computed, not found in the cache. */
+  prefillTokens?: number;
   genTokens: number;
   ttftMs: number;
   prefillTokPerSec: number;

@@ -24,6 +24,9 @@ const base: Settings = {
   quick_actions: [],
   memory_limit: 52428800, // 50 MiB: not a round number of GiB
   model_files: [],
+  remote_endpoints: [],
+  active_remote: '',
+  document_max_bytes: 64 * 2 ** 20,
 };
 
 const update = vi.mocked(engine.updateSettings);
@@ -78,6 +81,21 @@ describe('settings', () => {
     await fireEvent.click(screen.getByTestId('settings-save'));
     await vi.waitFor(() => expect(update).toHaveBeenCalled());
     expect(update.mock.calls[0]?.[0].memory_limit).toBe(52428800);
+  });
+
+  it('shows and saves the document size limit in MiB', async () => {
+    update.mockImplementation(async (s) => s);
+    await open();
+    expect(input('setting-document-limit').value).toBe('64');
+    await fireEvent.input(input('setting-document-limit'), { target: { value: '8' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    await vi.waitFor(() => expect(update).toHaveBeenCalled());
+    expect(update.mock.calls[0]?.[0].document_max_bytes).toBe(8 * 2 ** 20);
+    update.mockClear();
+    await fireEvent.input(input('setting-document-limit'), { target: { value: '0' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    expect(update).not.toHaveBeenCalled();
+    expect(input('setting-document-limit').getAttribute('aria-invalid')).toBe('true');
   });
 
   it('shows the errors UpdateSettings names, by field', async () => {

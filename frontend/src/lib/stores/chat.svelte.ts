@@ -3,7 +3,8 @@
 
 import * as engine from '../engine';
 import { message } from '../format';
-import type { Conversation, Delta, Final, FinishReason, Message, Progress, ReplyStats, Role } from '../types';
+import type { Conversation, Delta, DocumentUse, Final, FinishReason, Message, Progress, ReplyStats, Role, Source } from '../types';
+import { documents } from './documents.svelte';
 
 export type TurnState = 'waiting' | 'streaming' | 'done' | 'stopped' | 'error';
 
@@ -19,6 +20,9 @@ export interface Turn {
   error?: string;
   prefill?: { done: number; total: number };
   final?: Final;
+  /** The numbered sources of an answer about documents, and what each document gave. */
+  sources?: Source[];
+  uses?: DocumentUse[];
 }
 
 type Pending = { kind: 'delta'; data: Delta } | { kind: 'progress'; data: Progress } | { kind: 'final'; data: Final };
@@ -98,8 +102,10 @@ export class Chat {
     const session = this.#session;
     this.#inflight++;
     try {
-      const r = await engine.send(messages, 0, this.conversationId);
+      const r = await engine.send(messages, 0, this.conversationId, documents.ids);
       reply.id = r.replyId;
+      if (r.sources?.length) reply.sources = r.sources;
+      if (r.documents?.length) reply.uses = r.documents;
       if (session === this.#session && r.conversationId) this.conversationId = r.conversationId;
       for (const p of this.#early.get(r.replyId) ?? []) this.#apply(p);
       this.#early.delete(r.replyId);
@@ -132,6 +138,7 @@ export class Chat {
     const live = this.streaming;
     if (live?.id) engine.stop(live.id).catch(() => {});
     this.#session++;
+    documents.clear(); // documents belong to the conversation
     this.turns = [];
     this.conversationId = 0;
     this.title = '';

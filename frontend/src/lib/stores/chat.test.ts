@@ -80,7 +80,7 @@ describe('chat store', () => {
   it('sends the conversation id of the previous answer, and New chat starts over', async () => {
     send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 7 });
     await ask('First');
-    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'First' }], 0, 0);
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'First' }], 0, 0, []);
     emit('chat:delta', { id: 'r1', text: 'One' });
     emit('chat:final', final('r1', { text: 'One' }));
     expect(chat.conversationId).toBe(7);
@@ -95,6 +95,7 @@ describe('chat store', () => {
       ],
       0,
       7,
+      [],
     );
     emit('chat:final', final('r2', { text: 'Two' }));
 
@@ -103,7 +104,7 @@ describe('chat store', () => {
     expect(chat.conversationId).toBe(0);
     send.mockResolvedValueOnce({ replyId: 'r3', conversationId: 8 });
     await ask('Third');
-    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Third' }], 0, 0);
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Third' }], 0, 0, []);
     expect(chat.conversationId).toBe(8);
   });
 
@@ -158,6 +159,7 @@ describe('chat store', () => {
       ],
       0,
       0,
+      [],
     );
   });
 
@@ -211,6 +213,7 @@ describe('chat store', () => {
       ],
       0,
       12,
+      [],
     );
   });
 });

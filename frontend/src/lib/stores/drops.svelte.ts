@@ -1,7 +1,6 @@
 // Files dragged onto the window. A .gguf file is added to the models (and
 // the Models tab shows it); every other file is handed to the documents
-// handler, which the documents feature registers (none yet: such files
-// are left alone).
+// handler (the documents store, which attaches them to the chat).
 //
 // The app gives paths (the Wails runtime's file drop); a browser, where
 // the end-to-end tests run the page, gives File objects without paths,

@@ -15,6 +15,8 @@ export interface Form {
   kv: KVType;
   memoryGiB: string;
   theme: Theme;
+  /** The largest document file, in MiB. */
+  documentMiB: string;
 }
 
 /** The JSON fields of settings.Settings each form field sets. */
@@ -25,6 +27,7 @@ export const fieldNames: Record<keyof Form, string> = {
   kv: 'kv_type',
   memoryGiB: 'memory_limit',
   theme: 'theme',
+  documentMiB: 'document_max_bytes',
 };
 
 const GiB = 2 ** 30;
@@ -32,6 +35,15 @@ const GiB = 2 ** 30;
 /** giB shows a byte count in GiB with up to three decimals. */
 export function giB(bytes: number): string {
   return String(Math.round((bytes / GiB) * 1000) / 1000);
+}
+
+const MiB = 2 ** 20;
+/** The documents' size limit when the settings leave it at 0. */
+const defaultDocumentBytes = 64 * MiB;
+
+/** miB shows a byte count in MiB with up to one decimal. */
+export function miB(bytes: number): string {
+  return String(Math.round((bytes / MiB) * 10) / 10);
 }
 
 /** applyTheme sets the page's colours: the system's, or the one chosen. */
@@ -44,7 +56,7 @@ export function applyTheme(theme: string): void {
 export class Settings {
   /** What the Go side has in force. */
   saved = $state<SettingsData | null>(null);
-  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system' });
+  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system', documentMiB: '64' });
   loadError = $state<string | null>(null);
   /** Every line of the last refusal, else empty. */
   errors = $state<string[]>([]);
@@ -72,6 +84,7 @@ export class Settings {
       kv: (s.kv_type || 'auto') as KVType,
       memoryGiB: giB(s.memory_limit ?? 0),
       theme: (s.theme || 'system') as Theme,
+      documentMiB: miB(s.document_max_bytes || defaultDocumentBytes),
     };
     applyTheme(s.theme);
   }
@@ -95,6 +108,8 @@ export class Settings {
     if (!bad.context && !Number.isInteger(context)) bad.context = `${fieldNames.context}: ${f.context} is not a whole number of tokens`;
     const gib = num('memoryGiB', f.memoryGiB);
     if (!bad.memoryGiB && gib < 0) bad.memoryGiB = `${fieldNames.memoryGiB}: ${f.memoryGiB} GiB is negative (0 = automatic)`;
+    const docMiB = num('documentMiB', f.documentMiB);
+    if (!bad.documentMiB && !(docMiB > 0)) bad.documentMiB = `${fieldNames.documentMiB}: ${f.documentMiB} MiB: want more than 0`;
     if (Object.keys(bad).length > 0) return { bad };
     // An untouched limit keeps its exact bytes (the field shows it rounded).
     const limit = f.memoryGiB === giB(base.memory_limit ?? 0) ? base.memory_limit : Math.round(gib * GiB);
@@ -108,6 +123,9 @@ export class Settings {
         kv_type: f.kv,
         memory_limit: limit,
         theme: f.theme,
+        // An untouched limit keeps its exact bytes, as the memory limit does.
+        document_max_bytes:
+          f.documentMiB === miB(base.document_max_bytes || defaultDocumentBytes) ? base.document_max_bytes : Math.round(docMiB * MiB),
       },
     };
   }

@@ -1,0 +1,76 @@
+import { fireEvent, render, screen } from '@testing-library/svelte';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import * as engine from '../engine';
+import { model } from '../../test/fakeEngine';
+import { chat } from '../stores/chat.svelte';
+import { documents } from '../stores/documents.svelte';
+import { engineStatus } from '../stores/engineStatus.svelte';
+import type { DocumentInfo } from '../types';
+import Conversation from './Conversation.svelte';
+import DocumentTray from './DocumentTray.svelte';
+import PromptBox from './PromptBox.svelte';
+
+vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEngine());
+
+const ready: DocumentInfo = {
+  id: 'd1',
+  name: 'report.pdf',
+  kind: 'pdf',
+  size: 5000,
+  state: 'ready',
+  progress: 1,
+  pages: 4,
+  lines: 80,
+  tokens: 2100,
+  whole: true,
+  fit: 'fits whole in 4K context with int4 KV',
+};
+
+beforeEach(() => {
+  vi.clearAllMocks();
+  chat.newChat();
+  documents.items = [];
+  engineStatus.status = { state: 'ready', busy: false, running: 0, model: model() };
+});
+
+describe('document tray', () => {
+  it('shows name, pages, tokens and how each document fits; errors in red; remove', async () => {
+    vi.mocked(engine.documents).mockResolvedValue([ready]);
+    documents.items = [
+      ready,
+      { ...ready, id: 'd2', name: 'big.md', kind: 'markdown', pages: 0, lines: 12000, tokens: 150000, whole: false, fit: 'too large: answering from the most relevant parts' },
+      { ...ready, id: 'd3', name: 'locked.pdf', state: 'error', error: 'locked.pdf: document is encrypted', fit: undefined },
+      { ...ready, id: 'd4', name: 'huge.txt', state: 'reading', stage: 'counting tokens', progress: 0.5 },
+    ];
+    render(DocumentTray);
+    const chips = screen.getAllByTestId('document-chip');
+    expect(chips.map((c) => c.dataset.state)).toEqual(['ready', 'ready', 'error', 'reading']);
+    expect(chips[0]?.textContent).toContain('PDF · 4 pages · 2,100 tokens');
+    expect(chips[0]?.textContent).toContain('fits whole in 4K context with int4 KV');
+    expect(chips[1]?.textContent).toContain('Markdown · 12,000 lines · 150,000 tokens');
+    expect(chips[1]?.textContent).toContain('too large: answering from the most relevant parts');
+    expect(chips[2]?.textContent).toContain('locked.pdf: document is encrypted');
+    expect(chips[3]?.textContent).toContain('Reading… counting tokens');
+    expect(screen.getByTestId('document-progress').getAttribute('value')).toBe('50');
+    await fireEvent.click(screen.getAllByTestId('document-remove')[2] as HTMLElement);
+    expect(screen.getAllByTestId('document-chip')).toHaveLength(3);
+    expect(engine.removeDocument).toHaveBeenCalledWith('d3');
+  });
+
+  it('asks about the documents and shows the sources under the answer', async () => {
+    documents.items = [ready];
+    vi.mocked(engine.send).mockResolvedValue({
+      replyId: 'r1',
+      conversationId: 1,
+      sources: [{ number: 1, documentId: 'd1', document: 'report.pdf', whole: false, label: 'page 4', firstPage: 4, lastPage: 4 }],
+      documents: [{ documentId: 'd1', name: 'report.pdf', whole: false, sections: 20, used: 3, status: 'too large: answering from the most relevant parts (3 of 20 sections)' }],
+    });
+    render(Conversation);
+    render(PromptBox);
+    chat.setDraft('What did Q3 earn?');
+    await chat.submit();
+    expect(engine.send).toHaveBeenCalledWith([{ role: 'user', content: 'What did Q3 earn?' }], 0, 0, ['d1']);
+    await vi.waitFor(() => expect(screen.getByTestId('source-chip').textContent).toBe('[1] report.pdf, page 4'));
+    expect(screen.getByTestId('document-use').textContent).toBe('report.pdf: too large: answering from the most relevant parts (3 of 20 sections)');
+  });
+});

@@ -1,0 +1,150 @@
+// The documents attached to the conversation: the chips above the prompt
+// box. The Go side reads each one in the background (document:changed
+// events) and says whether it fits whole; the chat sends the ready ones'
+// ids with every question.
+//
+// The app's file drop gives paths; a page in a browser gives File
+// objects, whose bytes go to the Go side as base64. A file that fails
+// (too large, unsupported, encrypted) stays as a red chip with the reason
+// and takes nothing else with it.
+
+import * as engine from '../engine';
+import { message } from '../format';
+import type { DocumentInfo } from '../types';
+import type { DroppedDocument } from './drops.svelte';
+
+/** What a document's file is limited to when the settings are not known. */
+export const defaultMaxBytes = 64 * 2 ** 20;
+
+/** A chip whose document never reached the Go side has an id starting with this. */
+const localPrefix = 'local-';
+
+export class Documents {
+  items = $state<DocumentInfo[]>([]);
+  /** The largest file accepted (the settings' document_max_bytes). */
+  maxBytes = $state(defaultMaxBytes);
+  #local = 0;
+  // Bumped by clear, so an attach that returns afterwards is dropped.
+  #session = 0;
+
+  connect(): () => void {
+    return engine.on('document:changed', (d) => this.#update(d));
+  }
+
+  /** ids are the documents a question is asked about: every one not failed. */
+  get ids(): string[] {
+    return this.items.filter((d) => d.state !== 'error').map((d) => d.id);
+  }
+
+  get reading(): boolean {
+    return this.items.some((d) => d.state === 'reading');
+  }
+
+  /** add attaches dropped documents: by path in the app, by bytes in a browser. */
+  async add(docs: DroppedDocument[]): Promise<void> {
+    await Promise.all(docs.map((d) => (d.path ? this.#attach(d.name, () => engine.attachDocumentFile(d.path ?? '')) : this.#addFile(d.name, d.file))));
+  }
+
+  async #addFile(name: string, file: File | undefined): Promise<void> {
+    if (!file) {
+      this.#failed(name, 'the dropped file could not be read');
+      return;
+    }
+    if (file.size > this.maxBytes) {
+      this.#failed(name, `${name}: the file is ${mib(file.size)}, over the ${mib(this.maxBytes)} limit for documents (Settings, Documents)`, file.size);
+      return;
+    }
+    await this.#attach(name, async () => engine.attachDocumentData(name, await base64(file)));
+  }
+
+  async #attach(name: string, start: () => Promise<DocumentInfo>): Promise<void> {
+    const session = this.#session;
+    try {
+      const d = await start();
+      if (session !== this.#session) {
+        engine.removeDocument(d.id).catch(() => {});
+        return;
+      }
+      // Events may have come first: keep the newer of the two.
+      if (!this.items.some((x) => x.id === d.id)) this.items.push(d);
+      if (d.state === 'ready') await this.refresh();
+    } catch (e) {
+      if (session === this.#session) this.#failed(name, message(e));
+    }
+  }
+
+  #failed(name: string, error: string, size = 0): void {
+    this.items.push({
+      id: `${localPrefix}${++this.#local}`,
+      name,
+      kind: '',
+      size,
+      state: 'error',
+      progress: 0,
+      error,
+      pages: 0,
+      lines: 0,
+      tokens: 0,
+      whole: false,
+    });
+  }
+
+  #update(d: DocumentInfo): void {
+    const i = this.items.findIndex((x) => x.id === d.id);
+    if (i < 0) return; // removed, or another conversation's
+    // Fit is computed by refresh, with the other documents.
+    const fit = this.items[i]?.fit;
+    this.items[i] = { ...d, fit: d.fit || fit };
+    if (d.state === 'ready') void this.refresh();
+  }
+
+  /** refresh asks again how the documents fit (a document was read or removed, the model or context changed). */
+  async refresh(): Promise<void> {
+    const ids = this.items.filter((d) => !d.id.startsWith(localPrefix)).map((d) => d.id);
+    if (ids.length === 0) return;
+    const session = this.#session;
+    try {
+      const list = await engine.documents(ids);
+      if (session !== this.#session) return;
+      for (const d of list) {
+        const i = this.items.findIndex((x) => x.id === d.id);
+        if (i >= 0) this.items[i] = d;
+      }
+    } catch {
+      // A document the Go side no longer has (the app restarted): keep the
+      // chip; asking with it says to attach it again.
+    }
+  }
+
+  async remove(id: string): Promise<void> {
+    this.items = this.items.filter((d) => d.id !== id);
+    if (!id.startsWith(localPrefix)) {
+      await engine.removeDocument(id).catch(() => {});
+      await this.refresh();
+    }
+  }
+
+  /** clear detaches every document (a new or restored conversation). */
+  clear(): void {
+    this.#session++;
+    for (const d of this.items) if (!d.id.startsWith(localPrefix)) engine.removeDocument(d.id).catch(() => {});
+    this.items = [];
+  }
+}
+
+/** mib writes a byte count as "3.2 MiB" (or KiB below one MiB). */
+export function mib(bytes: number): string {
+  if (bytes < 2 ** 20) return `${Math.max(1, Math.round(bytes / 1024))} KiB`;
+  return `${String(Math.round((bytes / 2 ** 20) * 10) / 10)} MiB`;
+}
+
+/** base64 is a file's bytes as base64, built in pieces (large files overflow a single String.fromCharCode). */
+export async function base64(file: Blob): Promise<string> {
+  const bytes = new Uint8Array(await file.arrayBuffer());
+  const parts: string[] = [];
+  const step = 0x8000;
+  for (let i = 0; i < bytes.length; i += step) parts.push(String.fromCharCode(...bytes.subarray(i, i + step)));
+  return btoa(parts.join(''));
+}
+
+export const documents = new Documents();
