@@ -6,7 +6,7 @@
 
 import * as App from './wailsjs/go/desktop/App';
 import { service, settings } from './wailsjs/go/models';
-import { BrowserOpenURL, EventsOn, OnFileDrop, OnFileDropOff } from './wailsjs/runtime/runtime';
+import { BrowserOpenURL, ClipboardGetText, EventsOn, OnFileDrop, OnFileDropOff } from './wailsjs/runtime/runtime';
 import type {
   Autotest,
   CatalogEntry,
@@ -19,11 +19,16 @@ import type {
   Estimate,
   Final,
   HistoryChanged,
+  HotkeyStatus,
   LocalModel,
   Message,
   Prepare,
+  QuickAction,
+  QuickActionRequest,
+  QuickActionResult,
   Progress,
   SendResult,
+  ServerStatus,
   Settings,
   Status,
 } from './types';
@@ -92,6 +97,34 @@ export const deleteConversation = (id: number): Promise<void> => call(() => App.
 export const exportConversation = (id: number): Promise<string> => call(() => App.ExportConversation(id));
 export const saveConversation = (id: number): Promise<string> => call(() => App.SaveConversation(id));
 
+// ---- quick actions, the global hotkey, the local server
+export const quickActions = (): Promise<QuickAction[]> => call(() => App.QuickActions()).then((l) => l ?? []);
+export const runQuickAction = (name: string, text: string): Promise<QuickActionResult> =>
+  call(() => App.RunQuickAction(name, text));
+export const hotkeyStatus = (): Promise<HotkeyStatus> => call(() => App.HotkeyStatus());
+export const serverStatus = (): Promise<ServerStatus> => call(() => App.ServerStatus());
+
+/**
+ * clipboardText is the clipboard's text: the app's (Wails), else the
+ * page's where the browser lets it read; "" when there is none or
+ * neither can be read.
+ */
+export async function clipboardText(): Promise<string> {
+  if (runtimeHas('ClipboardGetText')) {
+    try {
+      const text = await ClipboardGetText();
+      if (text) return text;
+    } catch {
+      // No clipboard through the app (a browser driving the dev build).
+    }
+  }
+  try {
+    return (await navigator.clipboard?.readText?.()) ?? '';
+  } catch {
+    return ''; // refused (no permission, page not focused)
+  }
+}
+
 // ---- documents attached to the chat
 export const attachDocumentFile = (path: string): Promise<DocumentInfo> => call(() => App.AttachDocumentFile(path));
 export const attachDocumentData = (name: string, dataBase64: string): Promise<DocumentInfo> =>
@@ -123,6 +156,9 @@ export interface Events {
   'download:progress': Download;
   'history:changed': HistoryChanged;
   'document:changed': DocumentInfo;
+  'quickaction:run': QuickActionRequest;
+  'prompt:open': null;
+  'server:status': ServerStatus;
 }
 
 /** on subscribes to an event of the Go side; it returns the unsubscriber. */

@@ -90,3 +90,15 @@ export interface Final {
 export interface HistoryChanged {
   id: number;
 }
+
+// ---- quick actions, the global hotkey, the local server
+export type QuickAction = Fields<settings.QuickAction>;
+export type QuickActionResult = Fields<service.QuickActionResult>;
+export type HotkeyStatus = Fields<service.HotkeyStatus>;
+export type ServerStatus = Fields<service.ServerStatus>;
+
+/** quickaction:run: run action name on text (the status item's menu). */
+export interface QuickActionRequest {
+  name: string;
+  text: string;
+}

@@ -56,6 +56,11 @@ export function fakeEngine(): typeof Engine {
     updateSettings: vi.fn(),
     diagnostics: vi.fn(),
     hideWindow: vi.fn(async () => {}),
+    quickActions: vi.fn(async () => []),
+    runQuickAction: vi.fn(),
+    hotkeyStatus: vi.fn(async () => ({ supported: false, hotkey: '' })),
+    serverStatus: vi.fn(async () => ({ enabled: false, running: false })),
+    clipboardText: vi.fn(async () => ''),
     openURL: vi.fn(),
     on: vi.fn((name: string, h: Handler) => {
       const set = handlers.get(name) ?? new Set<Handler>();

@@ -1,0 +1,116 @@
+import { fireEvent, render, screen } from '@testing-library/svelte';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import * as engine from '../engine';
+import { emit, model } from '../../test/fakeEngine';
+import type { Settings } from '../types';
+import { chat } from '../stores/chat.svelte';
+import { engineStatus } from '../stores/engineStatus.svelte';
+import { defaultActions, quickActions } from '../stores/quickActions.svelte';
+import { settings } from '../stores/settings.svelte';
+import QuickActionsBar from './QuickActionsBar.svelte';
+import ServerSettings from './ServerSettings.svelte';
+
+vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEngine());
+
+function stored(over: Partial<Settings> = {}): Settings {
+  return {
+    version: 1,
+    last_model: '',
+    context_tokens: 4096,
+    kv_type: 'auto',
+    sampling: { temperature: 0.8, top_p: 0.95, top_k: 40, min_p: 0.05, repeat_penalty: 1 },
+    system_prompt: '',
+    theme: 'system',
+    start_at_login: false,
+    hotkey: '',
+    server: { enabled: false, address: '127.0.0.1:11435' },
+    slots: 2,
+    threads: 0,
+    quick_actions: defaultActions.map((a) => ({ ...a })),
+    memory_limit: 0,
+    model_files: [],
+    ...over,
+  } as Settings;
+}
+
+let offChat: () => void;
+beforeEach(() => {
+  offChat?.();
+  vi.clearAllMocks();
+  chat.newChat();
+  offChat = chat.connect();
+  quickActions.error = null;
+  settings.saved = stored();
+  engineStatus.status = { state: 'ready', busy: false, running: 0, model: model() };
+});
+
+describe('quick actions row', () => {
+  it('runs the clicked action on the clipboard and shows the answer in the chat', async () => {
+    vi.mocked(engine.clipboardText).mockResolvedValueOnce('Ceci est un texte.');
+    vi.mocked(engine.runQuickAction).mockResolvedValueOnce({ replyId: 'r2', conversationId: 4, name: 'Translate to English', prompt: 'Translate: Ceci est un texte.' });
+    render(QuickActionsBar);
+    const buttons = screen.getAllByTestId('quick-action');
+    expect(buttons.map((b) => b.textContent)).toEqual(defaultActions.map((a) => a.name));
+    const translate = buttons.find((b) => b.dataset.name === 'Translate to English');
+    if (!translate) throw new Error('no Translate button');
+    await fireEvent.click(translate);
+    await vi.waitFor(() => expect(chat.turns).toHaveLength(2));
+    expect(engine.runQuickAction).toHaveBeenCalledWith('Translate to English', 'Ceci est un texte.');
+    emit('chat:delta', { id: 'r2', text: 'This is a text.' });
+    expect(chat.turns[1]?.content).toBe('This is a text.');
+    // A reply streams: the actions wait for it.
+    await vi.waitFor(() => expect((screen.getAllByTestId('quick-action')[0] as HTMLButtonElement).disabled).toBe(true));
+  });
+
+  it('says what went wrong', async () => {
+    vi.mocked(engine.clipboardText).mockResolvedValueOnce('');
+    render(QuickActionsBar);
+    await fireEvent.click(screen.getAllByTestId('quick-action')[0] as HTMLElement);
+    const err = await screen.findByTestId('quick-action-error');
+    expect(err.textContent).toMatch(/Summarize: The clipboard has no text/);
+  });
+
+  it('is disabled until a model is ready, and absent without actions', async () => {
+    engineStatus.status = { state: 'loading', busy: false, running: 0 };
+    const { unmount } = render(QuickActionsBar);
+    expect((screen.getAllByTestId('quick-action')[0] as HTMLButtonElement).disabled).toBe(true);
+    unmount();
+    settings.saved = stored({ quick_actions: [] });
+    render(QuickActionsBar);
+    expect(screen.queryByTestId('quick-actions')).toBeNull();
+  });
+});
+
+describe('local server settings', () => {
+  it('turns the server on and shows where it serves', async () => {
+    vi.mocked(engine.getSettings).mockResolvedValue(stored());
+    vi.mocked(engine.updateSettings).mockImplementation(async (s) => s);
+    render(ServerSettings);
+    await vi.waitFor(() => expect(engine.serverStatus).toHaveBeenCalled());
+    expect(screen.getByTestId('server-status').textContent).toBe('Off');
+    expect(screen.getByTestId('hotkey-status').textContent).toMatch(/macOS only/);
+    vi.mocked(engine.serverStatus).mockResolvedValueOnce({ enabled: true, running: true, url: 'http://127.0.0.1:11435/v1' });
+    await fireEvent.click(screen.getByTestId('server-enabled'));
+    await vi.waitFor(() => expect(screen.getByTestId('server-status').textContent).toBe('Serving on http://127.0.0.1:11435/v1'));
+    const sent = vi.mocked(engine.updateSettings).mock.calls[0]?.[0];
+    expect(sent?.server).toEqual({ enabled: true, address: '127.0.0.1:11435', token: '' });
+    // It stops when the Go side says so (server:status).
+    emit('server:status', { enabled: true, running: false, error: 'cannot listen on 127.0.0.1:11435: the port is in use' });
+    await vi.waitFor(() => expect(screen.getByTestId('server-status').textContent).toMatch(/port is in use/));
+  });
+
+  it('shows the refusal of a bad address or hotkey', async () => {
+    vi.mocked(engine.getSettings).mockResolvedValue(stored());
+    vi.mocked(engine.updateSettings).mockRejectedValueOnce(new Error('server.address: "0.0.0.0:1" is not a loopback address\nhotkey: "space": needs cmd, ctrl or option'));
+    render(ServerSettings);
+    await vi.waitFor(() => expect(engine.serverStatus).toHaveBeenCalled());
+    await fireEvent.input(screen.getByTestId('server-address'), { target: { value: '0.0.0.0:1' } });
+    await fireEvent.input(screen.getByTestId('setting-hotkey'), { target: { value: 'space' } });
+    await fireEvent.click(screen.getByTestId('server-save'));
+    const err = await screen.findByTestId('server-error');
+    expect([...err.querySelectorAll('li')].map((l) => l.textContent)).toEqual([
+      'server.address: "0.0.0.0:1" is not a loopback address',
+      'hotkey: "space": needs cmd, ctrl or option',
+    ]);
+  });
+});
