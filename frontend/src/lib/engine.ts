@@ -27,6 +27,9 @@ import type {
   QuickActionRequest,
   QuickActionResult,
   Progress,
+  RemoteEndpoint,
+  RemoteEndpointInput,
+  RemoteModel,
   SendResult,
   ServerStatus,
   Settings,
@@ -131,6 +134,16 @@ export const attachDocumentData = (name: string, dataBase64: string): Promise<Do
   call(() => App.AttachDocumentData(name, dataBase64));
 export const removeDocument = (id: string): Promise<void> => call(() => App.RemoveDocument(id));
 export const documents = (ids: string[]): Promise<DocumentInfo[]> => call(() => App.Documents(ids)).then((l) => l ?? []);
+
+// ---- remote models (OpenAI-compatible endpoints; a key goes in, never comes back)
+export const remoteEndpoints = (): Promise<RemoteEndpoint[]> => call(() => App.RemoteEndpoints()).then((l) => l ?? []);
+export const remoteModels = (input: RemoteEndpointInput): Promise<RemoteModel[]> =>
+  call(() => App.RemoteModels(service.RemoteEndpointInput.createFrom(input))).then((l) => l ?? []);
+export const saveRemoteEndpoint = (input: RemoteEndpointInput): Promise<RemoteEndpoint[]> =>
+  call(() => App.SaveRemoteEndpoint(service.RemoteEndpointInput.createFrom(input))).then((l) => l ?? []);
+export const removeRemoteEndpoint = (name: string): Promise<RemoteEndpoint[]> =>
+  call(() => App.RemoveRemoteEndpoint(name)).then((l) => l ?? []);
+export const useRemote = (name: string): Promise<Status> => call(() => App.UseRemote(name));
 
 // ---- settings, diagnostics, the window
 export const getSettings = (): Promise<Settings> => call(() => App.Settings());

@@ -9,7 +9,7 @@ export class EngineStatus {
   unreachable = $state<string | null>(null);
 
   get ready(): boolean {
-    return this.status.state === 'ready' && this.status.model !== undefined;
+    return this.status.state === 'ready' && (this.status.model !== undefined || this.status.remote !== undefined);
   }
 
   get prepare(): Prepare | undefined {
