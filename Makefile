@@ -211,6 +211,7 @@ fuzz:
 	go test ./app/settings -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/history -run '^$$' -fuzz FuzzSearch -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/history -run '^$$' -fuzz FuzzMarkdownExport -fuzztime $(FUZZTIME) -parallel 2
+	go test ./app/remote -run '^$$' -fuzz FuzzStream -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/documents -run '^$$' -fuzz FuzzExtractPDF -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/documents -run '^$$' -fuzz FuzzExtractDOCX -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/documents -run '^$$' -fuzz FuzzExtractHTML -fuzztime $(FUZZTIME) -parallel 2
