@@ -11,6 +11,7 @@
 // and to check what the UI cannot show (that nothing was stored).
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
@@ -596,6 +597,83 @@ await step('reload-finds-history', async () => {
   const saved = await poll(() => fs.readdirSync(fx.saveDir).find((f) => f.endsWith('.md')), 'the exported Markdown file', 10_000);
   const md = fs.readFileSync(path.join(fx.saveDir, saved), 'utf8');
   check(md.includes(state.firstPrompt), `the exported ${saved} lacks the prompt`);
+  await tab('chat');
+});
+
+// --- quick actions and the local server ---
+/** setClipboard puts text in the page's clipboard, and in the app's where its runtime has one. */
+async function setClipboard(text) {
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(appURL).origin });
+  await page.evaluate(async (t) => {
+    await navigator.clipboard.writeText(t);
+    if (typeof window.runtime?.ClipboardSetText === 'function') await window.runtime.ClipboardSetText(t).catch(() => {});
+  }, text);
+}
+
+await step('quick-action-on-clipboard', async () => {
+  await tab('chat');
+  await ready();
+  const clip = 'The kettle sang on the stove while the rain tapped the window.';
+  await setClipboard(clip);
+  const summarize = page.locator('[data-testid="quick-action"][data-name="Summarize"]');
+  await summarize.waitFor();
+  check(!(await summarize.isDisabled()), 'the Summarize action is disabled with a model ready');
+  // The action starts a new chat: its reply is the first assistant message.
+  await watchReply(0);
+  await summarize.click();
+  const user = page.locator('[data-testid="message"][data-role="user"]');
+  await poll(async () => (await count(user)) === 1 && (await text(user.first())).includes(clip), "the action's prompt with the clipboard's text as the user message");
+  check((await text(user.first())).startsWith('Summarize the following text'), `the user message is "${(await text(user.first())).slice(0, 80)}"`);
+  const msg = page.locator('[data-testid="message"][data-role="assistant"]').first();
+  await waitState(msg, 'done');
+  const reply = await text(within(msg, 'markdown'));
+  check(reply.length > 0, 'the answer is empty');
+  const streamed = (await replySeen()).filter((s) => s.state === 'streaming' && s.len > 0).map((s) => s.len);
+  check(new Set(streamed).size >= 2, `the answer did not stream: ${JSON.stringify((await replySeen()).slice(0, 12))}`);
+  const convs = await bindOK('Conversations', '');
+  check(convs.some((c) => c.title === 'Summarize'), `no conversation titled Summarize: ${convs.map((c) => c.title).join(' | ')}`);
+  // Text that is not there is refused with a clear message.
+  const empty = await bind('RunQuickAction', 'Summarize', '  ');
+  check(!empty.ok && /clipboard has no text/.test(empty.error), `an empty clipboard: ${JSON.stringify(empty)}`);
+  console.log(`  ${reply.length} characters streamed in ${new Set(streamed).size} steps`);
+});
+
+await step('local-server-toggle', async () => {
+  await tab('settings');
+  await tid('server-settings').waitFor();
+  // A free port: another app (or another run) may hold 11435.
+  const port = await new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const p = srv.address().port;
+      srv.close(() => resolve(p));
+    });
+    srv.on('error', reject);
+  });
+  await tid('server-address').fill(`127.0.0.1:${port}`);
+  await tid('server-save').click();
+  await tid('server-enabled').check();
+  const status = tid('server-status');
+  await poll(async () => (await text(status)).startsWith('Serving on'), 'the server to say where it serves');
+  const url = `http://127.0.0.1:${port}/v1`;
+  check((await text(status)) === `Serving on ${url}`, `the status says "${await text(status)}"`);
+  await extraShot('on');
+  const models = await (await fetch(`${url}/models`)).json();
+  check(models.data?.length === 1, `GET /v1/models: ${JSON.stringify(models)}`);
+  const res = await fetch(`${url}/chat/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8 }),
+  });
+  const body = await res.json();
+  check(res.status === 200 && body.choices?.[0]?.message, `POST /v1/chat/completions: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
+  await tid('server-enabled').uncheck();
+  await poll(async () => (await text(status)) === 'Off', 'the server to say it is off');
+  const closed = await fetch(`${url}/models`).then(
+    () => false,
+    () => true,
+  );
+  check(closed, `${url} still answers after the switch was turned off`);
   await tab('chat');
 });
 
