@@ -1,7 +1,6 @@
 package quant
 
 import (
-	"encoding/binary"
 	"sync"
 
 	"nibble/engine/parallel"
@@ -12,7 +11,7 @@ import (
 // every activation block against 16 weight rows (matMatRows' dot4 kernels reuse
 // a weight block for four activation rows and reload the activations for
 // every weight row). A group of 16 weight rows is first repacked
-// (packQ4_0Group) so that one vector register holds the same 4 bytes of all
+// (gemmKernel.pack) so that one vector register holds the same 4 bytes of all
 // 16 rows; the activations are laid out per tile of 16 rows (acts.tile*).
 //
 // Each output is Σ_b float(isum_b)·(dw_b·dy_b), accumulated block by block
@@ -34,15 +33,16 @@ type gemmKernel struct {
 	// pack writes the 16 rows of w (rb bytes each) into dst in the
 	// kernel's layout.
 	pack func(dst, w []byte, rb, nb int)
-	// tile computes out[j*16+r] = dot(row r of the packed group, row j of
-	// activation tile t).
-	tile func(packed []byte, nb int, a *acts, t int, out *[gemmRows * gemmRows]float32)
+	// tile computes s.out[j*16+r] = dot(row r of the packed group, row j
+	// of activation tile t).
+	tile func(packed []byte, nb int, a *acts, t int, s *gemmScratch)
 }
 
-// gemmScratch is one worker's packed weight group.
+// gemmScratch is one worker's packed weight group and tile results.
 type gemmScratch struct {
 	packed []byte
 	out    [gemmRows * gemmRows]float32
+	c      [3 * gemmRows * gemmRows]int32 // the AMX kernel's integer tiles
 }
 
 var gemmScratchPool = sync.Pool{New: func() any { return new(gemmScratch) }}
@@ -60,7 +60,7 @@ func matGemm(pool *parallel.Pool, dst []float32, w Matrix, rb int, a *acts, g *g
 			r0 := grp * gemmRows
 			g.pack(s.packed, w.Data[r0*rb:(r0+gemmRows)*rb], rb, nb)
 			for t := 0; t < tiles; t++ {
-				g.tile(s.packed, nb, a, t, &s.out)
+				g.tile(s.packed, nb, a, t, s)
 				for j := 0; j < gemmRows && t*gemmRows+j < n; j++ {
 					i := t*gemmRows + j
 					copy(dst[i*w.Rows+r0:i*w.Rows+r0+gemmRows], s.out[j*gemmRows:(j+1)*gemmRows])
@@ -72,27 +72,9 @@ func matGemm(pool *parallel.Pool, dst []float32, w Matrix, rb int, a *acts, g *g
 }
 
 // q4_0GroupBytes: per block, 4×64 bytes of nibbles and 16 fp16 scales;
-// the same size as the 16 rows' blocks themselves.
+// the same size as the 16 rows' blocks themselves. The layout is
+// packQ4_0GroupGo's (gemm_test.go).
 func q4_0GroupBytes(nb int) int { return nb * gemmRows * 18 }
-
-// packQ4_0Group lays 16 Q4_0 rows out by block: for block b, 4 vectors of
-// 64 bytes, vector k holding bytes 4k..4k+3 of the 16 rows' nibbles (row r
-// at 4r; low nibbles are elements 4k..4k+3, high ones 16+4k..16+4k+3), then
-// the 16 rows' fp16 scales.
-func packQ4_0Group(dst, w []byte, rb, nb int) {
-	_ = dst[q4_0GroupBytes(nb)-1]
-	_ = w[gemmRows*rb-1]
-	for b := 0; b < nb; b++ {
-		o := dst[b*288 : b*288+288]
-		for r := 0; r < gemmRows; r++ {
-			src := w[r*rb+b*18 : r*rb+b*18+18]
-			o[256+2*r], o[257+2*r] = src[0], src[1]
-			for k := 0; k < 4; k++ {
-				binary.LittleEndian.PutUint32(o[k*64+r*4:], binary.LittleEndian.Uint32(src[2+4*k:]))
-			}
-		}
-	}
-}
 
 // buildTileRow copies activation row i (already quantized) into its tile:
 // per tile t and block b, the 16 rows' 32 quants, then their scales dy and

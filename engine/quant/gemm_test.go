@@ -1,7 +1,7 @@
 package quant
 
 import (
-	"bytes"
+	"encoding/binary"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -44,10 +44,14 @@ func gemmQ4_0Want(w []byte, rb int, qs []int8, d []float32) float32 {
 // 16 weight rows and a tail the dot kernels do, full activation tiles and a
 // padded one (run after a larger n, so the padding must have been cleared).
 func TestGemmQ4_0BitExact(t *testing.T) {
-	k := &kernelsActive[ggml.Q4_0]
-	if k.gemm == nil {
+	if kernelsActive[ggml.Q4_0].gemm == nil {
 		t.Skip("no Q4_0 GEMM on this machine")
 	}
+	checkGemmQ4_0BitExact(t, &kernelsActive)
+}
+
+func checkGemmQ4_0BitExact(t *testing.T, tbl *kernelTable) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(41, 42))
 	pool := parallel.NewPool(2)
 	defer pool.Close()
@@ -62,7 +66,7 @@ func TestGemmQ4_0BitExact(t *testing.T) {
 					x[cols+j] = 0
 				}
 				got := make([]float32, n*rows)
-				if err := MatMul(pool, got, w, x, n); err != nil {
+				if err := matMul(pool, got, w, x, n, tbl); err != nil {
 					t.Fatal(err)
 				}
 				nb := cols / 32
@@ -107,20 +111,21 @@ func TestGemmQ4_0MatchesPortable(t *testing.T) {
 	}
 }
 
-func TestPackQ4_0GroupSimdMatchesGo(t *testing.T) {
-	g := kernelsActive[ggml.Q4_0].gemm
-	if g == nil {
-		t.Skip("no Q4_0 GEMM on this machine")
-	}
-	rng := rand.New(rand.NewPCG(45, 46))
-	for _, cols := range []int{32, 352} {
-		rb, nb := ggml.Q4_0.RowBytes(cols), cols/32
-		w := ggmltest.RandomWeights(rng, ggml.Q4_0, gemmRows, cols, 1)
-		want, got := make([]byte, q4_0GroupBytes(nb)), make([]byte, q4_0GroupBytes(nb))
-		packQ4_0Group(want, w, rb, nb)
-		g.pack(got, w, rb, nb)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("cols %d: packed groups differ", cols)
+// packQ4_0GroupGo lays 16 Q4_0 rows out by block: for block b, 4 vectors of
+// 64 bytes, vector k holding bytes 4k..4k+3 of the 16 rows' nibbles (row r
+// at 4r; low nibbles are elements 4k..4k+3, high ones 16+4k..16+4k+3), then
+// the 16 rows' fp16 scales.
+func packQ4_0GroupGo(dst, w []byte, rb, nb int) {
+	_ = dst[q4_0GroupBytes(nb)-1]
+	_ = w[gemmRows*rb-1]
+	for b := 0; b < nb; b++ {
+		o := dst[b*288 : b*288+288]
+		for r := 0; r < gemmRows; r++ {
+			src := w[r*rb+b*18 : r*rb+b*18+18]
+			o[256+2*r], o[257+2*r] = src[0], src[1]
+			for k := 0; k < 4; k++ {
+				binary.LittleEndian.PutUint32(o[k*64+r*4:], binary.LittleEndian.Uint32(src[2+4*k:]))
+			}
 		}
 	}
 }

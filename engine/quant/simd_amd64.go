@@ -75,7 +75,11 @@ func init() {
 	t := &kernelsActive
 	t[ggml.Q4_0] = simdKernel(actQ8_0, rowsQ4_0, dotQ4_0x4Simd)
 	t[ggml.Q4_0].pairs, t[ggml.Q4_0].pairCorr = true, 2 // 8Σy over 4 lanes
-	if hasGemmAVX512() {
+	switch {
+	case enableAMX():
+		simdName = "avx2+amx"
+		t[ggml.Q4_0].gemm, t[ggml.Q4_0].tileCorr = &gemmQ4_0AMX, 8
+	case hasGemmAVX512():
 		simdName = "avx2+avx512vnni"
 		t[ggml.Q4_0].gemm, t[ggml.Q4_0].tileCorr = &gemmQ4_0AVX512, 8
 	}
