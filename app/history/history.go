@@ -58,6 +58,17 @@ type Message struct {
 	Content        string
 	CreatedAt      time.Time // UTC, millisecond precision
 	Stats          *Stats
+	// Sources are the numbered sources of an answer about documents
+	// (assistant replies only; nil for other answers).
+	Sources []Source
+}
+
+// Source is one numbered source an answer had: the document and where in
+// it ("page 4", "lines 120–168", "whole document, lines 1–30").
+type Source struct {
+	Number   int    `json:"number"`
+	Document string `json:"document"`
+	Label    string `json:"label"`
 }
 
 // Conversation is a conversation with, from Get, all its messages in the

@@ -52,6 +52,13 @@ func renderMarkdown(c Conversation) string {
 		if m.Stats != nil {
 			fmt.Fprintf(&b, "\n*%s*\n", statsLine(m.Stats))
 		}
+		if len(m.Sources) > 0 {
+			refs := make([]string, len(m.Sources))
+			for i, src := range m.Sources {
+				refs[i] = fmt.Sprintf("[%d] %s, %s", src.Number, src.Document, src.Label)
+			}
+			fmt.Fprintf(&b, "\nSources: %s\n", strings.Join(refs, "; "))
+		}
 	}
 	return b.String()
 }

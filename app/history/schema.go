@@ -54,6 +54,9 @@ CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
 	INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
 END;
 `, applicationID),
+	// v2. The sources an answer about documents cited, as a JSON array of
+	// {number, document, label}; NULL for other messages.
+	`ALTER TABLE messages ADD COLUMN sources TEXT;`,
 }
 
 // migrate brings the schema up to date in one transaction, so a crash

@@ -2,6 +2,7 @@ package history
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -52,17 +53,21 @@ func (s *Store) AppendMessage(convID int64, m Message) (Message, error) {
 	if err := checkMessage(m.Role, m.Content, m.Stats); err != nil {
 		return Message{}, fmt.Errorf("append to conversation %d: %w", convID, err)
 	}
+	sources, err := sourcesArg(m.Role, m.Sources)
+	if err != nil {
+		return Message{}, fmt.Errorf("append to conversation %d: %w", convID, err)
+	}
 	m.ConversationID = convID
-	err := s.write(func(tx *sql.Tx) error {
+	err = s.write(func(tx *sql.Tx) error {
 		now := s.stamp()
 		if err := touch(tx, convID, now); err != nil {
 			return err
 		}
 		tok, tps, ttft, fin := statsArgs(m.Stats)
 		res, err := tx.Exec(`INSERT INTO messages
-			(conversation_id, role, content, created_at, tokens, tokens_per_sec, ttft_us, finish_reason)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			convID, string(m.Role), m.Content, now, tok, tps, ttft, fin)
+			(conversation_id, role, content, created_at, tokens, tokens_per_sec, ttft_us, finish_reason, sources)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			convID, string(m.Role), m.Content, now, tok, tps, ttft, fin, sources)
 		if err != nil {
 			return err
 		}
@@ -152,7 +157,7 @@ func (s *Store) Get(convID int64) (Conversation, error) {
 	// One statement, so the conversation and its messages come from one
 	// snapshot even while another goroutine appends or deletes.
 	rows, err := s.db.Query(`SELECT c.title, c.model, c.created_at, c.updated_at,
-			m.id, m.role, m.content, m.created_at, m.tokens, m.tokens_per_sec, m.ttft_us, m.finish_reason
+			m.id, m.role, m.content, m.created_at, m.tokens, m.tokens_per_sec, m.ttft_us, m.finish_reason, m.sources
 		FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id
 		WHERE c.id = ? ORDER BY m.id`, convID)
 	if err != nil {
@@ -164,10 +169,10 @@ func (s *Store) Get(convID int64) (Conversation, error) {
 	for rows.Next() {
 		var created, updated int64
 		var mid, mcreated, tok, ttft sql.NullInt64
-		var role, content, fin sql.NullString
+		var role, content, fin, sources sql.NullString
 		var tps sql.NullFloat64
 		if err := rows.Scan(&c.Title, &c.Model, &created, &updated,
-			&mid, &role, &content, &mcreated, &tok, &tps, &ttft, &fin); err != nil {
+			&mid, &role, &content, &mcreated, &tok, &tps, &ttft, &fin, &sources); err != nil {
 			return Conversation{}, fmt.Errorf("get conversation %d: %w", convID, err)
 		}
 		found = true
@@ -180,6 +185,10 @@ func (s *Store) Get(convID int64) (Conversation, error) {
 		if tok.Valid || tps.Valid || ttft.Valid || fin.Valid {
 			m.Stats = &Stats{Tokens: int(tok.Int64), TokensPerSec: tps.Float64,
 				TTFT: time.Duration(ttft.Int64) * time.Microsecond, FinishReason: fin.String}
+		}
+		if sources.Valid {
+			// Written by sourcesArg; a damaged value loses the sources, not the message.
+			_ = json.Unmarshal([]byte(sources.String), &m.Sources)
 		}
 		c.Messages = append(c.Messages, m)
 	}
@@ -299,4 +308,33 @@ func checkLimit(limit int) error {
 		return fmt.Errorf("limit %d out of range 1..%d", limit, MaxLimit)
 	}
 	return nil
+}
+
+// maxSources bounds the sources kept with one answer.
+const maxSources = 1000
+
+// sourcesArg is the sources column of a message: NULL when it has none.
+func sourcesArg(role Role, sources []Source) (any, error) {
+	if len(sources) == 0 {
+		return nil, nil
+	}
+	if role != RoleAssistant {
+		return nil, fmt.Errorf("sources given for a %s message (only assistant replies have them)", role)
+	}
+	if len(sources) > maxSources {
+		return nil, fmt.Errorf("%d sources: at most %d", len(sources), maxSources)
+	}
+	for i, src := range sources {
+		if err := checkText(fmt.Sprintf("source %d's document name", i+1), src.Document); err != nil {
+			return nil, err
+		}
+		if err := checkText(fmt.Sprintf("source %d's label", i+1), src.Label); err != nil {
+			return nil, err
+		}
+	}
+	b, err := json.Marshal(sources)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
 }

@@ -677,6 +677,103 @@ await step('local-server-toggle', async () => {
   await tab('chat');
 });
 
+// --- documents ---
+/** dropFile drops a file on the popover the way a browser does: a DataTransfer holding a File. */
+async function dropFile(name, content, type = 'text/plain') {
+  await page.evaluate(
+    ({ name, content, type }) => {
+      const bytes = typeof content === 'string' ? content : Uint8Array.from(content);
+      const dt = new DataTransfer();
+      dt.items.add(new File([bytes], name, { type }));
+      const popover = document.querySelector('main');
+      for (const kind of ['dragenter', 'dragover', 'drop']) {
+        popover.dispatchEvent(new DragEvent(kind, { dataTransfer: dt, bubbles: true, cancelable: true }));
+      }
+    },
+    { name, content, type },
+  );
+}
+const docChip = (name) => page.locator('[data-testid="document-chip"]').filter({ has: page.locator('[data-testid="document-name"]', { hasText: name }) });
+/** fillerLines are varied sentences without the words of the question. */
+const fillerLines = (n) =>
+  Array.from({ length: n }, (_, i) => `${['The river', 'A quiet street', 'The old mill', 'Our garden', 'The harbour'][i % 5]} ${['wound past', 'looked over', 'stood beside', 'ran along'][(i >> 2) % 4]} the ${['meadow', 'chapel', 'northern hills', 'market square'][(i >> 4) % 4]} in ${1700 + i}.`);
+const fact = 'The access code for Camila Mack is 6265-96.';
+const question = 'What is the access code for Camila Mack?';
+
+await step('document-drop-ask-cite', async () => {
+  await tab('chat');
+  await tid('new-chat').click();
+  await page.evaluate(() => {
+    window.__e2eFinals = [];
+    window.runtime.EventsOn('chat:final', (f) => window.__e2eFinals.push(f));
+  });
+  const small = fillerLines(30);
+  small[16] = fact;
+  await dropFile('harbour-notes.txt', small.join('\n') + '\n');
+  const chip = docChip('harbour-notes.txt');
+  await poll(async () => (await chip.getAttribute('data-state')) === 'ready' && /fits whole/.test(await text(within(chip, 'document-status'))), 'the dropped document to be read and fit', 30_000);
+  const facts = await text(within(chip, 'document-facts'));
+  check(/^Text · 30 lines · [\d,]+ tokens$/.test(facts), `the chip says "${facts}"`);
+  const status = await text(within(chip, 'document-status'));
+  check(/^fits whole in [\d.]+K context with \w+ KV$/.test(status), `the tray's status line is "${status}"`);
+  await extraShot('attached');
+
+  // A question: the answer streams, with the whole document as its source.
+  const n = await count(page.locator('[data-testid="message"][data-role="assistant"]'));
+  await watchReply(n);
+  const msg = await sendPrompt(question);
+  await waitState(msg, 'done');
+  const streamed = (await replySeen()).filter((s) => s.state === 'streaming' && s.len > 0).map((s) => s.len);
+  check(new Set(streamed).size >= 2, 'the answer did not stream');
+  const src = await text(within(msg, 'source-chip'));
+  check(src === '[1] harbour-notes.txt, whole document, lines 1–30', `the citation chip is "${src}"`);
+  check((await text(within(msg, 'document-use'))) === 'harbour-notes.txt: went in whole', 'the answer does not say the document went in whole');
+
+  // A follow-up computes only its own tokens: the document is reused from the cache.
+  const msg2 = await sendPrompt('And who else has a code?');
+  await waitState(msg2, 'done');
+  const finals = await poll(async () => {
+    const f = await page.evaluate(() => window.__e2eFinals);
+    return f.length >= 2 ? f : null;
+  }, 'both final events');
+  const [f1, f2] = finals.slice(-2);
+  check(f2.reusedTokens >= f1.promptTokens && f2.prefillTokens === f2.promptTokens - f2.reusedTokens,
+    `the follow-up reused ${f2.reusedTokens} of ${f2.promptTokens} prompt tokens (the first prompt had ${f1.promptTokens}), prefilled ${f2.prefillTokens}`);
+  console.log(`  follow-up: ${f2.reusedTokens} of ${f2.promptTokens} prompt tokens from the cache, ${f2.prefillTokens} computed`);
+
+  // A document too large for the context: the answer comes from the parts that hold the fact.
+  await within(chip, 'document-remove').click();
+  const big = fillerLines(900);
+  const factLine = 641;
+  big[factLine - 1] = fact;
+  big[200] = 'The access code for Camilo Mackey is 6281-14.';
+  await dropFile('ledger.md', big.join('\n') + '\n', 'text/markdown');
+  const bigChip = docChip('ledger.md');
+  await poll(async () => (await bigChip.getAttribute('data-state')) === 'ready' && /too large/.test(await text(within(bigChip, 'document-status'))), 'the large document to be read', 30_000);
+  check((await text(within(bigChip, 'document-status'))) === 'too large: answering from the most relevant parts', `the large document's status is "${await text(within(bigChip, 'document-status'))}"`);
+  // And a file that is no document: a red chip, and the other stays.
+  await dropFile('photo.png', [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52], 'image/png');
+  const png = docChip('photo.png');
+  await poll(async () => (await png.getAttribute('data-state')) === 'error', 'the red chip of the PNG');
+  const why = await text(within(png, 'document-status'));
+  check(/not a text document/.test(why), `the PNG's chip says "${why}"`);
+  const msg3 = await sendPrompt(question);
+  await waitState(msg3, 'done');
+  const chips = await within(msg3, 'source-chip').allInnerTexts();
+  check(chips.length > 0, 'the answer from parts has no sources');
+  const holds = chips.some((c) => {
+    const m = /^\[\d+\] ledger\.md, lines? (\d+)(?:–(\d+))?$/.exec(c.trim());
+    return m && Number(m[1]) <= factLine && factLine <= Number(m[2] ?? m[1]);
+  });
+  check(holds, `no source holds line ${factLine} with the fact: ${chips.join(' | ')}`);
+  const use = await text(within(msg3, 'document-use'));
+  check(/^ledger\.md: too large: answering from the most relevant parts \(\d+ of \d+ sections\)$/.test(use), `the answer says "${use}"`);
+  console.log(`  from parts: ${chips.join(' | ')}`);
+  await extraShot('from-parts');
+  await tid('new-chat').click();
+  await poll(async () => (await count(tid('document-chip'))) === 0, 'New chat to clear the documents');
+});
+
 await step('quit-mid-reply-keeps-history', async () => {
   // A model whose replies run long, so the quit lands mid-reply.
   await tab('models');

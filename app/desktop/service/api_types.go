@@ -115,6 +115,9 @@ type StoredMessage struct {
 	Content string `json:"content"`
 	// Stats of an assistant reply (nil for other turns).
 	Stats *ReplyStats `json:"stats,omitempty"`
+	// Sources of an answer about documents: their number, document and
+	// where (Source's other fields are not kept).
+	Sources []Source `json:"sources,omitempty"`
 }
 
 // ReplyStats are what is kept of a reply's final event.

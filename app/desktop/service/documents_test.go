@@ -111,6 +111,16 @@ func TestDocumentThatFitsIsReusedByTheFollowUp(t *testing.T) {
 	if len(r2.Sources) != 1 || !r2.Documents[0].Whole {
 		t.Fatalf("follow-up sources %+v", r2.Sources)
 	}
+	// The history keeps each answer's sources, and the questions as asked.
+	conv, err := s.Conversation(r1.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conv.Messages) != 4 || conv.Messages[0].Content != q1.Content || conv.Messages[1].Sources == nil ||
+		conv.Messages[1].Sources[0].Label != "whole document, lines 1–24" || conv.Messages[1].Sources[0].Document != "notes.txt" ||
+		len(conv.Messages[3].Sources) != 1 || conv.Messages[0].Sources != nil {
+		t.Fatalf("kept conversation %+v", conv.Messages)
+	}
 }
 
 // plantedDocument is lines of filler with a fact and two distractors

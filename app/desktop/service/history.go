@@ -17,6 +17,7 @@ const historyLimit = 500
 type turn struct {
 	convID  int64
 	created bool
+	sources []Source // of a question about documents, kept with the reply
 }
 
 // errNoHistory says why the history methods cannot work.
@@ -131,8 +132,12 @@ func (s *Service) recordReply(t turn, f Final, shown string) {
 	}
 	st := &history.Stats{Tokens: f.GenTokens, TokensPerSec: f.DecodeTokPerSec,
 		TTFT: time.Duration(f.TTFTMs * float64(time.Millisecond)), FinishReason: f.FinishReason}
+	var sources []history.Source
+	for _, src := range t.sources {
+		sources = append(sources, history.Source{Number: src.Number, Document: strings.ToValidUTF8(src.Document, "\uFFFD"), Label: src.Label})
+	}
 	if _, err := s.hist.AppendMessage(t.convID, history.Message{Role: history.RoleAssistant,
-		Content: strings.ToValidUTF8(text, "\uFFFD"), Stats: st}); err != nil {
+		Content: strings.ToValidUTF8(text, "\uFFFD"), Stats: st, Sources: sources}); err != nil {
 		if !errors.Is(err, history.ErrNotFound) { // deleted while it was generated
 			s.historyFailed(err)
 		}
@@ -193,6 +198,9 @@ func (s *Service) Conversation(id int64) (Conversation, error) {
 		if m.Stats != nil {
 			sm.Stats = &ReplyStats{FinishReason: m.Stats.FinishReason, GenTokens: m.Stats.Tokens,
 				TTFTMs: float64(m.Stats.TTFT.Microseconds()) / 1000, DecodeTokPerSec: m.Stats.TokensPerSec}
+		}
+		for _, src := range m.Sources {
+			sm.Sources = append(sm.Sources, Source{Number: src.Number, Document: src.Document, Label: src.Label})
 		}
 		out.Messages = append(out.Messages, sm)
 	}

@@ -293,6 +293,9 @@ func (s *Service) Send(req SendRequest) (SendResult, error) {
 	s.streams.Add(1)
 	s.mu.Unlock()
 	turn := s.recordTurn(req)
+	if docs != nil {
+		turn.sources = docs.sources
+	}
 	events, err := s.submit(ctx, r) // the local scheduler or the remote model
 	if err != nil {
 		s.streams.Done()

@@ -73,4 +73,19 @@ describe('document tray', () => {
     await vi.waitFor(() => expect(screen.getByTestId('source-chip').textContent).toBe('[1] report.pdf, page 4'));
     expect(screen.getByTestId('document-use').textContent).toBe('report.pdf: too large: answering from the most relevant parts (3 of 20 sections)');
   });
+
+  it('shows the kept sources of a restored answer', async () => {
+    chat.restore({
+      id: 4,
+      title: 'Q3',
+      model: 'Tiny',
+      messages: [
+        { role: 'user', content: 'What did Q3 earn?' },
+        { role: 'assistant', content: '4 M [1]', sources: [{ number: 1, documentId: '', document: 'report.pdf', whole: false, label: 'page 4' }] },
+      ],
+    });
+    render(Conversation);
+    expect(screen.getByTestId('source-chip').textContent).toBe('[1] report.pdf, page 4');
+    expect(screen.queryByTestId('document-use')).toBeNull();
+  });
 });

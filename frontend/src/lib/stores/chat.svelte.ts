@@ -187,6 +187,7 @@ export class Chat {
         state: stateOf(m.stats),
         deltas: 0,
         final: m.stats ? finalOf(m.stats, m.content) : undefined,
+        sources: m.sources?.length ? m.sources : undefined,
       }));
   }
 

@@ -244,6 +244,7 @@ export namespace service {
 	    role: string;
 	    content: string;
 	    stats?: ReplyStats;
+	    sources?: Source[];
 	
 	    static createFrom(source: any = {}) {
 	        return new StoredMessage(source);
@@ -254,6 +255,7 @@ export namespace service {
 	        this.role = source["role"];
 	        this.content = source["content"];
 	        this.stats = this.convertValues(source["stats"], ReplyStats);
+	        this.sources = this.convertValues(source["sources"], Source);
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
@@ -983,4 +985,3 @@ export namespace settings {
 	}
 
 }
-
