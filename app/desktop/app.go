@@ -321,7 +321,9 @@ func (d *Desktop) emit(name string, data any) {
 // is not the one it was last told.
 func (d *Desktop) modelChanged(st service.Status) {
 	name := ""
-	if m := st.Model; m != nil {
+	if r := st.Remote; r != nil {
+		name = r.Name + " (remote)" // where chats go
+	} else if m := st.Model; m != nil {
 		name = m.Name
 		if m.Demo {
 			name = service.DemoName

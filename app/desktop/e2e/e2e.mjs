@@ -774,6 +774,66 @@ await step('document-drop-ask-cite', async () => {
   await poll(async () => (await count(tid('document-chip'))) === 0, 'New chat to clear the documents');
 });
 
+// --- remote models ---
+await step('remote-model-chat', async () => {
+  const r = cfg.remote;
+  const stats = async () => (await fetch(`${r.url}/nibble/stats`)).json();
+  await tab('models');
+  await tid('remote-add').scrollIntoViewIfNeeded();
+  await tid('remote-add').click();
+  await tid('remote-name').fill('second');
+  // A URL with no API behind it: the message in red, nothing added.
+  await tid('remote-url').fill(r.url.replace(/\/v1$/, '/nowhere'));
+  await tid('remote-connect').click();
+  const wrong = await text(await poll(async () => ((await visible(tid('remote-form-error'))) ? tid('remote-form-error') : null), 'the error of a wrong URL'));
+  check(/no OpenAI-compatible API/.test(wrong), `a wrong URL says "${wrong}"`);
+  console.log(`  wrong URL: ${wrong}`);
+  await tid('remote-url').fill(r.url);
+  await tid('remote-connect').click();
+  await poll(async () => (await tid('remote-model').inputValue()) === r.model, "the second server's model in the list");
+  check((await tid('remote-context').inputValue()) === String(r.ctx), `the context field shows ${await tid('remote-context').inputValue()}, want the server's ${r.ctx}`);
+  await extraShot('form');
+  await tid('remote-save').click();
+  const row = page.locator('[data-testid="remote-endpoint"][data-name="second"]');
+  await row.waitFor();
+  await within(row, 'remote-use').click();
+  await poll(async () => (await row.getAttribute('data-active')) === 'true', 'the endpoint to be in use');
+  const meta = await text(tid('remote-meta'));
+  check(meta.startsWith(`second · remote · ${r.host}`), `the header says "${meta}"`);
+  const st = await bindOK('Status');
+  check(st.remote && st.remote.host === r.host && st.model, `Status: remote ${JSON.stringify(st.remote)}, local ${JSON.stringify(st.model?.name)}`);
+
+  const before = await stats();
+  await tab('chat');
+  await tid('new-chat').click();
+  check((await text(tid('remote-note'))).includes(r.host), 'the empty chat does not say where replies come from');
+  await page.evaluate(() => {
+    window.__e2eRemoteFinals = [];
+    window.runtime.EventsOn('chat:final', (f) => window.__e2eRemoteFinals.push(f));
+  });
+  const msg = await sendPrompt('Hello from the first Nibble');
+  await waitState(msg, 'done');
+  const shown = await text(within(msg, 'markdown'));
+  const f = await poll(async () => (await page.evaluate(() => window.__e2eRemoteFinals))[0], 'the final event');
+  check(f.finishReason === 'stop' || f.finishReason === 'length', `the reply ended "${f.finishReason}": ${f.error ?? ''}`);
+  check(shown.length > 0 && f.text.length > 0, `the window shows "${shown.slice(0, 60)}", the reply was "${f.text.slice(0, 60)}"`);
+  const after = await stats();
+  check(after.requests === before.requests + 1 && after.completed === before.completed + 1, `the second server's counters went from ${JSON.stringify(before)} to ${JSON.stringify(after)}`);
+  check(after.completion_tokens - before.completion_tokens === f.genTokens && f.genTokens > 0, `the reply counts ${f.genTokens} tokens, the second server generated ${after.completion_tokens - before.completion_tokens}`);
+  const d = await bindOK('Diagnostics');
+  check(d.chatTarget.includes(`${r.url}/chat/completions`), `Diagnostics says chats go to "${d.chatTarget}"`);
+  console.log(`  ${f.genTokens} tokens from ${r.host} in ${f.ttftMs.toFixed(0)} ms to the first; its server counted ${after.requests} request(s)`);
+  await extraShot('reply');
+
+  // Back to the local model, which stayed loaded.
+  await tab('models');
+  await within(row, 'remote-use-local').click();
+  await poll(async () => (await row.getAttribute('data-active')) === 'false', 'the local model to be in use again');
+  const back = await bindOK('Status');
+  check(!back.remote && back.model, `after Use local: ${JSON.stringify(back)}`);
+  await tab('chat');
+});
+
 await step('quit-mid-reply-keeps-history', async () => {
   // A model whose replies run long, so the quit lands mid-reply.
   await tab('models');

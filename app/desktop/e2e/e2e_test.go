@@ -123,11 +123,13 @@ func TestAppE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A second Nibble on loopback: the remote endpoint of the remote step.
+	second := startSecondServer(t, appBin, filepath.Join(work, "remote"))
 
 	cfg := filepath.Join(work, "e2e-config.json")
 	cfgData, err := json.Marshal(map[string]any{
 		"url": first.url, "ctl": srv.URL, "shots": shots, "chromium": chromium, "fixtures": fx,
-		"timeoutMs": scriptTimeout.Milliseconds(),
+		"timeoutMs": scriptTimeout.Milliseconds(), "remote": second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +173,7 @@ func TestAppE2E(t *testing.T) {
 	}
 
 	checkOnDisk(t, fx, files.requests())
+	second.checkServed(t)
 	for _, p := range shotPaths {
 		if why, err := Blank(p); err != nil || why != "" {
 			t.Errorf("screenshot %s: blank (%s) or unreadable (%v)", p, why, err)

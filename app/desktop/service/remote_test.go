@@ -326,3 +326,42 @@ func TestNotFitAdviceMentionsRemote(t *testing.T) {
 		t.Fatalf("a load that fits: %+v, %v", e, err)
 	}
 }
+
+// The demo model's cap on reply length is the demo's: a remote model in
+// use gets the request as asked, with the settings' sampling.
+func TestRemoteRequestNotCappedByDemo(t *testing.T) {
+	bodies := make(chan map[string]any, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			io.WriteString(w, `{"data":[{"id":"m"}]}`)
+			return
+		}
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		bodies <- body
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer ts.Close()
+	s, rec := newService(t)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(); st.Model == nil || !st.Model.Demo {
+		t.Fatalf("want the demo model loaded: %+v", st.Model)
+	}
+	useRemote(t, s, "r", ts.URL, "m")
+	if _, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "hi"}}}); err != nil {
+		t.Fatal(err)
+	}
+	body := <-bodies
+	if f := rec.final(t); f.FinishReason != "stop" || f.Text != "ok" {
+		t.Fatalf("final = %+v", f)
+	}
+	if _, capped := body["max_tokens"]; capped || body["model"] != "m" || body["stream"] != true {
+		t.Errorf("request body = %v: want no max_tokens (the demo's cap), model m, streamed", body)
+	}
+	if temp, want := body["temperature"], float64(s.Settings().Sampling.Temperature); temp == nil || float32(temp.(float64)) != float32(want) {
+		t.Errorf("temperature %v, want the settings' %v", temp, want)
+	}
+}

@@ -342,7 +342,8 @@ func (s *Service) request(req SendRequest) (scheduler.Request, error) {
 	s.mu.Lock()
 	isDemo := s.demo
 	s.mu.Unlock()
-	if isDemo && (r.Params.MaxTokens <= 0 || r.Params.MaxTokens > DemoMaxTokens) {
+	// The cap is the demo model's: a remote model in use ends its turns.
+	if _, onRemote := s.activeRemote(); isDemo && !onRemote && (r.Params.MaxTokens <= 0 || r.Params.MaxTokens > DemoMaxTokens) {
 		r.Params.MaxTokens = DemoMaxTokens
 	}
 	return r, nil
