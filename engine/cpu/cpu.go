@@ -12,7 +12,6 @@ import (
 
 	"nibble/engine/attention"
 	"nibble/engine/backend"
-	"nibble/engine/fastmath"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
 	"nibble/engine/quant"
@@ -223,11 +222,7 @@ func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, 
 
 func (b *Backend) SwiGLU(dst, gate, up backend.Tensor, n int) {
 	d, g, u := f(dst), f(gate), f(up)
-	b.pool.For(n, 4096, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			d[i] = fastmath.SiLU(g[i]) * u[i]
-		}
-	})
+	b.pool.For(n, 4096, func(lo, hi int) { swiGLU(d[lo:hi], g[lo:hi], u[lo:hi]) })
 }
 
 func (b *Backend) Add(dst, x backend.Tensor, n int) {
