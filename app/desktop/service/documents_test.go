@@ -289,3 +289,44 @@ func TestDocumentErrorsAreClear(t *testing.T) {
 		t.Fatal("Documents of a removed document succeeded")
 	}
 }
+
+func TestSeveralDocumentsAtOnce(t *testing.T) {
+	s, rec := newService(t) // a 1024-token context
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	small := attach(t, s, "todo.txt", "Buy milk.\nCall the plumber.\nWater the ferns.\n")
+	text, factLine := plantedDocument(400)
+	big := attach(t, s, "records.txt", text)
+	ids := []string{small.ID, big.ID}
+	l, err := s.Documents(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l[0].Whole || l[1].Whole || !strings.HasPrefix(l[0].Fit, "fits whole") || !strings.HasPrefix(l[1].Fit, "too large") {
+		t.Fatalf("together: %+v / %+v", l[0], l[1])
+	}
+	res, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "What is the access code for Camila Mack?"}},
+		MaxTokens: 4, Documents: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rec.final(t); f.Error != "" {
+		t.Fatal(f.Error)
+	}
+	if len(res.Documents) != 2 || !res.Documents[0].Whole || res.Documents[1].Whole || res.Documents[0].DocumentID != small.ID {
+		t.Fatalf("document uses %+v", res.Documents)
+	}
+	wholeSmall, fact := false, false
+	for _, src := range res.Sources {
+		switch src.DocumentID {
+		case small.ID:
+			wholeSmall = src.Whole && src.Label == "whole document, lines 1–3"
+		case big.ID:
+			fact = fact || (src.FirstLine <= factLine && factLine <= src.LastLine)
+		}
+	}
+	if !wholeSmall || !fact {
+		t.Fatalf("sources %+v: want todo.txt whole and the part of records.txt with line %d", res.Sources, factLine)
+	}
+}
