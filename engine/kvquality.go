@@ -40,6 +40,9 @@ type KVQualityOptions struct {
 	GroupSize int
 	Rotate    bool // quantized caches store K rotated
 	NoSmooth  bool // quantized caches store K without channel smoothing
+	// Residual is the f16 residual window of the quantized caches: negative
+	// gives each type its default (kv.DefaultResidual), 0 none.
+	Residual int
 }
 
 // ProbeKVQuality runs prompt through m with an f16 cache and with each
@@ -61,7 +64,11 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	// continuation step; forced (when set) is fed as the continuation.
 	run := func(t kv.Type, batch int, forced []int32) (rows [][]float32, greedy []int32, err error) {
 		ctx := len(prompt) + o.Greedy + 1
-		st, err := m.NewState(kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth}, min(batch, len(prompt)))
+		residual := o.Residual
+		if residual < 0 {
+			residual = kv.DefaultResidual(t)
+		}
+		st, err := m.NewState(kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth, Residual: residual}, min(batch, len(prompt)))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -69,6 +69,12 @@ type Options struct {
 	// KVNoSmooth turns off channel smoothing of quantized K (docs/ARCHITECTURE.md,
 	// "Channel smoothing": per-channel λ, calibrated on the prompt), which is on by default.
 	KVNoSmooth bool
+	// KVResidual is the f16 residual window of a quantized cache, in
+	// positions (docs/ARCHITECTURE.md, "KV cache format"): 0 gives the
+	// type's default (kv.DefaultResidual) on a backend that reads one
+	// (backend.ResidualReader), a negative value none. NewSession stores
+	// the resolved value (negative when none).
+	KVResidual int
 	// Budget is the memory the session may use; nil probes the system.
 	// The session refuses, before allocating, a configuration that will not fit.
 	Budget *estimate.Budget
@@ -79,10 +85,36 @@ func (o Options) withDefaults(hp model.HParams) Options {
 	return o
 }
 
-// KVConfig is the cache these options give model hp.
+// KVConfig is the cache these options give model hp; KVResidual is taken
+// as resolved (0 or negative: no window), as NewSession resolves it.
 func (o Options) KVConfig(hp model.HParams) kv.Config {
 	o = o.withDefaults(hp)
-	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Rotate: o.KVRotate, Smooth: !o.KVNoSmooth}
+	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx,
+		Rotate: o.KVRotate, Smooth: !o.KVNoSmooth, Residual: max(o.KVResidual, 0)}
+}
+
+// residualOn is the residual window o gives a cache on b: the type's
+// default when o leaves it to the backend and b reads one.
+func (o Options) residualOn(b backend.Backend) int {
+	switch {
+	case o.KVResidual < 0:
+		return 0
+	case o.KVResidual > 0:
+		return o.KVResidual
+	}
+	if r, ok := b.(backend.ResidualReader); ok && r.ReadsKVResidual() {
+		return kv.DefaultResidual(o.KV)
+	}
+	return 0
+}
+
+// resolveResidual fixes o.KVResidual for backend b: the window, or -1 for none.
+func (o Options) resolveResidual(b backend.Backend) Options {
+	o.KVResidual = o.residualOn(b)
+	if o.KVResidual == 0 {
+		o.KVResidual = -1
+	}
+	return o
 }
 
 // Session is one conversation: a KV cache that persists across calls, so a
@@ -103,7 +135,7 @@ type Session struct {
 // allocates the cache and activations on b, the backend m was loaded on. A configuration that will not
 // fit returns *estimate.NotFitError (with advice) and allocates nothing.
 func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
-	o = o.withDefaults(m.HP)
+	o = o.withDefaults(m.HP).resolveResidual(b)
 	if err := onBackend(m, b); err != nil {
 		return nil, err
 	}
@@ -330,7 +362,7 @@ func Estimate(m *Model, b backend.Backend, o Options) (*estimate.Estimate, estim
 	if err != nil {
 		return nil, budget, err
 	}
-	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, Batch: o.Batch, Backend: b.Name()}
+	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, KVResidual: o.resolveResidual(b).KVResidual, Batch: o.Batch, Backend: b.Name()}
 	if t, ok := b.(interface{ Threads() int }); ok {
 		eo.Threads = t.Threads()
 	}

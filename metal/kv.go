@@ -65,6 +65,10 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		return nil, fmt.Errorf("metal: %d query heads for %d kv heads", heads, cfg.KVHeads)
 	case maxBatch <= 0:
 		return nil, fmt.Errorf("metal: prefill batch of %d rows", maxBatch)
+	case cfg.Window() > 0:
+		// The Metal kernels read every position from its codes; reading the
+		// ring instead would silently differ from the CPU twin.
+		return nil, fmt.Errorf("metal: the f16 residual window (%d positions) is not implemented on Metal yet: use --kv-residual 0", cfg.Window())
 	}
 	c := &kvCache{b: b, cfg: cfg, heads: heads, maxBatch: maxBatch, layers: make([]encoder.KVLayer, cfg.Layers)}
 	alloc := func(n int) (encoder.Region, error) {

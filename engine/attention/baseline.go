@@ -60,6 +60,7 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 	}
 	lv := c.Layer(layer)
 	lo := p.visible(n - 1)
+	tail := lv.TailStart(lo, n)
 	const chunk = 256
 	chunks := (n - lo + chunk - 1) / chunk
 	pool.For(p.KVHeads*chunks, 1, func(i0, i1 int) {
@@ -67,6 +68,11 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 			h, t0 := i/chunks, lo+i%chunks*chunk
 			for t := t0; t < min(n, t0+chunk); t++ {
 				row := (h*b.ctx + t) * d
+				if t >= tail {
+					tailRow(b.k[row:row+d], lv.TailRow(&lv.K, h, t))
+					tailRow(b.v[row:row+d], lv.TailRow(&lv.V, h, t))
+					continue
+				}
 				dequantRow(b.k[row:row+d], lv, &lv.K, h, t)
 				dequantRow(b.v[row:row+d], lv, &lv.V, h, t)
 			}
@@ -100,6 +106,13 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 		}
 	})
 	return nil
+}
+
+// tailRow widens a residual window's f16 row.
+func tailRow(dst []float32, row []uint16) {
+	for i, h := range row {
+		dst[i] = half.ToFloat32(h)
+	}
 }
 
 // dequantRow writes value = scale·q + bias of (head, pos), converting each

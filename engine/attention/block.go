@@ -4,16 +4,63 @@ import (
 	"math"
 
 	"nibble/engine/fastmath"
+	"nibble/engine/half"
 	"nibble/engine/kv"
 )
 
 var negInf = float32(math.Inf(-1))
 
 // attendCached runs the st's G query heads over cached tokens [lo, hi) of kv
-// head kvh: per block of 32 tokens, scores from the codes, one online-softmax
+// head kvh, reading positions from tail on from the residual window's f16
+// ring and the others from their codes, in one online softmax.
+func (st *slot) attendCached(lv *kv.LayerView, kvh, lo, hi, tail int) {
+	if end := min(hi, max(lo, tail)); end > lo {
+		st.attendCodes(lv, kvh, lo, end)
+	}
+	if start := max(lo, tail); start < hi {
+		st.attendTail(lv, kvh, start, hi)
+	}
+}
+
+// attendTail runs the G heads over positions [lo, hi), all held by the
+// residual window's ring: per block of 32 tokens the f16 rows are widened
+// into st.vbuf in the query's lane order and go through the f32 kernels.
+func (st *slot) attendTail(lv *kv.LayerView, kvh, lo, hi int) {
+	d := st.d
+	permuted := lv.Type == kv.Q4 && kern.q4Permuted
+	for t := lo; t < hi; t += blockTokens {
+		nb := min(blockTokens, hi-t)
+		widenTail(st.vbuf[:nb*d], lv, &lv.K, kvh, t, permuted)
+		kern.f32Scores(st, st.vbuf[:nb*d], nb)
+		st.softmax(nb)
+		widenTail(st.vbuf[:nb*d], lv, &lv.V, kvh, t, permuted)
+		kern.f32AccV(st, st.vbuf[:nb*d], nb)
+	}
+}
+
+// widenTail writes the ring rows of positions from..from+len(dst)/D as
+// floats, in lane order when permuted.
+func widenTail(dst []float32, lv *kv.LayerView, p *kv.Plane, kvh, from int, permuted bool) {
+	d := lv.HeadDim
+	for i := 0; i*d < len(dst); i++ {
+		row, out := lv.TailRow(p, kvh, from+i), dst[i*d:(i+1)*d]
+		if permuted {
+			for e, h := range row {
+				out[laneOf(e)] = half.ToFloat32(h)
+			}
+			continue
+		}
+		for e, h := range row {
+			out[e] = half.ToFloat32(h)
+		}
+	}
+}
+
+// attendCodes runs the G heads over cached tokens [lo, hi) read from their
+// codes: per block of 32 tokens, scores from the codes, one online-softmax
 // update, then V accumulated from the codes. K and V of each token are read
 // once for all G heads.
-func (st *slot) attendCached(lv *kv.LayerView, kvh, lo, hi int) {
+func (st *slot) attendCodes(lv *kv.LayerView, kvh, lo, hi int) {
 	d, gs := lv.HeadDim, lv.GroupSize
 	base := kvh * lv.Ctx // slot of (kvh, position 0)
 	for t := lo; t < hi; t += blockTokens {

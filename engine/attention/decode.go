@@ -28,7 +28,7 @@ func Decode(pool *parallel.Pool, ws *Workspace, out, q []float32, c *kv.Cache, l
 	s := ws.splitCount(n-lo, pool.Threads())
 	lv := c.Layer(layer)
 	ws.job = job{p: p, lv: lv, out: out, q: q, n: n, lo: lo, splits: s, chunk: (n - lo + s - 1) / s,
-		permuted: lv.Type == kv.Q4 && kern.q4Permuted}
+		tail: lv.TailStart(lo, n), permuted: lv.Type == kv.Q4 && kern.q4Permuted}
 	for i := range ws.slots {
 		ws.slots[i].qFor = -1
 	}
@@ -57,7 +57,7 @@ func (ws *Workspace) decodeItem(st *slot, item int) {
 			st.prepareQuery(j.q[kvh*g*d:(kvh+1)*g*d], j.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
 			st.qFor = kvh
 		}
-		st.attendCached(j.lv, kvh, t0, t1)
+		st.attendCached(j.lv, kvh, t0, t1, j.tail)
 	}
 	st.o, st.ml = st.ownO, st.ownML
 }

@@ -35,7 +35,7 @@ func Prefill(pool *parallel.Pool, ws *Workspace, out, q, k, v []float32, rows in
 	}
 	lv := c.Layer(layer)
 	ws.job = job{p: p, lv: lv, out: out, q: q, k: k, v: v, rows: rows, past: past,
-		permuted: lv.Type == kv.Q4 && kern.q4Permuted}
+		tail: lv.TailStart(0, past), permuted: lv.Type == kv.Q4 && kern.q4Permuted}
 	ws.run(pool, rows, ws.stageTask)
 	// Longest rows first: they have the most keys.
 	ws.run(pool, rows*p.KVHeads, ws.prefillTask)
@@ -78,7 +78,7 @@ func (ws *Workspace) prefillItem(st *slot, item int) {
 	st.prepareQuery(j.q[qoff:qoff+g*d], j.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
 	st.qFor = -1
 	if lo < j.past {
-		st.attendCached(j.lv, kvh, lo, j.past)
+		st.attendCached(j.lv, kvh, lo, j.past, j.tail)
 	}
 	staged := kvh * j.rows * d
 	st.attendNew(ws.newK[staged:staged+j.rows*d], ws.newV[staged:staged+j.rows*d], max(0, lo-j.past), row+1)

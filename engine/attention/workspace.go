@@ -45,6 +45,7 @@ type job struct {
 	out, q   []float32
 	k, v     []float32 // prefill: new rows, element order
 	n, lo    int       // decode: keys [lo, n)
+	tail     int       // first cached position read from the residual window's f16 ring
 	splits   int
 	chunk    int
 	rows     int

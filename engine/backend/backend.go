@@ -69,6 +69,14 @@ type KVCache interface {
 	Close() error
 }
 
+// ResidualReader is implemented by a backend whose decode and prefill
+// attention read a cache's f16 residual window (kv.Config.Residual);
+// sessions give a quantized cache its default window only there. A backend
+// without it refuses a config that asks for a window.
+type ResidualReader interface {
+	ReadsKVResidual() bool
+}
+
 // Backend executes the forward-pass ops (docs/ARCHITECTURE.md, "Backend
 // contract"). The contract is one an asynchronous device can honour: the
 // CPU backend runs each op at once, a GPU backend encodes it into a command

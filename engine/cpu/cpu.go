@@ -79,6 +79,9 @@ func attnParams(a *backend.Attention) attention.Params {
 	return attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window}
 }
 
+// ReadsKVResidual: the CPU attention kernels read the f16 residual window.
+func (b *Backend) ReadsKVResidual() bool { return true }
+
 func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCache, error) {
 	k := &kvCache{b: b}
 	alloc := func(n int) []byte {

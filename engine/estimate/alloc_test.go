@@ -33,7 +33,7 @@ func TestEstimateMatchesCPUAllocations(t *testing.T) {
 	paths = append(paths, oneB)
 	huge := estimate.Simulated(1 << 40)
 	var table strings.Builder
-	fmt.Fprintf(&table, "%-28s %6s %4s %12s %12s %12s %12s\n", "model", "ctx", "kv", "KV est", "KV counted", "scratch est", "counted")
+	fmt.Fprintf(&table, "%-28s %6s %4s %4s %12s %12s %12s %12s\n", "model", "ctx", "kv", "win", "KV est", "KV counted", "scratch est", "counted")
 	for _, path := range paths {
 		d, err := estimate.FromFile(path)
 		if err != nil {
@@ -46,31 +46,49 @@ func TestEstimateMatchesCPUAllocations(t *testing.T) {
 		}
 		for _, ctx := range []int{512, 4096, 32768} {
 			for _, kt := range kv.Types {
-				e, err := estimate.Compute(d, estimate.Options{Ctx: ctx, KV: kt, Batch: 512, Threads: b.Threads()})
-				if err != nil {
-					t.Fatal(err)
+				// The session's residual window: the type's default on the CPU
+				// backend, none, and an explicit one (at one context).
+				residuals := []int{0}
+				if ctx == 512 {
+					residuals = append(residuals, -1, 200)
 				}
-				start := b.AllocatedBytes()
-				s, err := engine.NewSession(m, b, engine.Options{Ctx: ctx, KV: kt, Batch: 512, Budget: &huge})
-				if err != nil {
-					t.Fatal(err)
-				}
-				session := b.AllocatedBytes() - start
-				cfg := s.State.Cache.Config()
-				if err := s.Close(); err != nil {
-					t.Fatal(err)
-				}
-				counter := cpu.New(1)
-				if _, err := kv.New(cfg, counter.AllocBytes); err != nil {
-					t.Fatal(err)
-				}
-				cache := counter.AllocatedBytes()
-				counter.Close()
-				scratch := session - cache
-				fmt.Fprintf(&table, "%-28s %6d %4s %12d %12d %12d %12d\n", filepath.Base(path), ctx, kt, e.KV, cache, e.Scratch, scratch)
-				if e.KV != cache || e.Scratch != scratch {
-					t.Errorf("%s ctx %d %s: estimate KV %d scratch %d, backend counted KV %d scratch %d",
-						filepath.Base(path), ctx, kt, e.KV, e.Scratch, cache, scratch)
+				for _, residual := range residuals {
+					window := residual // what the estimator must resolve it to on the CPU
+					switch {
+					case residual == 0:
+						window = kv.DefaultResidual(kt)
+					case residual < 0:
+						window = 0
+					}
+					e, err := estimate.Compute(d, estimate.Options{Ctx: ctx, KV: kt, KVResidual: residual, Batch: 512, Threads: b.Threads()})
+					if err != nil {
+						t.Fatal(err)
+					}
+					start := b.AllocatedBytes()
+					s, err := engine.NewSession(m, b, engine.Options{Ctx: ctx, KV: kt, KVResidual: residual, Batch: 512, Budget: &huge})
+					if err != nil {
+						t.Fatal(err)
+					}
+					session := b.AllocatedBytes() - start
+					cfg := s.State.Cache.Config()
+					if err := s.Close(); err != nil {
+						t.Fatal(err)
+					}
+					counter := cpu.New(1)
+					if _, err := kv.New(cfg, counter.AllocBytes); err != nil {
+						t.Fatal(err)
+					}
+					cache := counter.AllocatedBytes()
+					counter.Close()
+					scratch := session - cache
+					fmt.Fprintf(&table, "%-28s %6d %4s %4d %12d %12d %12d %12d\n", filepath.Base(path), ctx, kt, cfg.Window(), e.KV, cache, e.Scratch, scratch)
+					if cfg.Window() != min(window, ctx) && kt != kv.F16 {
+						t.Errorf("%s ctx %d %s: the session's cache has a window of %d, want %d", filepath.Base(path), ctx, kt, cfg.Window(), window)
+					}
+					if e.KV != cache || e.Scratch != scratch {
+						t.Errorf("%s ctx %d %s residual %d: estimate KV %d scratch %d, backend counted KV %d scratch %d",
+							filepath.Base(path), ctx, kt, window, e.KV, e.Scratch, cache, scratch)
+					}
 				}
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"nibble/engine/backend"
 	"nibble/engine/kv"
 	"nibble/engine/model"
 )
@@ -49,6 +50,11 @@ type Options struct {
 	Backend  string  // a backend's name: "cpu" (default), "metal" (the CPU's figures until it exists)
 	Threads  int     // worker threads (0: GOMAXPROCS, the CPU backend's default)
 	Overhead int64   // runtime overhead in bytes (0: the backend's, measured per backend)
+	// KVResidual is the quantized cache's f16 residual window in positions,
+	// as engine.Options has it: 0 the type's default (kv.DefaultResidual) on
+	// a backend whose footprint reads one (backend.ResidualReader), negative
+	// none.
+	KVResidual int
 }
 
 // withDefaults applies the session's size defaults and the CPU backend's.
@@ -59,6 +65,14 @@ func (o Options) withDefaults(hp model.HParams) Options {
 	}
 	if o.Threads <= 0 {
 		o.Threads = runtime.GOMAXPROCS(0)
+	}
+	if o.KVResidual == 0 {
+		o.KVResidual = -1
+		if f, err := footprint(o.Backend); err == nil {
+			if r, ok := f.(backend.ResidualReader); ok && r.ReadsKVResidual() && kv.DefaultResidual(o.KV) > 0 {
+				o.KVResidual = kv.DefaultResidual(o.KV)
+			}
+		}
 	}
 	return o
 }
@@ -130,7 +144,7 @@ func (e *Estimate) Allocated() int64 { return e.Weights + e.KV + e.Scratch }
 // KVConfig is the cache the options give hp (after defaults).
 func KVConfig(hp model.HParams, o Options) kv.Config {
 	o = o.withDefaults(hp)
-	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx}
+	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Residual: max(o.KVResidual, 0)}
 }
 
 // Compute is the breakdown for d under o, without a budget.

@@ -33,7 +33,8 @@ func TestTermsMatchAllocators(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := kv.Config{Type: c.o.KV, GroupSize: c.g, Layers: 32, KVHeads: 8, HeadDim: 128, Ctx: c.ctx}
+		// On the CPU a quantized cache has its type's default residual window.
+		cfg := kv.Config{Type: c.o.KV, GroupSize: c.g, Layers: 32, KVHeads: 8, HeadDim: 128, Ctx: c.ctx, Residual: kv.DefaultResidual(c.o.KV)}
 		p := attention.Params{Heads: 32, KVHeads: 8, HeadDim: 128, Scale: float32(1 / math.Sqrt(128))}
 		scratch := model.ActivationBytes(d.HParams, c.batch) + attention.WorkspaceBytes(p, c.ctx, c.batch, c.o.Threads)
 		over, _ := RuntimeOverhead("cpu", d.HParams, c.batch)

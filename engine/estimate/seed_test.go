@@ -34,7 +34,9 @@ func TestSeed000(t *testing.T) {
 		t.Fatalf("weights %d exact %v", d.WeightsBytes, d.Exact)
 	}
 	b := Simulated(64 * gib)
-	o := Options{Ctx: 131072, Overhead: 2 * gib, Threads: 8}
+	// The paper's cache has no f16 residual window (neither has Nibble's on
+	// Metal); the CPU's default one is checked at the end.
+	o := Options{Ctx: 131072, Overhead: 2 * gib, Threads: 8, KVResidual: -1}
 	for _, c := range []struct {
 		kv            kv.Type
 		kvGiB         float64
@@ -92,5 +94,20 @@ func TestSeed000(t *testing.T) {
 	o.KV = kv.Q4
 	if _, err := Check(d, o, b); err != nil {
 		t.Fatalf("q4 should fit: %v", err)
+	}
+	// The CPU's default residual window adds its f16 ring and nothing else:
+	// layers·kv heads·2·W·2·D bytes, 20 MiB here.
+	plain, err := Compute(d, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.KVResidual = 0
+	windowed, err := Compute(d, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp := d.HParams
+	if ring := int64(hp.Layers * hp.KVHeads * 2 * kv.DefaultResidual(kv.Q4) * 2 * hp.HeadDim); windowed.KV-plain.KV != ring || windowed.Total-plain.Total != ring {
+		t.Errorf("default residual window adds KV %d, total %d bytes, want %d", windowed.KV-plain.KV, windowed.Total-plain.Total, ring)
 	}
 }

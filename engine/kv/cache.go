@@ -21,6 +21,10 @@ type Plane struct {
 	Q8   []uint8  // D bytes per (head, pos)
 	F16  []uint16 // D halves per (head, pos)
 	Meta []uint16 // q4, q8: D/gs {scale, bias} half pairs per (head, pos)
+	// Tail is the residual window's ring (q4, q8 with Config.Residual):
+	// per kv head, Window rows of D halves; position p is row p % Window
+	// while LayerView.TailHolds(p).
+	Tail []uint16
 }
 
 // LayerView is what the attention kernels read for one layer.
@@ -35,6 +39,10 @@ type LayerView struct {
 	// Lambda holds the channel smoothing factors, KVHeads·HeadDim (nil:
 	// off, or not calibrated): K is stored as k/λ, queries meet it as q∘λ.
 	Lambda []float32
+	// Window is the residual window (0: none); tailPos[r] is the position
+	// whose f16 copy ring row r holds (-1: none).
+	Window  int
+	tailPos []int32
 }
 
 // Cache is a preallocated K/V cache for every layer.
@@ -47,7 +55,7 @@ type Cache struct {
 }
 
 // New allocates the cache through alloc (nil: make), one call per layer for
-// K and one for V, each exactly KVHeads·Ctx·BytesPerTokenHead bytes.
+// K and one for V, each exactly Config.PlaneBytes.
 func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -60,7 +68,7 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	if int64(cfg.Ctx) > maxCacheBytes/2/int64(bpth)/int64(cfg.Layers)/int64(cfg.KVHeads) {
 		return nil, fmt.Errorf("kv: cache of %d layers × %d heads × %d positions is too large", cfg.Layers, cfg.KVHeads, cfg.Ctx)
 	}
-	planeBytes := cfg.KVHeads * cfg.Ctx * bpth
+	planeBytes := cfg.PlaneBytes()
 	c := &Cache{cfg: cfg, layers: make([]LayerView, cfg.Layers), lambda: make([][]float32, cfg.Layers)}
 	var rot *Rotation
 	if cfg.Rotate {
@@ -74,7 +82,13 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	}
 	for l := range c.layers {
 		lv := &c.layers[l]
-		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.Ctx, Rot: rot}
+		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.Ctx, Rot: rot, Window: cfg.Window()}
+		if lv.Window > 0 {
+			lv.tailPos = make([]int32, lv.Window)
+			for r := range lv.tailPos {
+				lv.tailPos[r] = -1
+			}
+		}
 		for i, p := range []*Plane{&lv.K, &lv.V} {
 			raw := alloc(planeBytes)
 			if len(raw) != planeBytes {
@@ -90,7 +104,8 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	return c, nil
 }
 
-// carve splits one plane allocation into codes and metadata views.
+// carve splits one plane allocation into codes, metadata and residual ring
+// views.
 func carve(cfg Config, raw []byte) Plane {
 	p := Plane{Raw: raw}
 	elems := cfg.KVHeads * cfg.Ctx * cfg.HeadDim
@@ -106,8 +121,11 @@ func carve(cfg Config, raw []byte) Plane {
 		codeBytes = elems / 2
 		p.Q4 = unsafe.Slice((*uint32)(unsafe.Pointer(&raw[0])), elems/8)
 	}
-	meta := raw[codeBytes:]
-	p.Meta = unsafe.Slice((*uint16)(unsafe.Pointer(&meta[0])), len(meta)/2)
+	metaHalves := cfg.KVHeads * cfg.Ctx * 2 * (cfg.HeadDim / cfg.GroupSize)
+	p.Meta = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes])), metaHalves)
+	if w := cfg.Window(); w > 0 {
+		p.Tail = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes+2*metaHalves])), cfg.KVHeads*w*cfg.HeadDim)
+	}
 	return p
 }
 
@@ -162,12 +180,24 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 		return fmt.Errorf("kv append: %d rows need %d floats each for K and V, got %d and %d", n, n*row, len(k), len(v))
 	}
 	lv := &c.layers[layer]
+	lv.forgetTail(pos)
 	for t := 0; t < n; t++ {
+		// Rows the batch's own later rows push out of the window never
+		// enter the ring.
+		inTail := t >= n-lv.Window
 		for h := 0; h < cfg.KVHeads; h++ {
 			src := (t*cfg.KVHeads + h) * cfg.HeadDim
 			slot := h*cfg.Ctx + pos + t
-			lv.K.store(cfg, slot, lv.TransformKey(c.keyBuf, k[src:src+cfg.HeadDim], h))
+			key := lv.TransformKey(c.keyBuf, k[src:src+cfg.HeadDim], h)
+			lv.K.store(cfg, slot, key)
 			lv.V.store(cfg, slot, v[src:src+cfg.HeadDim])
+			if inTail {
+				lv.storeTail(&lv.K, h, pos+t, key)
+				lv.storeTail(&lv.V, h, pos+t, v[src:src+cfg.HeadDim])
+			}
+		}
+		if inTail {
+			lv.tailPos[(pos+t)%lv.Window] = int32(pos + t)
 		}
 	}
 	return nil

@@ -59,6 +59,34 @@ type Config struct {
 	Ctx       int  // positions preallocated per layer
 	Rotate    bool // store K rotated (see Rotation); needs a power-of-two head dim
 	Smooth    bool // per-channel λ for K, calibrated on the prompt (smooth.go); q8 and q4 only
+	// Residual is the f16 residual window (q8, q4): the most recent
+	// Residual positions are also kept as f16, and attention reads them
+	// from there instead of from their codes (residual.go).
+	Residual int
+}
+
+// MaxResidual bounds the residual window: a few hundred positions already
+// hold nearly all of what it buys, and a bound keeps the ring small.
+const MaxResidual = 1024
+
+// DefaultResidual is the residual window a cache of type t gets unless
+// told otherwise, chosen on the trained model's needle documents
+// (docs/ARCHITECTURE.md, "KV cache format"): 64 positions for q8 and q4,
+// none for f16.
+func DefaultResidual(t Type) int {
+	if t == F16 {
+		return 0
+	}
+	return 64
+}
+
+// Window is the residual window the cache keeps: Residual capped at Ctx, 0
+// for f16 (whose positions are all f16 already).
+func (c Config) Window() int {
+	if c.Type == F16 {
+		return 0
+	}
+	return min(c.Residual, c.Ctx)
 }
 
 // Smooths reports whether a cache of c smooths K channels: Smooth on a
@@ -91,13 +119,23 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kv: group size %d not supported (32 or 64)", c.GroupSize)
 	case c.Rotate && c.HeadDim&(c.HeadDim-1) != 0:
 		return fmt.Errorf("kv: rotation needs a power-of-two head dim, got %d", c.HeadDim)
+	case c.Residual < 0 || c.Residual > MaxResidual:
+		return fmt.Errorf("kv: residual window %d outside [0, %d]", c.Residual, MaxResidual)
 	case c.Type != F16 && c.HeadDim%c.GroupSize != 0:
 		return fmt.Errorf("kv: head dim %d is not a multiple of group size %d", c.HeadDim, c.GroupSize)
 	}
 	return nil
 }
 
-// Bytes is the exact size of the cache: n_layer·n_kv_head·ctx·2·bytes_per_token_head.
+// Bytes is the exact size of the cache:
+// n_layer·n_kv_head·2·(ctx·bytes_per_token_head + window·2·head_dim), the
+// second term the f16 residual window's ring.
 func (c Config) Bytes() int64 {
-	return int64(c.Layers) * int64(c.KVHeads) * int64(c.Ctx) * 2 * int64(BytesPerTokenHead(c.Type, c.HeadDim, c.GroupSize))
+	return int64(c.Layers) * 2 * int64(c.PlaneBytes())
+}
+
+// PlaneBytes is the size of one plane (K or V of one layer): the codes and
+// metadata of every position, then the residual window's f16 ring.
+func (c Config) PlaneBytes() int {
+	return c.KVHeads * (c.Ctx*BytesPerTokenHead(c.Type, c.HeadDim, c.GroupSize) + c.Window()*2*c.HeadDim)
 }
