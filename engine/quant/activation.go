@@ -60,11 +60,15 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// prepare converts n rows of x (cols wide) into a.kind's form.
-func (a *acts) prepare(pool *parallel.Pool, k *kernel, x []float32, n, cols int) {
+// prepare converts n rows of x (cols wide) into a.kind's form, for a
+// matrix of rows rows.
+func (a *acts) prepare(pool *parallel.Pool, k *kernel, x []float32, n, rows, cols int) {
 	kind := k.act
-	a.kind, a.cols, a.pairs, a.pairCorr = kind, cols, k.pairs, k.pairCorr
-	a.tiled, a.tileCorr = k.gemm != nil && n >= gemmMinActs, k.tileCorr
+	a.kind, a.cols, a.pairCorr = kind, cols, k.pairCorr
+	a.tiled, a.tileCorr = k.gemm != nil && n >= gemmMinActs && rows >= gemmRows, k.tileCorr
+	// The pair layout serves the dot kernels, which the GEMM leaves only the
+	// rows past the last whole group of 16.
+	a.pairs = k.pairs && !(a.tiled && rows%gemmRows == 0)
 	x = x[:n*cols]
 	switch kind {
 	case actF32:

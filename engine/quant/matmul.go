@@ -38,11 +38,11 @@ func matMul(pool *parallel.Pool, dst []float32, w Matrix, x []float32, n int, tb
 	}
 	k := &tbl[w.Type]
 	a := scratch.Get().(*acts)
-	a.prepare(pool, k, x, n, w.Cols)
+	a.prepare(pool, k, x, n, w.Rows, w.Cols)
 	switch {
 	case n == 1:
 		matVec(pool, dst, w, rb, a, k)
-	case a.tiled && w.Rows >= gemmRows:
+	case a.tiled:
 		rows16 := w.Rows / gemmRows * gemmRows
 		matGemm(pool, dst, w, rb, a, k.gemm, n, rows16)
 		if rows16 < w.Rows {
