@@ -68,12 +68,12 @@ type remoteState struct {
 
 func remoteCtxKey(url, model string) string { return url + "\x00" + model }
 
-// remoteOptions are the client's options (tests shorten them).
-var remoteOptions = remote.Options{}
-
 func newRemoteClient(ep settings.RemoteEndpoint) (*remote.Client, error) {
-	c, err := remote.New(ep.URL, ep.Key, remoteOptions)
+	c, err := remote.New(ep.URL, ep.Key, remote.Options{})
 	if err != nil {
+		if ep.Name == "" {
+			return nil, fmt.Errorf("remote endpoint: %w", err)
+		}
 		return nil, fmt.Errorf("remote %q: %w", ep.Name, err)
 	}
 	return c, nil
