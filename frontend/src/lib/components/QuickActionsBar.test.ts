@@ -7,6 +7,8 @@ import { chat } from '../stores/chat.svelte';
 import { engineStatus } from '../stores/engineStatus.svelte';
 import { defaultActions, quickActions } from '../stores/quickActions.svelte';
 import { settings } from '../stores/settings.svelte';
+import { ui } from '../stores/ui.svelte';
+import PromptBox from './PromptBox.svelte';
 import QuickActionsBar from './QuickActionsBar.svelte';
 import ServerSettings from './ServerSettings.svelte';
 
@@ -78,6 +80,18 @@ describe('quick actions row', () => {
     settings.saved = stored({ quick_actions: [] });
     render(QuickActionsBar);
     expect(screen.queryByTestId('quick-actions')).toBeNull();
+  });
+});
+
+describe('global hotkey', () => {
+  it('shows the chat with its prompt box focused', async () => {
+    ui.show('settings');
+    const off = quickActions.connect();
+    render(PromptBox);
+    emit('prompt:open', null);
+    expect(ui.tab).toBe('chat');
+    await vi.waitFor(() => expect(document.activeElement).toBe(screen.getByTestId('prompt-input')));
+    off();
   });
 });
 

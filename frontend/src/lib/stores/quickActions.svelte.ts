@@ -2,6 +2,7 @@
 // above the prompt box, the status item's menu), and their editor in
 // Settings.
 
+import { tick } from 'svelte';
 import * as engine from '../engine';
 import { message } from '../format';
 import type { QuickAction, Settings } from '../types';
@@ -75,8 +76,8 @@ export class QuickActions {
       engine.on('quickaction:run', (r) => void this.run(r.name, r.text)),
       engine.on('prompt:open', () => {
         ui.show('chat');
-        // After the chat tab has rendered its prompt box.
-        queueMicrotask(() => document.querySelector<HTMLTextAreaElement>('[data-testid="prompt-input"]')?.focus());
+        // Once the chat tab has rendered its prompt box.
+        void tick().then(() => document.querySelector<HTMLTextAreaElement>('[data-testid="prompt-input"]')?.focus());
       }),
     ];
     return () => offs.forEach((off) => off());
