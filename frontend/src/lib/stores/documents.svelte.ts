@@ -65,9 +65,10 @@ export class Documents {
         engine.removeDocument(d.id).catch(() => {});
         return;
       }
-      // Events may have come first: keep the newer of the two.
       if (!this.items.some((x) => x.id === d.id)) this.items.push(d);
-      if (d.state === 'ready') await this.refresh();
+      // Its events may have come before this answer and been dropped:
+      // ask where it is now (later events keep the chip current).
+      await this.refresh();
     } catch (e) {
       if (session === this.#session) this.#failed(name, message(e));
     }

@@ -18,6 +18,7 @@ function info(over: Partial<DocumentInfo> = {}): DocumentInfo {
 
 beforeEach(() => {
   vi.clearAllMocks();
+  describeDocs.mockResolvedValue([]);
   off?.();
   docs = new Documents();
   off = docs.connect();
@@ -39,6 +40,16 @@ describe('documents', () => {
     expect(describeDocs).toHaveBeenCalledWith(['d1']);
     expect(docs.ids).toEqual(['d1']);
     expect(docs.reading).toBe(false);
+  });
+
+  it('catches up with a document read before its attach call answered', async () => {
+    attachData.mockImplementation(async () => {
+      emit('document:changed', info({ id: 'd9', state: 'ready' })); // before the answer: no chip to update yet
+      return info({ id: 'd9' });
+    });
+    describeDocs.mockResolvedValue([info({ id: 'd9', state: 'ready', tokens: 12, fit: 'fits whole in 4K context with int4 KV' })]);
+    await docs.add([{ name: 'quick.txt', file: new File(['hi'], 'quick.txt') }]);
+    expect(docs.items[0]).toMatchObject({ id: 'd9', state: 'ready', tokens: 12 });
   });
 
   it("sends a browser drop's bytes as base64", async () => {
