@@ -6,6 +6,7 @@ import (
 
 	"nibble/engine"
 	"nibble/engine/cpu"
+	"nibble/engine/eval"
 	"nibble/engine/kv"
 )
 
@@ -61,10 +62,11 @@ func kvcheckCmd(env *Env, args []string) error {
 	for t, q := range rep.Types {
 		types[t.String()] = q
 	}
+	checks := eval.CheckThresholds(rep.Types, eval.TrainedModelThresholds)
 	if *asJSON {
 		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(*path), "tokens": len(ids),
 			"batch": *batch, "kv_group": *group, "rotate": *rotate, "smooth": *smooth, "types": types,
-			"noise_floor": map[string]any{"batch": rep.FloorBatch, "f16": rep.Floor}})
+			"noise_floor": map[string]any{"batch": rep.FloorBatch, "f16": rep.Floor}, "thresholds": checks})
 	}
 	fmt.Fprintf(env.Stdout, "%s, %d prompt tokens, batch %d, KV vs f16 (group %d):\n", filepath.Base(*path), len(ids), *batch, *group)
 	fmt.Fprintf(env.Stdout, "%-14s %10s %8s %10s %8s %8s\n", "kv", "cosine", "top-1", "max|Δ|", "greedy", "forced")
@@ -77,5 +79,13 @@ func kvcheckCmd(env *Env, args []string) error {
 	}
 	row(fmt.Sprintf("f16 batch %d", rep.FloorBatch), rep.Floor)
 	fmt.Fprintln(env.Stdout, "(last row: f16 against itself at another batch size, the noise floor)")
+	fmt.Fprintln(env.Stdout, "trained-model thresholds (meant for --batch 1 on a trained model; random weights need not meet them):")
+	for _, c := range checks {
+		verdict := "FAIL"
+		if c.Pass {
+			verdict = "pass"
+		}
+		fmt.Fprintf(env.Stdout, "  %-4s %-7s %-10s %-10s %s\n", c.KV, c.Metric, c.Value, c.Want, verdict)
+	}
 	return nil
 }

@@ -28,6 +28,15 @@ type modelFlags struct {
 }
 
 func (mf *modelFlags) register(fs *flag.FlagSet) {
+	mf.registerModel(fs)
+	fs.StringVar(&mf.kvType, "kv", "q4", "KV cache type: f16, q8 or q4")
+	fs.BoolVar(&mf.rotate, "kv-rotate", false, "store K rotated (Hadamard), for models with outlier key channels")
+}
+
+// registerModel registers every shared flag but --kv and --kv-rotate, for
+// the benches that take a list of KV modes instead.
+func (mf *modelFlags) registerModel(fs *flag.FlagSet) {
+	mf.kvType = "f16"
 	fs.StringVar(&mf.path, "m", "", "model `FILE.gguf`")
 	fs.StringVar(&mf.path, "model", "", "model `FILE.gguf`")
 	fs.IntVar(&mf.threads, "threads", 0, "CPU threads (0 = all cores)")
@@ -35,9 +44,7 @@ func (mf *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&mf.ctx, "ctx", 0, "context budget in tokens (0 = min(trained, 4096))")
 	fs.IntVar(&mf.ctx, "c", 0, "context budget in tokens")
 	fs.IntVar(&mf.batch, "batch", 512, "prefill batch size")
-	fs.StringVar(&mf.kvType, "kv", "q4", "KV cache type: f16, q8 or q4")
 	fs.IntVar(&mf.kvGroup, "kv-group", kv.DefaultGroupSize, "KV quantization group: 32 or 64")
-	fs.BoolVar(&mf.rotate, "kv-rotate", false, "store K rotated (Hadamard), for models with outlier key channels")
 	fs.BoolVar(&mf.smooth, "kv-smooth", true, "scale quantized K per channel, calibrated on the prompt (tames outlier key channels)")
 	fs.StringVar(&mf.ram, "ram", "", "simulate a machine with this memory `SIZE` (e.g. 8GiB) instead of probing")
 	fs.StringVar(&mf.backend, "backend", metal.BackendAuto, "run on `cpu`, metal or auto (Metal on a Mac with a GPU, else the CPU)")
@@ -87,31 +94,41 @@ func (mf *modelFlags) warnFallback(env *Env, c metal.Choice) {
 // open loads the model and starts a session on the chosen backend (for the
 // measuring commands, which drive one session directly).
 func (mf *modelFlags) open(env *Env) (*engine.Session, func(), error) {
+	m, o, closeModel, err := mf.load(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := engine.NewSession(m, m.Backend, o)
+	if err != nil {
+		closeModel()
+		return nil, nil, err
+	}
+	warnAboveTrained(env, s.Opts.Ctx, m.HP.CtxTrain)
+	return s, func() { s.Close(); closeModel() }, nil
+}
+
+// load checks the flags and loads the model on the chosen backend, for
+// commands that start their sessions themselves (one per KV mode). The
+// returned function closes the model and the backend.
+func (mf *modelFlags) load(env *Env) (*engine.Model, engine.Options, func(), error) {
 	if mf.path == "" {
-		return nil, nil, fmt.Errorf("%w: -m MODEL is required", ErrUsage)
+		return nil, engine.Options{}, nil, fmt.Errorf("%w: -m MODEL is required", ErrUsage)
 	}
 	o, err := mf.options()
 	if err != nil {
-		return nil, nil, err
+		return nil, o, nil, err
 	}
 	b, choice, err := mf.newBackend()
 	if err != nil {
-		return nil, nil, err
+		return nil, o, nil, err
 	}
 	mf.warnFallback(env, choice)
 	m, err := engine.LoadModel(mf.path, b)
 	if err != nil {
 		b.Close()
-		return nil, nil, err
+		return nil, o, nil, err
 	}
-	s, err := engine.NewSession(m, b, o)
-	if err != nil {
-		m.Close()
-		b.Close()
-		return nil, nil, err
-	}
-	warnAboveTrained(env, s.Opts.Ctx, m.HP.CtxTrain)
-	return s, func() { s.Close(); m.Close(); b.Close() }, nil
+	return m, o, func() { m.Close(); b.Close() }, nil
 }
 
 // openScheduler loads the model into an engine scheduler with one slot:
