@@ -238,14 +238,10 @@ func (s *Service) AttachDocumentData(name, dataBase64 string) (DocumentInfo, err
 	return s.docInfo(e), nil
 }
 
-// docWork runs f off the caller's goroutine; Close waits for it.
-func (s *Service) docWork(f func()) {
-	s.streams.Add(1)
-	go func() {
-		defer s.streams.Done()
-		f()
-	}()
-}
+// docWork runs f off the caller's goroutine. Close does not wait for it
+// (reading a large PDF cannot be interrupted, and nothing of it is kept);
+// it reports nothing once the service is closed.
+func (s *Service) docWork(f func()) { go f() }
 
 func (s *Service) newEntry(name string, size int64) *docEntry {
 	d := &s.docs
@@ -275,7 +271,10 @@ func (s *Service) setDoc(e *docEntry, f func(*DocumentInfo)) {
 	f(&e.info)
 	_, attached := s.docs.entries[e.info.ID]
 	s.docs.mu.Unlock()
-	if attached {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if attached && !closed {
 		s.emit(EventDocument, s.docInfo(e))
 	}
 }
