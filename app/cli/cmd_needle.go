@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"nibble/engine"
 	"nibble/engine/eval"
@@ -121,6 +122,7 @@ func needleCmd(env *Env, args []string) error {
 			return fmt.Errorf("%s: %w", mode.Name, err)
 		}
 		run := needleModeRun{Mode: mode.Name}
+		start := time.Now()
 		for i, c := range cases {
 			progress(fmt.Sprintf("needle %s: case %d/%d", mode.Name, i+1, len(cases)))
 			r, err := eval.RunNeedle(ctx, s, c, toks[i])
@@ -132,6 +134,7 @@ func needleCmd(env *Env, args []string) error {
 			run.Results = append(run.Results, r)
 		}
 		s.Close()
+		run.Seconds = time.Since(start).Seconds()
 		run.Summary = eval.SummarizeNeedle(run.Results)
 		runs = append(runs, run)
 	}
@@ -149,6 +152,7 @@ func needleCmd(env *Env, args []string) error {
 // needleModeRun is one KV mode's results.
 type needleModeRun struct {
 	Mode    string              `json:"kv"`
+	Seconds float64             `json:"seconds"` // wall time of the mode's cases
 	Summary eval.NeedleSummary  `json:"summary"`
 	Results []eval.NeedleResult `json:"results"`
 }
@@ -178,6 +182,11 @@ func printNeedleTable(w io.Writer, runs []needleModeRun) {
 		row(ctxLabel(c.Ctx), func(s eval.NeedleSummary) eval.NeedleCell { return s.ByCtx[i] })
 	}
 	row("total", func(s eval.NeedleSummary) eval.NeedleCell { return s.Overall })
+	fmt.Fprintf(w, "%-10s", "seconds")
+	for _, r := range runs {
+		fmt.Fprintf(w, " %16.1f", r.Seconds)
+	}
+	fmt.Fprintln(w)
 	for _, r := range runs {
 		var misses []string
 		for _, res := range r.Results {

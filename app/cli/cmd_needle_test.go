@@ -139,7 +139,7 @@ func TestNeedleTrainedModel(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"1 cases", "1K 0.5", "\ntotal", "1/1"} {
+	for _, want := range []string{"1 cases", "1K 0.5", "\ntotal", "1/1", "\nseconds"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -127,15 +127,15 @@ func perplexityCmd(env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "%s on %s: %d tokens, %d chunks of %d, %d scored per chunk (%d in all), batch %d, KV group %d\n",
 		filepath.Base(mf.path), filepath.Base(*textPath), plan.Tokens, plan.Chunks, plan.Ctx, plan.ScoredPerChunk, plan.Scored(), batch, base.KVGroup)
-	fmt.Fprintf(env.Stdout, "%-8s %22s %9s %14s %14s\n", "kv", "perplexity", "vs f16", "top-1 vs f16", "top-1 correct")
+	fmt.Fprintf(env.Stdout, "%-8s %22s %9s %14s %14s %9s\n", "kv", "perplexity", "vs f16", "top-1 vs f16", "top-1 correct", "seconds")
 	f16 := results[0].Perplexity
 	for _, r := range results {
 		agree := "-"
 		if r.Top1Agreement != nil {
 			agree = fmt.Sprintf("%.2f%%", 100**r.Top1Agreement)
 		}
-		fmt.Fprintf(env.Stdout, "%-8s %22s %+8.2f%% %14s %13.2f%%\n", r.Mode, fmt.Sprintf("%.4f ± %.4f", r.Perplexity, r.StdErr),
-			100*(r.Perplexity/f16-1), agree, 100*r.Top1Correct)
+		fmt.Fprintf(env.Stdout, "%-8s %22s %+8.2f%% %14s %13.2f%% %9.1f\n", r.Mode, fmt.Sprintf("%.4f ± %.4f", r.Perplexity, r.StdErr),
+			100*(r.Perplexity/f16-1), agree, 100*r.Top1Correct, r.Seconds)
 	}
 	return nil
 }

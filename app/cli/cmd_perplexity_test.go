@@ -58,6 +58,7 @@ func TestPerplexityTrainedModel(t *testing.T) {
 			StdErr        float64
 			Scored        int      `json:"scored_tokens"`
 			Top1Agreement *float64 `json:"top1_agreement_f16"`
+			Seconds       float64
 		}
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
@@ -71,7 +72,7 @@ func TestPerplexityTrainedModel(t *testing.T) {
 		t.Fatalf("modes %+v, want f16 then q8", got.Modes)
 	}
 	f16, q8 := got.Modes[0], got.Modes[1]
-	if f16.Scored != 62 || q8.Scored != 62 || f16.Top1Agreement != nil || q8.Top1Agreement == nil || *q8.Top1Agreement < 0.9 {
+	if f16.Scored != 62 || q8.Scored != 62 || f16.Seconds <= 0 || q8.Seconds <= 0 || f16.Top1Agreement != nil || q8.Top1Agreement == nil || *q8.Top1Agreement < 0.9 {
 		t.Errorf("f16 %+v, q8 %+v", f16, q8)
 	}
 	if f16.Perplexity <= 1 || f16.StdErr <= 0 || q8.Perplexity/f16.Perplexity > 1.05 || q8.Perplexity/f16.Perplexity < 0.95 {

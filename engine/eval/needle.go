@@ -57,8 +57,7 @@ func ParseNeedleCases(r io.Reader) ([]NeedleCase, error) {
 			continue
 		}
 		var c NeedleCase
-		dec := json.NewDecoder(strings.NewReader(text))
-		if err := dec.Decode(&c); err != nil {
+		if err := json.Unmarshal([]byte(text), &c); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		c.Line = line

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"nibble/engine"
 	"nibble/engine/fastmath"
@@ -142,6 +143,7 @@ type PerplexityResult struct {
 	// Top1Agreement is the share of scored positions whose argmax equals the
 	// reference run's (f16); nil for the reference itself.
 	Top1Agreement *float64 `json:"top1_agreement_f16,omitempty"`
+	Seconds       float64  `json:"seconds"` // wall time of the run
 }
 
 // RunPerplexity scores every chunk of tokens under plan on s. ref, when
@@ -150,6 +152,7 @@ type PerplexityResult struct {
 // use as a reference. progress, when set, is called after each chunk.
 func RunPerplexity(ctx context.Context, s *engine.Session, mode string, tokens []int32, plan Chunking, ref []int32, progress func(done int)) (PerplexityResult, []int32, error) {
 	res := PerplexityResult{Mode: mode}
+	start := time.Now()
 	if ref != nil && len(ref) != plan.Scored() {
 		return res, nil, fmt.Errorf("perplexity: %d reference argmaxes for %d scored tokens", len(ref), plan.Scored())
 	}
@@ -181,6 +184,7 @@ func RunPerplexity(ctx context.Context, s *engine.Session, mode string, tokens [
 	if len(argmax) != plan.Scored() {
 		return res, nil, fmt.Errorf("perplexity (%s): scored %d tokens, the plan has %d", mode, len(argmax), plan.Scored())
 	}
+	res.Seconds = time.Since(start).Seconds()
 	res.Perplexity, res.StdErr = nll.Perplexity()
 	res.MeanNLL = nll.Sum / float64(nll.Count)
 	res.Scored = nll.Count
