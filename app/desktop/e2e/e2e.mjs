@@ -772,7 +772,7 @@ await step('document-drop-ask-cite', async () => {
   await extraShot('from-parts');
   await tid('new-chat').click();
   await poll(async () => (await count(tid('document-chip'))) === 0, 'New chat to clear the documents');
-});
+}, 150_000); // three answers of the demo model and a 2K-token prefill, on a CPU shared with the app's build
 
 // --- remote models ---
 await step('remote-model-chat', async () => {
