@@ -91,6 +91,7 @@ type docStore struct {
 	mu      sync.Mutex
 	entries map[string]*docEntry
 	next    uint64
+	work    sync.WaitGroup // documents being read (docWork)
 
 	countMu     sync.Mutex
 	countsModel string // the model the counts are for
@@ -240,8 +241,15 @@ func (s *Service) AttachDocumentData(name, dataBase64 string) (DocumentInfo, err
 
 // docWork runs f off the caller's goroutine. Close does not wait for it
 // (reading a large PDF cannot be interrupted, and nothing of it is kept);
-// it reports nothing once the service is closed.
-func (s *Service) docWork(f func()) { go f() }
+// it reports nothing once the service is closed, and stops counting a
+// document that was removed. docs.work lets tests wait for it.
+func (s *Service) docWork(f func()) {
+	s.docs.work.Add(1)
+	go func() {
+		defer s.docs.work.Done()
+		f()
+	}()
+}
 
 func (s *Service) newEntry(name string, size int64) *docEntry {
 	d := &s.docs
@@ -269,14 +277,22 @@ func (s *Service) docInfo(e *docEntry) DocumentInfo {
 func (s *Service) setDoc(e *docEntry, f func(*DocumentInfo)) {
 	s.docs.mu.Lock()
 	f(&e.info)
+	s.docs.mu.Unlock()
+	if s.docAttached(e) {
+		s.emit(EventDocument, s.docInfo(e))
+	}
+}
+
+// docAttached says whether e is still attached (not removed) and the
+// service still open.
+func (s *Service) docAttached(e *docEntry) bool {
+	s.docs.mu.Lock()
 	_, attached := s.docs.entries[e.info.ID]
 	s.docs.mu.Unlock()
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
-	if attached && !closed {
-		s.emit(EventDocument, s.docInfo(e))
-	}
+	return attached && !closed
 }
 
 func (s *Service) docFailed(e *docEntry, err error) {
@@ -343,6 +359,9 @@ func (s *Service) extractDocument(e *docEntry, data []byte) {
 		s.docFailed(e, err)
 		return
 	}
+	if !s.docAttached(e) {
+		return // removed while it was read: counting it would be wasted
+	}
 	pages := len(doc.Pages)
 	s.setDoc(e, func(i *DocumentInfo) {
 		i.Kind, i.Language, i.Pages, i.Lines = string(doc.Kind), doc.Language, pages, doc.Lines()
@@ -353,6 +372,9 @@ func (s *Service) extractDocument(e *docEntry, data []byte) {
 	if count, _, err := s.tokenCounter(); err == nil {
 		text := doc.Text
 		for off := 0; off < len(text); {
+			if !s.docAttached(e) {
+				return // removed (a new chat) while it was counted
+			}
 			end := pieceEnd(text, off, countPiece)
 			tokens += count(text[off:end])
 			off = end
@@ -360,6 +382,9 @@ func (s *Service) extractDocument(e *docEntry, data []byte) {
 				done := off
 				s.setDoc(e, func(i *DocumentInfo) { i.Progress = 0.6 + 0.4*float64(done)/float64(len(text)) })
 			}
+		}
+		if !s.docAttached(e) {
+			return // its text must not stay in the memo of counts
 		}
 		s.rememberCount(text, tokens)
 	}

@@ -330,3 +330,26 @@ func TestSeveralDocumentsAtOnce(t *testing.T) {
 		t.Fatalf("sources %+v: want todo.txt whole and the part of records.txt with line %d", res.Sources, factLine)
 	}
 }
+
+// A document removed while it is read (a new chat) is not counted to the
+// end, and its text does not stay in the memo of token counts.
+func TestDocumentRemovedWhileReadIsForgotten(t *testing.T) {
+	s, _ := newService(t)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(filler(30_000, 0), "\n") // about 2 MB: many pieces to count
+	info, err := s.AttachDocumentData("long.txt", base64.StdEncoding.EncodeToString([]byte(text)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RemoveDocument(info.ID)
+	s.docs.work.Wait()
+	s.docs.countMu.Lock()
+	defer s.docs.countMu.Unlock()
+	for k := range s.docs.counts {
+		if len(k) > countPiece {
+			t.Fatalf("the memo of counts keeps %d bytes of text of a removed document", len(k))
+		}
+	}
+}
