@@ -13,7 +13,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "kvcheck",
-		Usage: "-m MODEL --prompt-file F [--batch 1] [--greedy 24] [--kv-group 32] [--rotate] [--smooth=false] [--json]",
+		Usage: "-m MODEL --prompt-file F [--batch 1] [--greedy 24] [--kv-group 32] [--rotate] [--smooth=false] [--kv-residual N] [--json]",
 		Run:   kvcheckCmd,
 	})
 }
@@ -28,6 +28,7 @@ func kvcheckCmd(env *Env, args []string) error {
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
 	rotate := fs.Bool("rotate", false, "store K Hadamard-rotated in the quantized caches, QuaRot-style (docs/ARCHITECTURE.md, Rotation)")
 	smooth := fs.Bool("smooth", true, "scale quantized K per channel, calibrated on the prompt (docs/ARCHITECTURE.md, Channel smoothing)")
+	residual := fs.Int("kv-residual", -1, "f16 residual window of the quantized caches in positions (-1: each type's default, 0: none)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
@@ -39,6 +40,9 @@ func kvcheckCmd(env *Env, args []string) error {
 		return err
 	}
 	if err := checkKVGroup(*group); err != nil {
+		return err
+	}
+	if _, err := residualOption(*residual); err != nil {
 		return err
 	}
 	text, err := promptText("", *promptFile)
@@ -54,7 +58,7 @@ func kvcheckCmd(env *Env, args []string) error {
 	defer m.Close()
 	ids := m.EncodePrompt(text)
 	rep, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
-		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: *rotate, NoSmooth: !*smooth})
+		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: *rotate, NoSmooth: !*smooth, Residual: *residual})
 	if err != nil {
 		return err
 	}
@@ -65,7 +69,7 @@ func kvcheckCmd(env *Env, args []string) error {
 	checks := eval.CheckThresholds(rep.Types, eval.TrainedModelThresholds)
 	if *asJSON {
 		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(*path), "tokens": len(ids),
-			"batch": *batch, "kv_group": *group, "rotate": *rotate, "smooth": *smooth, "types": types,
+			"batch": *batch, "kv_group": *group, "rotate": *rotate, "smooth": *smooth, "kv_residual": *residual, "types": types,
 			"noise_floor": map[string]any{"batch": rep.FloorBatch, "f16": rep.Floor}, "thresholds": checks})
 	}
 	fmt.Fprintf(env.Stdout, "%s, %d prompt tokens, batch %d, KV vs f16 (group %d):\n", filepath.Base(*path), len(ids), *batch, *group)

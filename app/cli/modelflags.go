@@ -23,6 +23,7 @@ type modelFlags struct {
 	kvGroup int
 	rotate  bool
 	smooth  bool
+	kvTail  int // --kv-residual: -1 the type's default, 0 none
 	ram     string
 	backend string
 }
@@ -46,6 +47,7 @@ func (mf *modelFlags) registerModel(fs *flag.FlagSet) {
 	fs.IntVar(&mf.batch, "batch", 512, "prefill batch size")
 	fs.IntVar(&mf.kvGroup, "kv-group", kv.DefaultGroupSize, "KV quantization group: 32 or 64")
 	fs.BoolVar(&mf.smooth, "kv-smooth", true, "scale quantized K per channel, calibrated on the prompt (tames outlier key channels)")
+	fs.IntVar(&mf.kvTail, "kv-residual", -1, "keep the most recent N positions of a quantized KV cache in f16 as well (-1: the type's default where the backend reads one, 0: none)")
 	fs.StringVar(&mf.ram, "ram", "", "simulate a machine with this memory `SIZE` (e.g. 8GiB) instead of probing")
 	fs.StringVar(&mf.backend, "backend", metal.BackendAuto, "run on `cpu`, metal or auto (Metal on a Mac with a GPU, else the CPU)")
 }
@@ -64,7 +66,11 @@ func (mf *modelFlags) options() (engine.Options, error) {
 	if _, err := metal.ParseBackend(mf.backend); err != nil {
 		return engine.Options{}, fmt.Errorf("%w: --backend must be cpu, metal or auto, got %q", ErrUsage, mf.backend)
 	}
-	o := engine.Options{Ctx: mf.ctx, Batch: mf.batch, KV: t, KVGroup: mf.kvGroup, KVRotate: mf.rotate, KVNoSmooth: !mf.smooth}
+	residual, err := residualOption(mf.kvTail)
+	if err != nil {
+		return engine.Options{}, err
+	}
+	o := engine.Options{Ctx: mf.ctx, Batch: mf.batch, KV: t, KVGroup: mf.kvGroup, KVRotate: mf.rotate, KVNoSmooth: !mf.smooth, KVResidual: residual}
 	if mf.ram != "" {
 		n, err := estimate.ParseSize(mf.ram)
 		if err != nil {
@@ -165,4 +171,18 @@ func warnAboveTrained(env *Env, ctx, trained int) {
 	if trained > 0 && ctx > trained {
 		fmt.Fprintf(env.Stderr, "warning: --ctx %d is above the model's trained context of %d; expect worse output past %d tokens unless the model is meant for RoPE scaling\n", ctx, trained, trained)
 	}
+}
+
+// residualOption maps --kv-residual (-1 default, 0 none, N positions) to
+// engine.Options.KVResidual (0 default, negative none).
+func residualOption(flagValue int) (int, error) {
+	switch {
+	case flagValue < -1 || flagValue > kv.MaxResidual:
+		return 0, fmt.Errorf("%w: --kv-residual must be -1 (default), 0 (none) or up to %d positions, got %d", ErrUsage, kv.MaxResidual, flagValue)
+	case flagValue == -1:
+		return 0, nil
+	case flagValue == 0:
+		return -1, nil
+	}
+	return flagValue, nil
 }
