@@ -7,7 +7,7 @@
 
 import { vi } from 'vitest';
 import type * as Engine from '../lib/engine';
-import type { Estimate, Model, Status } from '../lib/types';
+import type { Estimate, Model, Settings, Status } from '../lib/types';
 
 type Handler = (data: never) => void;
 const handlers = new Map<string, Set<Handler>>();
@@ -92,6 +92,31 @@ export function model(over: Partial<Model> = {}): Model {
     template: 'llama3',
     memoryBytes: 1 << 30,
     demo: false,
+    ...over,
+  };
+}
+
+/** settings are saved Settings (the Go side's defaults) with fields overridden. */
+export function settings(over: Partial<Settings> = {}): Settings {
+  return {
+    version: 1,
+    last_model: '',
+    context_tokens: 4096,
+    kv_type: 'auto',
+    sampling: { temperature: 0.8, top_p: 0.95, top_k: 40, min_p: 0.05, repeat_penalty: 1 },
+    system_prompt: '',
+    theme: 'system',
+    start_at_login: false,
+    hotkey: '',
+    server: { enabled: false, address: '127.0.0.1:11435' },
+    slots: 2,
+    threads: 0,
+    quick_actions: [],
+    memory_limit: 0,
+    model_files: [],
+    remote_endpoints: [],
+    active_remote: '',
+    document_max_bytes: 64 * 2 ** 20,
     ...over,
   };
 }

@@ -1,7 +1,7 @@
 import { fireEvent, render, screen } from '@testing-library/svelte';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import * as engine from '../engine';
-import { emit, model } from '../../test/fakeEngine';
+import { emit, model, settings as settingsFixture } from '../../test/fakeEngine';
 import type { Settings } from '../types';
 import { chat } from '../stores/chat.svelte';
 import { engineStatus } from '../stores/engineStatus.svelte';
@@ -13,25 +13,9 @@ import QuickActionsBar from './QuickActionsBar.svelte';
 
 vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEngine());
 
+/** stored are saved settings with the default quick actions. */
 function stored(over: Partial<Settings> = {}): Settings {
-  return {
-    version: 1,
-    last_model: '',
-    context_tokens: 4096,
-    kv_type: 'auto',
-    sampling: { temperature: 0.8, top_p: 0.95, top_k: 40, min_p: 0.05, repeat_penalty: 1 },
-    system_prompt: '',
-    theme: 'system',
-    start_at_login: false,
-    hotkey: '',
-    server: { enabled: false, address: '127.0.0.1:11435' },
-    slots: 2,
-    threads: 0,
-    quick_actions: defaultActions.map((a) => ({ ...a })),
-    memory_limit: 0,
-    model_files: [],
-    ...over,
-  } as Settings;
+  return settingsFixture({ quick_actions: defaultActions.map((a) => ({ ...a })), ...over });
 }
 
 let offChat: () => void;

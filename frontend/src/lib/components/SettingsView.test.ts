@@ -1,6 +1,7 @@
 import { fireEvent, render, screen } from '@testing-library/svelte';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import * as engine from '../engine';
+import { settings as settingsFixture } from '../../test/fakeEngine';
 import { settings } from '../stores/settings.svelte';
 import type { Settings } from '../types';
 import SettingsView from './SettingsView.svelte';
@@ -8,26 +9,7 @@ import SettingsView from './SettingsView.svelte';
 vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEngine());
 
 const GiB = 2 ** 30;
-const base: Settings = {
-  version: 1,
-  last_model: '',
-  context_tokens: 4096,
-  kv_type: 'auto',
-  sampling: { temperature: 0.8, top_p: 0.95, top_k: 40, min_p: 0.05, repeat_penalty: 1 },
-  system_prompt: '',
-  theme: 'system',
-  start_at_login: false,
-  hotkey: '',
-  server: { enabled: false, address: '127.0.0.1:11435' },
-  slots: 2,
-  threads: 0,
-  quick_actions: [],
-  memory_limit: 52428800, // 50 MiB: not a round number of GiB
-  model_files: [],
-  remote_endpoints: [],
-  active_remote: '',
-  document_max_bytes: 64 * 2 ** 20,
-};
+const base: Settings = settingsFixture({ memory_limit: 52428800 }); // 50 MiB: not a round number of GiB
 
 const update = vi.mocked(engine.updateSettings);
 

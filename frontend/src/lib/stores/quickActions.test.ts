@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import * as engine from '../engine';
-import { deferred, emit } from '../../test/fakeEngine';
+import { deferred, emit, settings as settingsFixture } from '../../test/fakeEngine';
 import type { QuickActionResult, Settings } from '../types';
 import { chat } from './chat.svelte';
 import { checkActions, defaultActions, placeholder, QuickActions } from './quickActions.svelte';
@@ -12,25 +12,9 @@ vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEng
 const run = vi.mocked(engine.runQuickAction);
 const clipboard = vi.mocked(engine.clipboardText);
 
+/** saved are saved settings with the default quick actions. */
 function saved(over: Partial<Settings> = {}): Settings {
-  return {
-    version: 1,
-    last_model: '',
-    context_tokens: 4096,
-    kv_type: 'auto',
-    sampling: { temperature: 0.8, top_p: 0.95, top_k: 40, min_p: 0.05, repeat_penalty: 1 },
-    system_prompt: '',
-    theme: 'system',
-    start_at_login: false,
-    hotkey: '',
-    server: { enabled: false, address: '127.0.0.1:11435' },
-    slots: 2,
-    threads: 0,
-    quick_actions: defaultActions.map((a) => ({ ...a })),
-    memory_limit: 0,
-    model_files: [],
-    ...over,
-  } as Settings;
+  return settingsFixture({ quick_actions: defaultActions.map((a) => ({ ...a })), ...over });
 }
 
 let qa: QuickActions;
