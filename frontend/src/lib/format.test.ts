@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bytes, eta, tokens } from './format';
+import { bytes, eta, messageLines, tokens } from './format';
 
 describe('format', () => {
   it('writes context lengths as model cards do, and exactly', () => {
@@ -17,5 +17,10 @@ describe('format', () => {
     expect(eta(42)).toBe('42 s');
     expect(eta(3725)).toBe('1 h 2 min');
     expect(eta(-1)).toBe('—');
+  });
+
+  it("splits an error into its lines, the Go side's one bad field a line", () => {
+    expect(messageLines(new Error('a: bad\n\n  b: worse  \n'))).toEqual(['a: bad', 'b: worse']);
+    expect(messageLines('plain')).toEqual(['plain']);
   });
 });

@@ -75,3 +75,11 @@ export function date(rfc3339: string, now = new Date()): string {
 export function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
+
+/** messageLines is an error's message a line each (the Go side's checks list one bad field a line), blank lines left out. */
+export function messageLines(e: unknown): string[] {
+  return message(e)
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
+}

@@ -2,7 +2,7 @@
 // OpenAI-compatible server (switch, address, token) and the global hotkey.
 
 import * as engine from '../engine';
-import { message } from '../format';
+import { message, messageLines } from '../format';
 import type { HotkeyStatus, ServerStatus, Settings } from '../types';
 import { settings } from './settings.svelte';
 
@@ -79,10 +79,7 @@ export class LocalServer {
       this.justSaved = true;
       return true;
     } catch (e) {
-      this.errors = message(e)
-        .split('\n')
-        .map((l) => l.trim())
-        .filter((l) => l !== '');
+      this.errors = messageLines(e);
       return false;
     } finally {
       this.saving = false;

@@ -4,7 +4,7 @@
 
 import { tick } from 'svelte';
 import * as engine from '../engine';
-import { message } from '../format';
+import { message, messageLines } from '../format';
 import type { QuickAction, Settings } from '../types';
 import { chat } from './chat.svelte';
 import { settings } from './settings.svelte';
@@ -160,10 +160,7 @@ export class QuickActions {
       this.justSaved = true;
       return true;
     } catch (e) {
-      this.problems = message(e)
-        .split('\n')
-        .map((l) => l.trim())
-        .filter((l) => l !== '');
+      this.problems = messageLines(e);
       this.badRows = this.problems.flatMap((l) => {
         const m = /quick_actions\[(\d+)\]/.exec(l);
         return m ? [Number(m[1])] : [];

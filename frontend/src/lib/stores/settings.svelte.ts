@@ -2,7 +2,7 @@
 // UpdateSettings, the errors it names by field, and the theme.
 
 import * as engine from '../engine';
-import { message } from '../format';
+import { message, messageLines } from '../format';
 import type { KVType, Settings as SettingsData } from '../types';
 
 export type Theme = 'system' | 'light' | 'dark';
@@ -151,10 +151,7 @@ export class Settings {
       this.justSaved = true;
       return true;
     } catch (e) {
-      this.errors = message(e)
-        .split('\n')
-        .map((l) => l.trim())
-        .filter((l) => l !== '');
+      this.errors = messageLines(e);
       this.badFields = {};
       for (const [k, name] of Object.entries(fieldNames) as [keyof Form, string][]) {
         const line = this.errors.find((l) => l.includes(`${name}:`));
