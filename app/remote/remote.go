@@ -140,6 +140,10 @@ func New(rawURL, key string, opts Options) (*Client, error) {
 	return &Client{base: base, key: strings.TrimSpace(key), opts: opts, http: &http.Client{Transport: rt}}, nil
 }
 
+// CloseIdleConnections closes the connections kept for the next request;
+// a reply being streamed keeps its own.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // Base is the API base URL requests go to (no key in it).
 func (c *Client) Base() string { return c.base }
 

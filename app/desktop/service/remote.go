@@ -60,15 +60,29 @@ type RemoteModel struct {
 	ContextTokens int    `json:"contextTokens"` // 0: the server does not say
 }
 
-// remoteState caches what the servers said about their models' context.
+// remoteState caches what the servers said about their models' context,
+// and a client per endpoint, so that replies reuse its connections.
 type remoteState struct {
-	mu  sync.Mutex
-	ctx map[string]int // "<url>\x00<model>" → context the server reported
+	mu      sync.Mutex
+	ctx     map[string]int            // "<url>\x00<model>" → context the server reported
+	clients map[string]*remote.Client // "<url>\x00<key>" → its client
 }
+
+// maxRemoteClients bounds the clients kept; past it (endpoints edited
+// many times) they are dropped and made again as needed.
+const maxRemoteClients = 16
 
 func remoteCtxKey(url, model string) string { return url + "\x00" + model }
 
-func newRemoteClient(ep settings.RemoteEndpoint) (*remote.Client, error) {
+// remoteClient is the client of ep: the one made before for its URL and
+// key, so that its idle connections serve the next reply, else a new one.
+func (s *Service) remoteClient(ep settings.RemoteEndpoint) (*remote.Client, error) {
+	k := strings.TrimSpace(ep.URL) + "\x00" + strings.TrimSpace(ep.Key)
+	s.remote.mu.Lock()
+	defer s.remote.mu.Unlock()
+	if c, ok := s.remote.clients[k]; ok {
+		return c, nil
+	}
 	c, err := remote.New(ep.URL, ep.Key, remote.Options{})
 	if err != nil {
 		if ep.Name == "" {
@@ -76,7 +90,27 @@ func newRemoteClient(ep settings.RemoteEndpoint) (*remote.Client, error) {
 		}
 		return nil, fmt.Errorf("remote %q: %w", ep.Name, err)
 	}
+	if s.remote.clients == nil || len(s.remote.clients) >= maxRemoteClients {
+		s.closeRemoteClientsLocked()
+		s.remote.clients = map[string]*remote.Client{}
+	}
+	s.remote.clients[k] = c
 	return c, nil
+}
+
+// closeRemoteClients closes the remote clients' idle connections and
+// forgets the clients (Close).
+func (s *Service) closeRemoteClients() {
+	s.remote.mu.Lock()
+	s.closeRemoteClientsLocked()
+	s.remote.mu.Unlock()
+}
+
+func (s *Service) closeRemoteClientsLocked() {
+	for _, c := range s.remote.clients {
+		c.CloseIdleConnections() // a reply in progress keeps its own
+	}
+	s.remote.clients = nil
 }
 
 // activeRemote is the endpoint chats go to, if one is chosen.
@@ -158,7 +192,7 @@ func remoteMessages(r scheduler.Request) []remote.Message {
 // Send at once; the reply then streams as the scheduler's would: deltas,
 // and one final event with the server's token counts and the timing.
 func (s *Service) submitRemote(ctx context.Context, ep settings.RemoteEndpoint, r scheduler.Request) (<-chan scheduler.Event, error) {
-	c, err := newRemoteClient(ep)
+	c, err := s.remoteClient(ep)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +269,7 @@ func finishOf(reason string) string {
 // remoteModelInfo is the Model that Status shows for ep.
 func (s *Service) remoteModelInfo(ep settings.RemoteEndpoint) Model {
 	host := ep.URL
-	if c, err := newRemoteClient(ep); err == nil {
+	if c, err := s.remoteClient(ep); err == nil {
 		host = c.Host()
 	}
 	return Model{Name: ep.Name, Path: settings.RemotePrefix + ep.Name, Backend: "remote", Ctx: s.remoteContext(ep),
@@ -278,7 +312,7 @@ func (s *Service) RemoteEndpoints() []RemoteEndpoint {
 // can list its models.
 func (s *Service) RemoteModels(in RemoteEndpointInput) ([]RemoteModel, error) {
 	ep := s.fillKey(in)
-	c, err := newRemoteClient(ep)
+	c, err := s.remoteClient(ep)
 	if err != nil {
 		return nil, err
 	}

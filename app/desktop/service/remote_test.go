@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -363,5 +364,40 @@ func TestRemoteRequestNotCappedByDemo(t *testing.T) {
 	}
 	if temp, want := body["temperature"], float64(s.Settings().Sampling.Temperature); temp == nil || float32(temp.(float64)) != float32(want) {
 		t.Errorf("temperature %v, want the settings' %v", temp, want)
+	}
+}
+
+// Replies from a remote model share the endpoint's connections: a chat of
+// many turns does not leave a connection (and its goroutines) per turn.
+func TestRemoteRepliesReuseConnections(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			io.WriteString(w, `{"object":"list","data":[{"id":"quick"}]}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer ts.Close()
+	s, rec := newService(t)
+	useRemote(t, s, "quick", ts.URL, "quick")
+	turn := func() {
+		if _, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "hi"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if f := rec.final(t); f.Text != "ok" {
+			t.Fatalf("final = %+v", f)
+		}
+	}
+	turn() // the first connection
+	time.Sleep(50 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	const turns = 8
+	for range turns {
+		turn()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if grown := runtime.NumGoroutine() - before; grown >= turns {
+		t.Fatalf("%d more goroutines after %d replies: a connection kept per reply", grown, turns)
 	}
 }

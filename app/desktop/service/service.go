@@ -161,6 +161,7 @@ func (s *Service) Close() error {
 		s.mu.Unlock()
 		s.stopWatch()
 		s.stopServer()
+		s.closeRemoteClients()
 		s.closeDownloads()
 		s.loadMu.Lock() // a load in progress finishes first
 		err := s.engine().Close()
