@@ -2,6 +2,9 @@ package desktop
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,5 +76,33 @@ func TestSettingsReachThePlatform(t *testing.T) {
 	d.settingsChanged()
 	if st := d.App.HotkeyStatus(); st.Supported || !strings.Contains(st.Error, "macOS only") {
 		t.Fatalf("on a platform without hotkeys: %+v", st)
+	}
+}
+
+// The window's "Reset to defaults" and its checks have their own copy of
+// the settings' default quick actions and limits
+// (frontend/src/lib/stores/quickActions.svelte.ts): the two must agree.
+func TestFrontendQuickActionDefaultsMatchSettings(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "frontend", "src", "lib", "stores", "quickActions.svelte.ts"))
+	if err != nil {
+		t.Skipf("the frontend's source is not here: %v", err)
+	}
+	ts := string(src)
+	for _, q := range settings.Defaults().QuickActions {
+		// As the TypeScript writes it: a template literal, \n escaped,
+		// the placeholder through its constant.
+		prompt := strings.ReplaceAll(strings.ReplaceAll(q.Prompt, "\n", `\n`), settings.Placeholder, "${placeholder}")
+		if !strings.Contains(ts, "name: '"+q.Name+"'") || !strings.Contains(ts, "prompt: `"+prompt+"`") {
+			t.Errorf("quickActions.svelte.ts's defaultActions lacks %q with the prompt %q", q.Name, prompt)
+		}
+	}
+	for _, want := range []string{
+		"placeholder = '" + settings.Placeholder + "'",
+		"maxActions = " + strconv.Itoa(settings.MaxQuickActions),
+		"maxNameLength = " + strconv.Itoa(settings.MaxQuickActionName),
+	} {
+		if !strings.Contains(ts, want) {
+			t.Errorf("quickActions.svelte.ts lacks %q", want)
+		}
 	}
 }
