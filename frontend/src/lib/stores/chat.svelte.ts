@@ -29,6 +29,8 @@ type Pending = { kind: 'delta'; data: Delta } | { kind: 'progress'; data: Progre
 
 /** The prompt-error text for an empty prompt. */
 export const emptyPromptError = 'Type a message first: the prompt is empty.';
+/** The prompt-error text while an attached document is still being read (the question is kept). */
+export const readingPromptError = 'A document is still being read: send your question when its chip says how it fits.';
 
 export class Chat {
   turns = $state<Turn[]>([]);
@@ -87,6 +89,10 @@ export class Chat {
     if (this.streaming) return;
     if (text === '') {
       this.promptError = emptyPromptError;
+      return;
+    }
+    if (documents.reading) {
+      this.promptError = readingPromptError;
       return;
     }
     this.error = null;

@@ -2,7 +2,8 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 import * as engine from '../engine';
 import { deferred, emit } from '../../test/fakeEngine';
 import type { Final, SendResult } from '../types';
-import { Chat, emptyPromptError } from './chat.svelte';
+import { Chat, emptyPromptError, readingPromptError } from './chat.svelte';
+import { documents } from './documents.svelte';
 
 vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEngine());
 
@@ -40,6 +41,24 @@ async function ask(text: string): Promise<void> {
 }
 
 describe('chat store', () => {
+  it('keeps the question while an attached document is still being read', async () => {
+    const reading = { id: 'd1', name: 'notes.txt', kind: '', size: 10, state: 'reading', progress: 0.3, pages: 0, lines: 0, tokens: 0, whole: false };
+    documents.items = [reading];
+    try {
+      await ask('What does it say?');
+      expect(send).not.toHaveBeenCalled();
+      expect(chat.promptError).toBe(readingPromptError);
+      expect(chat.draft).toBe('What does it say?');
+      expect(chat.turns).toEqual([]);
+      documents.items = [{ ...reading, state: 'ready' }];
+      send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 1 });
+      await ask('What does it say?');
+      expect(send).toHaveBeenCalledWith([{ role: 'user', content: 'What does it say?' }], 0, 0, ['d1']);
+      expect(chat.promptError).toBeNull();
+    } finally {
+      documents.items = [];
+    }
+  });
   it('keeps events that arrive before Send returns and applies them to the reply', async () => {
     const answer = deferred<SendResult>();
     send.mockReturnValueOnce(answer.promise);
