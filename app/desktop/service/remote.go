@@ -388,6 +388,7 @@ func (s *Service) SaveRemoteEndpoint(in RemoteEndpointInput) ([]RemoteEndpoint, 
 	if err != nil {
 		return s.RemoteEndpoints(), remoteSettingsError(err)
 	}
+	s.closeRemoteClients() // none keeps a replaced key
 	s.emit(EventStatus, s.Status())
 	return s.RemoteEndpoints(), nil
 }
@@ -422,6 +423,7 @@ func (s *Service) RemoveRemoteEndpoint(name string) ([]RemoteEndpoint, error) {
 		return fmt.Errorf("no remote endpoint is called %q", name)
 	})
 	if err == nil {
+		s.closeRemoteClients() // nor the removed endpoint's key
 		s.emit(EventStatus, s.Status())
 		s.modelsChanged()
 	}

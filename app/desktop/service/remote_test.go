@@ -274,6 +274,12 @@ func TestRemoteEndpointsEditing(t *testing.T) {
 	if err != nil || len(list) != 0 || s.store.Get().ActiveRemote != "" || s.Status().Remote != nil {
 		t.Errorf("after removing the active endpoint: %+v, %v, active %q", list, err, s.store.Get().ActiveRemote)
 	}
+	s.remote.mu.Lock()
+	kept := len(s.remote.clients)
+	s.remote.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d remote clients (with their keys) kept after the endpoint was removed", kept)
+	}
 	if _, err := s.RemoveRemoteEndpoint("lab"); err == nil {
 		t.Error("removing an unknown endpoint succeeded")
 	}
