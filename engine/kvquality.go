@@ -60,66 +60,20 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	if o.GroupSize == 0 {
 		o.GroupSize = kv.DefaultGroupSize
 	}
-	// run returns the logits of every prompt position and the argmax of each
-	// continuation step; forced (when set) is fed as the continuation.
-	run := func(t kv.Type, batch int, forced []int32) (rows [][]float32, greedy []int32, err error) {
-		ctx := len(prompt) + o.Greedy + 1
+	run := func(t kv.Type, batch int, forced []int32) ([][]float32, []int32, error) {
 		residual := o.Residual
 		if residual < 0 {
 			residual = kv.DefaultResidual(t)
 		}
-		st, err := m.NewState(kv.Config{Type: t, GroupSize: o.GroupSize, Ctx: ctx, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth, Residual: residual}, min(batch, len(prompt)))
-		if err != nil {
-			return nil, nil, err
-		}
-		defer st.Close()
-		for pos := 0; pos < len(prompt); pos += batch {
-			end := min(len(prompt), pos+batch)
-			if err := st.ForwardAll(prompt[pos:end], pos, func(_ int, l []float32) { rows = append(rows, slices.Clone(l)) }); err != nil {
-				return nil, nil, err
-			}
-		}
-		logits := slices.Clone(rows[len(rows)-1])
-		for i := 0; i < o.Greedy; i++ {
-			tok := sample.Greedy(logits)
-			greedy = append(greedy, tok)
-			if forced != nil {
-				tok = forced[i]
-			}
-			if i+1 < o.Greedy {
-				if err := st.Forward([]int32{tok}, len(prompt)+i, logits); err != nil {
-					return nil, nil, err
-				}
-			}
-		}
-		return rows, greedy, nil
+		cfg := kv.Config{Type: t, GroupSize: o.GroupSize, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth, Residual: residual}
+		return probeRun(m, prompt, cfg, batch, o.Greedy, forced)
 	}
 	base, baseGreedy, err := run(kv.F16, o.Batch, nil)
 	if err != nil {
 		return nil, fmt.Errorf("kv quality (f16): %w", err)
 	}
 	compare := func(rows [][]float32, greedy []int32) *KVQuality {
-		q := &KVQuality{GreedyTotal: o.Greedy}
-		hits := 0
-		for i := range rows {
-			if sample.Greedy(rows[i]) == sample.Greedy(base[i]) {
-				hits++
-			}
-			for j, v := range rows[i] {
-				q.MaxAbsDLogit = max(q.MaxAbsDLogit, math.Abs(float64(v-base[i][j])))
-			}
-		}
-		q.Top1Agreement = float64(hits) / float64(len(rows))
-		q.Cosine = cosine64(rows[len(rows)-1], base[len(base)-1])
-		for i := range greedy {
-			if greedy[i] == baseGreedy[i] {
-				q.GreedyForced++
-				if q.GreedyAgree == i {
-					q.GreedyAgree++
-				}
-			}
-		}
-		return q
+		return compareRuns(base, baseGreedy, rows, greedy)
 	}
 	rep := &KVQualityReport{Types: map[kv.Type]*KVQuality{}, FloorBatch: 16}
 	if o.Batch > 1 {
@@ -141,6 +95,65 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 		rep.Types[t] = compare(rows, greedy)
 	}
 	return rep, nil
+}
+
+// probeRun runs prompt through a fresh state of cfg (its Ctx is set here),
+// batch positions per forward call, and returns the logits of every prompt
+// position and the argmax of each of greedy continuation steps; forced (when
+// set) is fed as the continuation.
+func probeRun(m *Model, prompt []int32, cfg kv.Config, batch, greedy int, forced []int32) (rows [][]float32, tokens []int32, err error) {
+	cfg.Ctx = len(prompt) + greedy + 1
+	st, err := m.NewState(cfg, min(batch, len(prompt)))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer st.Close()
+	for pos := 0; pos < len(prompt); pos += batch {
+		end := min(len(prompt), pos+batch)
+		if err := st.ForwardAll(prompt[pos:end], pos, func(_ int, l []float32) { rows = append(rows, slices.Clone(l)) }); err != nil {
+			return nil, nil, err
+		}
+	}
+	logits := slices.Clone(rows[len(rows)-1])
+	for i := 0; i < greedy; i++ {
+		tok := sample.Greedy(logits)
+		tokens = append(tokens, tok)
+		if forced != nil {
+			tok = forced[i]
+		}
+		if i+1 < greedy {
+			if err := st.Forward([]int32{tok}, len(prompt)+i, logits); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return rows, tokens, nil
+}
+
+// compareRuns measures rows and greedy against the f16 run's base and
+// baseGreedy.
+func compareRuns(base [][]float32, baseGreedy []int32, rows [][]float32, greedy []int32) *KVQuality {
+	q := &KVQuality{GreedyTotal: len(baseGreedy)}
+	hits := 0
+	for i := range rows {
+		if sample.Greedy(rows[i]) == sample.Greedy(base[i]) {
+			hits++
+		}
+		for j, v := range rows[i] {
+			q.MaxAbsDLogit = max(q.MaxAbsDLogit, math.Abs(float64(v-base[i][j])))
+		}
+	}
+	q.Top1Agreement = float64(hits) / float64(len(rows))
+	q.Cosine = cosine64(rows[len(rows)-1], base[len(base)-1])
+	for i := range greedy {
+		if greedy[i] == baseGreedy[i] {
+			q.GreedyForced++
+			if q.GreedyAgree == i {
+				q.GreedyAgree++
+			}
+		}
+	}
+	return q
 }
 
 func cosine64(a, b []float32) float64 {

@@ -61,6 +61,10 @@ func TestInvalidNumericFlags(t *testing.T) {
 		{"--ctx", slices.Concat(synth, []string{"--ctx", "-1"})},
 		{"--rope-base", slices.Concat(synth, []string{"--rope-base", "-1"})},
 		{"--rope-base", slices.Concat(synth, []string{"--rope-base", "NaN"})},
+		{"--attn-scale", slices.Concat(synth, []string{"--attn-scale", "-1"})},
+		{"--attn-scale", slices.Concat(synth, []string{"--attn-scale", "NaN"})},
+		{"--key-outliers", slices.Concat(synth, []string{"--key-outliers", "-2"})},
+		{"--key-outlier-gain", slices.Concat(synth, []string{"--key-outlier-gain", "0"})},
 	}
 	for _, c := range cases {
 		_, stderr, code := runCLI(t, c.args...)

@@ -35,6 +35,9 @@ func synthCmd(env *Env, args []string) error {
 	ctx := fs.Int("ctx", 4096, "context length written to the metadata")
 	ropeBase := fs.Float64("rope-base", 0, "RoPE base (default 500000 llama, 1000000 qwen2)")
 	tied := fs.Bool("tied", false, "tie output to token_embd (default true for llama, false for qwen2)")
+	attnScale := fs.Float64("attn-scale", 0, "factor on q·k written as attention.scale (0: the usual 1/sqrt(head dim))")
+	keyOutliers := fs.Int("key-outliers", 0, "outlier channels per KV head in attn_k (a stress case for quantized KV caches)")
+	keyOutlierGain := fs.Float64("key-outlier-gain", 30, "how much --key-outliers scales those channels")
 	out := fs.String("o", "", "output `FILE.gguf`")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
@@ -55,6 +58,7 @@ func synthCmd(env *Env, args []string) error {
 		intBound{"--kv-heads", *kvHeads, 0},
 		intBound{"--ff", *ff, 1},
 		intBound{"--ctx", *ctx, 1},
+		intBound{"--key-outliers", *keyOutliers, 0},
 	); err != nil {
 		return err
 	}
@@ -77,6 +81,13 @@ func synthCmd(env *Env, args []string) error {
 	if *ropeBase != 0 {
 		o.RopeBase = float32(*ropeBase)
 	}
+	if !(*attnScale >= 0 && *attnScale <= math.MaxFloat32) {
+		return fmt.Errorf("%w: --attn-scale must be ≥ 0 and finite (0: 1/sqrt(head dim)), got %g", ErrUsage, *attnScale)
+	}
+	if !(*keyOutlierGain > 0 && *keyOutlierGain <= 1000) {
+		return fmt.Errorf("%w: --key-outlier-gain must be in (0, 1000], got %g", ErrUsage, *keyOutlierGain)
+	}
+	o.AttnScale, o.KeyOutliers, o.KeyOutlierGain = float32(*attnScale), *keyOutliers, float32(*keyOutlierGain)
 	if o.Type, err = parseSynthType(*typ); err != nil {
 		return err
 	}

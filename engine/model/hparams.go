@@ -29,6 +29,17 @@ type HParams struct {
 	Window     int  // sliding-window attention in tokens, 0 = none
 	TiedOutput bool // logits use token_embd when there is no output.weight
 	QKVBias    bool
+	// AttnScale multiplies q·k (llama.cpp's <arch>.attention.scale); 0 means
+	// the usual 1/sqrt(HeadDim).
+	AttnScale float32
+}
+
+// QKScale is the factor attention applies to q·k.
+func (hp HParams) QKScale() float32 {
+	if hp.AttnScale > 0 {
+		return hp.AttnScale
+	}
+	return float32(1 / math.Sqrt(float64(hp.HeadDim)))
 }
 
 // Families this engine runs, with their RoPE flavour.
@@ -106,6 +117,9 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	if v, ok := f.Float(arch + ".attention.layer_norm_rms_epsilon"); ok {
 		hp.RMSEps = float32(v)
 	}
+	if v, ok := f.Float(arch + ".attention.scale"); ok {
+		hp.AttnScale = float32(v)
+	}
 	if v, ok := f.Uint(arch + ".attention.sliding_window"); ok {
 		hp.Window = int(v)
 	}
@@ -136,6 +150,8 @@ func (hp HParams) Validate() error {
 		return fmt.Errorf("model %s: rope dims %d invalid for head dim %d", hp.Arch, hp.RopeDims, hp.HeadDim)
 	case hp.RopeBase <= 0 || math.IsNaN(float64(hp.RopeBase)):
 		return fmt.Errorf("model %s: rope base %g invalid", hp.Arch, hp.RopeBase)
+	case hp.AttnScale < 0 || math.IsNaN(float64(hp.AttnScale)) || math.IsInf(float64(hp.AttnScale), 0):
+		return fmt.Errorf("model %s: attention scale %g invalid", hp.Arch, hp.AttnScale)
 	}
 	return nil
 }

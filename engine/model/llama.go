@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"nibble/engine/backend"
 	"nibble/engine/kv"
@@ -41,7 +40,7 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 	}
 	s := &State{m: m, b: b, maxBatch: maxBatch}
 	s.attn = backend.Attention{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
-		Scale: float32(1 / math.Sqrt(float64(hp.HeadDim))), Window: hp.Window}
+		Scale: hp.QKScale(), Window: hp.Window}
 	s.rope = backend.RoPE{Neox: hp.RopeNeox, Dims: hp.RopeDims, Base: hp.RopeBase, FreqFactors: m.RopeFreqs, PosScale: hp.RopeScale}
 	cache, err := b.NewKVCache(kvc, hp.Heads, maxBatch)
 	if err != nil {

@@ -101,6 +101,12 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 		{a + "attention.key_length", hd},
 		{a + "attention.value_length", hd},
 	}
+	if o.AttnScale > 0 {
+		kvs = append(kvs, struct {
+			key string
+			v   any
+		}{a + "attention.scale", o.AttnScale})
+	}
 	for _, kv := range kvs {
 		if err := w.Set(kv.key, kv.v); err != nil {
 			return fmt.Errorf("synth: %w", err)
@@ -124,6 +130,11 @@ func fillTensor(pool *parallel.Pool, dst []byte, s *tensorSpec, seed uint64) err
 		row := make([]float32, cols)
 		for r := lo; r < hi; r++ {
 			fillRow(row, tseed, r, s.d)
+			if g := s.rowGain(r); g != 1 {
+				for i := range row {
+					row[i] *= g
+				}
+			}
 			if err := quant.Quantize(s.typ, dst[r*rowBytes:(r+1)*rowBytes], row); err != nil {
 				once.Do(func() { firstErr = fmt.Errorf("tensor %s row %d: %w", s.name, r, err) })
 				return

@@ -16,6 +16,31 @@ type tensorSpec struct {
 	typ  ggml.Type
 	dims []uint64 // GGUF order: ne[0] = input features
 	d    dist
+	// Rows r with r%gainPeriod in gainRows are scaled by gain (outlier
+	// output channels, one set per KV head).
+	gainRows   map[int]bool
+	gainPeriod int
+	gain       float32
+}
+
+func (s *tensorSpec) rowGain(r int) float32 {
+	if s.gainRows != nil && s.gainRows[r%s.gainPeriod] {
+		return s.gain
+	}
+	return 1
+}
+
+// outlierChannels spreads n channels evenly over a head of hd dims.
+func outlierChannels(n, hd int) map[int]bool {
+	set := map[int]bool{}
+	for j := 0; j < n; j++ {
+		c := (j*hd/n + 2) % hd
+		for set[c] {
+			c = (c + 1) % hd
+		}
+		set[c] = true
+	}
+	return set
 }
 
 // layout lists the tensors of model.TensorLayout, with the distributions the
@@ -49,7 +74,11 @@ func layout(o *Options, vocab int) []tensorSpec {
 		case s.Kind == model.TokEmbd || s.Kind == model.Output:
 			d = embedD
 		}
-		specs = append(specs, tensorSpec{s.Name, typ, s.Dims, d})
+		spec := tensorSpec{name: s.Name, typ: typ, dims: s.Dims, d: d}
+		if s.Kind == model.AttnK && o.KeyOutliers > 0 {
+			spec.gainRows, spec.gainPeriod, spec.gain = outlierChannels(o.KeyOutliers, hd), hd, o.KeyOutlierGain
+		}
+		specs = append(specs, spec)
 	}
 	return specs
 }

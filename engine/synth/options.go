@@ -6,6 +6,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 
 	"nibble/engine/ggml"
 )
@@ -24,7 +25,15 @@ type Options struct {
 	// cannot say "unset", so Generate takes it as given; DefaultOptions and
 	// the CLI pick the per-arch default (tied for llama, untied for qwen2).
 	TiedOutput bool
-	Progress   func(done, total int64) // bytes of tensor data written; may be nil
+	// AttnScale, when positive, is written as <arch>.attention.scale: the
+	// factor on q·k in place of 1/sqrt(head dim) (1.0 as in some Gemma models).
+	AttnScale float32
+	// KeyOutliers channels of every KV head have their attn_k rows scaled
+	// by KeyOutlierGain, the outlier key channels of real models that make
+	// per-group int4 K lose precision.
+	KeyOutliers    int
+	KeyOutlierGain float32
+	Progress       func(done, total int64) // bytes of tensor data written; may be nil
 }
 
 // DefaultOptions returns the per-architecture defaults; callers fill in the
@@ -105,6 +114,15 @@ func (o *Options) check() error {
 	}
 	if !(o.RopeBase > 0) {
 		return fmt.Errorf("synth: rope base %g must be positive", o.RopeBase)
+	}
+	if o.AttnScale < 0 || math.IsNaN(float64(o.AttnScale)) || math.IsInf(float64(o.AttnScale), 0) {
+		return fmt.Errorf("synth: attention scale %g: want a finite value ≥ 0 (0 is 1/sqrt(head dim))", o.AttnScale)
+	}
+	if o.KeyOutliers < 0 || o.KeyOutliers > o.Embd/o.Heads {
+		return fmt.Errorf("synth: key outliers %d: want 0..%d (the head dim)", o.KeyOutliers, o.Embd/o.Heads)
+	}
+	if o.KeyOutliers > 0 && !(o.KeyOutlierGain > 0 && o.KeyOutlierGain <= 1000) {
+		return fmt.Errorf("synth: key outlier gain %g: want (0, 1000]", o.KeyOutlierGain)
 	}
 	if o.VocabFrom == "" && o.VocabData == nil {
 		return fmt.Errorf("synth: VocabFrom (a GGUF with tokenizer metadata) is required")

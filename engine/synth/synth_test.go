@@ -283,7 +283,7 @@ func TestDeterministic(t *testing.T) {
 
 // The bytes do not depend on how many threads generate them.
 func TestThreadIndependent(t *testing.T) {
-	s := &tensorSpec{"x.weight", ggml.Q4_0, []uint64{96, 50}, dist{0, 1}}
+	s := &tensorSpec{name: "x.weight", typ: ggml.Q4_0, dims: []uint64{96, 50}, d: dist{0, 1}}
 	var outs [][]byte
 	for _, threads := range []int{1, 3} {
 		p := parallel.NewPool(threads)
@@ -321,6 +321,9 @@ func TestOptionErrors(t *testing.T) {
 		{func(o *Options) { o.Type = ggml.F32 }, "weight type F32"},
 		{func(o *Options) { o.Ctx = -1 }, "ctx = -1"},
 		{func(o *Options) { o.RopeBase = -1 }, "rope base"},
+		{func(o *Options) { o.AttnScale = -1 }, "attention scale -1"},
+		{func(o *Options) { o.KeyOutliers = 17 }, "key outliers 17"},
+		{func(o *Options) { o.KeyOutliers = 2 }, "key outlier gain 0"},
 		{func(o *Options) { o.VocabFrom = "" }, "VocabFrom"},
 		{func(o *Options) { o.VocabFrom = "/nonexistent.gguf" }, "no such file"},
 	}
@@ -339,5 +342,45 @@ func TestOptionErrors(t *testing.T) {
 	}
 	if err := Generate(filepath.Join(dir, "ok.gguf"), base()); err != nil {
 		t.Errorf("base options rejected: %v", err)
+	}
+}
+
+// KeyOutliers scales the same channels of every KV head in attn_k (and no
+// other tensor); AttnScale is written where the loader reads it.
+func TestKeyOutliersAndAttnScale(t *testing.T) {
+	o := tinyOptions(t, "llama")
+	o.Type, o.AttnScale, o.KeyOutliers, o.KeyOutlierGain = ggml.F16, 1, 2, 20
+	_, f := generate(t, o)
+	if v, ok := f.Float("llama.attention.scale"); !ok || v != 1 {
+		t.Errorf("llama.attention.scale = %v (%v), want 1", v, ok)
+	}
+	hd := o.Embd / o.Heads
+	want := outlierChannels(2, hd)
+	for _, name := range []string{"blk.0.attn_k.weight", "blk.1.attn_k.weight", "blk.0.attn_q.weight"} {
+		ti, ok := f.Tensor(name)
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		vals := decode(ti, f.TensorData(ti))
+		cols := int(ti.Dims[0])
+		for r := 0; r < len(vals)/cols; r++ {
+			var sq float64
+			for _, v := range vals[r*cols : (r+1)*cols] {
+				sq += v * v
+			}
+			rms := math.Sqrt(sq / float64(cols))
+			outlier := strings.Contains(name, "attn_k") && want[r%hd]
+			if lo, hi := 0.1, 0.25; outlier {
+				lo, hi = 20*lo, 20*hi
+				if rms < lo || rms > hi {
+					t.Errorf("%s row %d (outlier): rms %.3f, want %.1f..%.1f", name, r, rms, lo, hi)
+				}
+			} else if rms < lo || rms > hi {
+				t.Errorf("%s row %d: rms %.3f, want %.1f..%.2f", name, r, rms, lo, hi)
+			}
+		}
+	}
+	if len(want) != 2 {
+		t.Fatalf("outlier channels %v, want 2", want)
 	}
 }

@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"nibble/engine/backend"
+	"nibble/engine/kv"
+)
+
+// kvProbeText is the built-in text ChooseKV runs: plain English prose of
+// about 300 tokens, long enough that most positions attend over a quantized
+// history, short enough that the probe adds little to a model load.
+const kvProbeText = `The old lighthouse stood at the end of a narrow spit of land, where the river met the sea. ` +
+	`For more than a century its keepers had climbed the spiral stairs every evening to light the lamp, ` +
+	`and every morning they had written a few lines in the log: the weather, the ships that passed, ` +
+	`the birds that rested on the gallery rail. When the light was finally automated, the last keeper, ` +
+	`a patient woman named Ada Marsh, packed the logbooks into wooden crates and carried them to the ` +
+	`town library. The librarian, who had expected a box or two, found herself with forty volumes ` +
+	`covering one hundred and twelve years. She began to read them in the evenings. At first the entries ` +
+	`seemed repetitive: wind from the west, light rain, two fishing boats returned before dark. But over ` +
+	`the months a pattern emerged. The winters grew milder, the storms arrived later in the autumn, and ` +
+	`the swallows that once left in early September now stayed until October. A keeper in 1911 had noted ` +
+	`ice on the harbour for nineteen days; by the 1990s the harbour had not frozen once. The librarian ` +
+	`wrote to a university, and a small team of students spent a summer turning the handwriting into ` +
+	`tables. Their report was short and careful. It did not claim more than the records could support, ` +
+	`but it showed, in plain numbers, how a single coastline had changed within the span of three lives. ` +
+	`Ada Marsh read the report at her kitchen table, and then she walked out to the spit to watch the light come on by itself.`
+
+// KVCandidate is one cache mode the probe measured.
+type KVCandidate struct {
+	Type    kv.Type   `json:"type"`
+	Rotate  bool      `json:"rotate"`
+	Quality KVQuality `json:"quality"`
+	Passed  bool      `json:"passed"`
+	// Skipped says why the candidate was not measured or not eligible
+	// (head dim not a power of two for rotation; attention scale for plain q4).
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Label names the candidate as the settings do: q4, q4+rot, q8.
+func (c KVCandidate) Label() string {
+	if c.Rotate {
+		return c.Type.String() + "+rot"
+	}
+	return c.Type.String()
+}
+
+// KVChoice is ChooseKV's result.
+type KVChoice struct {
+	Type       kv.Type       `json:"type"`
+	Rotate     bool          `json:"rotate"`
+	Candidates []KVCandidate `json:"candidates"`
+	// ScaleRatio is the model's q·k scale over 1/sqrt(head dim): 1 for most
+	// models, sqrt(head dim) for an attention scale of 1.0.
+	ScaleRatio float64       `json:"scale_ratio"`
+	Tokens     int           `json:"tokens"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	Reason     string        `json:"reason"`
+}
+
+// Chosen returns the candidate that was picked.
+func (c *KVChoice) Chosen() KVCandidate {
+	for _, cand := range c.Candidates {
+		if cand.Type == c.Type && cand.Rotate == c.Rotate {
+			return cand
+		}
+	}
+	return KVCandidate{Type: c.Type, Rotate: c.Rotate}
+}
+
+// Summary is one line for the model's info: "q4 (top-1 99.3%, cos 0.99998):
+// reason".
+func (c *KVChoice) Summary() string {
+	ch := c.Chosen()
+	return fmt.Sprintf("%s (top-1 %.1f%%, cos %.5f): %s", ch.Label(), 100*ch.Quality.Top1Agreement, ch.Quality.Cosine, c.Reason)
+}
+
+// KVChoiceOptions tune ChooseKV; zero values take the defaults below.
+type KVChoiceOptions struct {
+	Batch     int     // prompt rows per forward call (DefaultKVProbeBatch)
+	MinTop1   float64 // top-1 agreement with f16 a candidate needs (DefaultKVMinTop1)
+	MinCosine float64 // last-position logit cosine a candidate needs (DefaultKVMinCosine)
+	// MaxScaleRatio is the largest ScaleRatio at which plain q4 may be
+	// chosen (DefaultKVMaxScaleRatio).
+	MaxScaleRatio float64
+	Prompt        []int32 // token ids in place of the built-in text (tests)
+	// Residual is the f16 residual window the quantized caches run with:
+	// negative gives each type its default (kv.DefaultResidual), 0 none
+	// (a backend without a window). Pass the window the model will use.
+	Residual int
+}
+
+// The thresholds come from ChooseKV's figures on the built-in text at batch
+// 16 with the CPU's residual window (kvchoice_test.go prints them): the
+// trained model's plain q4 keeps top-1 95.1%, cosine 0.99988 (q8 99.4%,
+// 0.999999); synth models with outlier key channels or an attention scale
+// of 0.5–1.0 drop plain q4 to top-1 48–72%, cosine 0.74–0.98, while their q8
+// keeps 94–97%, cosine ≥ 0.9998. 90% and 0.999 sit between the two with
+// room on both sides. Random-weight models are noisier than trained ones
+// (f16 against itself in another order moves their top-1 by 1.5–3%), so
+// their q4 fails here too: 80% on a plain synth model.
+const (
+	DefaultKVProbeBatch    = 16
+	DefaultKVMinTop1       = 0.90
+	DefaultKVMinCosine     = 0.999
+	DefaultKVMaxScaleRatio = 2
+)
+
+// ChooseKV picks the cache mode for m: the most compact of q4, q4 with
+// rotation and q8 whose logits over a short built-in text stay close to an
+// f16 cache's (top-1 agreement and last-position cosine above the
+// thresholds). A model whose attention scale is well above 1/sqrt(head dim)
+// turns quantization error in q·k into large logit error, so plain q4 is not
+// eligible there: rotation or q8. The quantized caches run without a
+// residual f16 window, so every position beyond the batch reads quantized K
+// and V, as on a backend that has no window.
+func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error) {
+	if err := onBackend(m, b); err != nil {
+		return nil, fmt.Errorf("kv choice: %w", err)
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultKVProbeBatch
+	}
+	if o.MinTop1 == 0 {
+		o.MinTop1 = DefaultKVMinTop1
+	}
+	if o.MinCosine == 0 {
+		o.MinCosine = DefaultKVMinCosine
+	}
+	if o.MaxScaleRatio == 0 {
+		o.MaxScaleRatio = DefaultKVMaxScaleRatio
+	}
+	prompt := o.Prompt
+	if prompt == nil {
+		prompt = m.EncodePrompt(kvProbeText)
+	}
+	if len(prompt) < 2*o.Batch {
+		return nil, fmt.Errorf("kv choice: %d prompt tokens, want at least %d", len(prompt), 2*o.Batch)
+	}
+	start := time.Now()
+	hd := m.HP.HeadDim
+	c := &KVChoice{Tokens: len(prompt), ScaleRatio: float64(m.HP.QKScale()) * math.Sqrt(float64(hd))}
+	base, _, err := probeRun(m, prompt, kv.Config{Type: kv.F16, GroupSize: kv.DefaultGroupSize}, o.Batch, 0, nil)
+	if err != nil {
+		return nil, fmt.Errorf("kv choice (f16): %w", err)
+	}
+	scaled := c.ScaleRatio > o.MaxScaleRatio
+	picked := -1
+	for _, cand := range []KVCandidate{{Type: kv.Q4}, {Type: kv.Q4, Rotate: true}, {Type: kv.Q8}} {
+		if cand.Rotate && hd&(hd-1) != 0 {
+			cand.Skipped = fmt.Sprintf("head dim %d is not a power of two", hd)
+			c.Candidates = append(c.Candidates, cand)
+			continue
+		}
+		residual := o.Residual
+		if residual < 0 {
+			residual = kv.DefaultResidual(cand.Type)
+		}
+		cfg := kv.Config{Type: cand.Type, GroupSize: kv.DefaultGroupSize, Rotate: cand.Rotate, Smooth: true, Residual: residual}
+		rows, _, err := probeRun(m, prompt, cfg, o.Batch, 0, nil)
+		if err != nil {
+			return nil, fmt.Errorf("kv choice (%s): %w", cand.Label(), err)
+		}
+		cand.Quality = *compareRuns(base, nil, rows, nil)
+		cand.Passed = cand.Quality.Top1Agreement >= o.MinTop1 && cand.Quality.Cosine >= o.MinCosine
+		if scaled && cand.Type == kv.Q4 && !cand.Rotate {
+			cand.Skipped = fmt.Sprintf("attention scale %.2f× the usual 1/sqrt(%d)", c.ScaleRatio, hd)
+		}
+		c.Candidates = append(c.Candidates, cand)
+		if picked < 0 && cand.Passed && cand.Skipped == "" {
+			picked = len(c.Candidates) - 1
+		}
+	}
+	c.Elapsed = time.Since(start)
+	bar := fmt.Sprintf("top-1 ≥ %.0f%% and cosine ≥ %g", 100*o.MinTop1, o.MinCosine)
+	plain := c.Candidates[0]
+	switch {
+	case picked == 0:
+		c.Reason = fmt.Sprintf("plain q4 keeps %s against f16", bar)
+	case picked > 0 && plain.Skipped != "":
+		c.Reason = fmt.Sprintf("%s makes q·k errors matter more, so not plain q4; %s is the most compact that keeps %s", plain.Skipped, c.Candidates[picked].Label(), bar)
+	case picked > 0:
+		c.Reason = fmt.Sprintf("plain q4 falls to top-1 %.1f%%, cosine %.5f; %s is the most compact that keeps %s",
+			100*plain.Quality.Top1Agreement, plain.Quality.Cosine, c.Candidates[picked].Label(), bar)
+	default:
+		// q8 is the most precise quantized mode; f16 would double the
+		// memory, which the settings offer explicitly.
+		picked = len(c.Candidates) - 1
+		c.Reason = fmt.Sprintf("no quantized mode keeps %s; q8 is the closest", bar)
+	}
+	c.Type, c.Rotate = c.Candidates[picked].Type, c.Candidates[picked].Rotate
+	return c, nil
+}
