@@ -32,6 +32,9 @@ func (st *slot) attendTail(lv *kv.LayerView, kvh, lo, hi int) {
 		nb := min(blockTokens, hi-t)
 		widenTail(st.vbuf[:nb*d], lv, &lv.K, kvh, t, permuted)
 		kern.f32Scores(st, st.vbuf[:nb*d], nb)
+		if st.exp != nil {
+			st.exportScores(t, nb)
+		}
 		st.softmax(nb)
 		widenTail(st.vbuf[:nb*d], lv, &lv.V, kvh, t, permuted)
 		kern.f32AccV(st, st.vbuf[:nb*d], nb)
@@ -71,6 +74,9 @@ func (st *slot) attendCodes(lv *kv.LayerView, kvh, lo, hi int) {
 			mp := 2 * d / gs // metadata halves per token
 			kern.meta(st.metaK, lv.K.Meta[s0*mp:s1*mp], nb, mp, st.ms)
 			kern.q4Scores(st, lv.K.Q4[s0*d/8:s1*d/8], nb, gs)
+			if st.exp != nil {
+				st.exportScores(t, nb)
+			}
 			st.softmax(nb)
 			kern.meta(st.metaV, lv.V.Meta[s0*mp:s1*mp], nb, mp, st.ms)
 			kern.q4AccV(st, lv.V.Q4[s0*d/8:s1*d/8], nb, gs)
@@ -78,13 +84,31 @@ func (st *slot) attendCodes(lv *kv.LayerView, kvh, lo, hi int) {
 			mp := 2 * d / gs
 			kern.meta(st.metaK, lv.K.Meta[s0*mp:s1*mp], nb, mp, st.ms)
 			kern.q8Scores(st, lv.K.Q8[s0*d:s1*d], nb, gs)
+			if st.exp != nil {
+				st.exportScores(t, nb)
+			}
 			st.softmax(nb)
 			kern.meta(st.metaV, lv.V.Meta[s0*mp:s1*mp], nb, mp, st.ms)
 			kern.q8AccV(st, lv.V.Q8[s0*d:s1*d], nb, gs)
 		default:
 			kern.f16Scores(st, lv.K.F16[s0*d:s1*d], nb)
+			if st.exp != nil {
+				st.exportScores(t, nb)
+			}
 			st.softmax(nb)
 			kern.f16AccV(st, lv.V.F16[s0*d:s1*d], nb)
+		}
+	}
+}
+
+// exportScores copies the block's scores of positions [t, t+nb), still in
+// the log2 domain (the prepared query carries log2(e)), to st.exp as
+// Scale·q·k.
+func (st *slot) exportScores(t, nb int) {
+	for j := 0; j < st.g; j++ {
+		dst := st.exp[j*st.expStride+t : j*st.expStride+t+nb]
+		for i, x := range st.sc[j*blockTokens : j*blockTokens+nb] {
+			dst[i] = x * (1 / log2e)
 		}
 	}
 }

@@ -14,6 +14,17 @@ import (
 // reading its token range once for the G query heads of the group; pass 2
 // merges the splits per query head.
 func Decode(pool *parallel.Pool, ws *Workspace, out, q []float32, c *kv.Cache, layer, n int, p Params) error {
+	return DecodeScores(pool, ws, out, q, c, layer, n, p, nil, 0)
+}
+
+// DecodeScores is Decode that also exports the pre-softmax scores, as the
+// Metal decode kernel's score export does: scores[h·stride + t] =
+// Scale·q_h·k_t for query head h and every visible position t in
+// [max(0, n-Window), n) (absolute positions; other entries are not
+// written), with k_t in the original space, from the residual window's f16
+// ring where it holds t. The scores are copied from the fused pass's blocks,
+// so K is not read again. scores nil turns the export off.
+func DecodeScores(pool *parallel.Pool, ws *Workspace, out, q []float32, c *kv.Cache, layer, n int, p Params, scores []float32, stride int) error {
 	if err := ws.check(p, c, layer); err != nil {
 		return err
 	}
@@ -23,12 +34,16 @@ func Decode(pool *parallel.Pool, ws *Workspace, out, q []float32, c *kv.Cache, l
 		return fmt.Errorf("attention decode: %d positions outside [1, %d]", n, min(c.Config().Ctx, ws.ctx))
 	case len(q) < width || len(out) < width:
 		return fmt.Errorf("attention decode: q and out need %d floats, got %d and %d", width, len(q), len(out))
+	case scores != nil && stride < n:
+		return fmt.Errorf("attention decode: score stride %d shorter than the %d positions", stride, n)
+	case scores != nil && len(scores) < (p.Heads-1)*stride+n:
+		return fmt.Errorf("attention decode: scores need %d floats for %d heads at stride %d, got %d", (p.Heads-1)*stride+n, p.Heads, stride, len(scores))
 	}
 	lo := p.visible(n - 1)
 	s := ws.splitCount(n-lo, pool.Threads())
 	lv := c.Layer(layer)
 	ws.job = job{p: p, lv: lv, out: out, q: q, n: n, lo: lo, splits: s, chunk: (n - lo + s - 1) / s,
-		tail: lv.TailStart(lo, n), permuted: lv.Type == kv.Q4 && kern.q4Permuted}
+		tail: lv.TailStart(lo, n), permuted: lv.Type == kv.Q4 && kern.q4Permuted, scores: scores, stride: stride}
 	for i := range ws.slots {
 		ws.slots[i].qFor = -1
 	}
@@ -57,7 +72,11 @@ func (ws *Workspace) decodeItem(st *slot, item int) {
 			st.prepareQuery(j.q[kvh*g*d:(kvh+1)*g*d], j.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
 			st.qFor = kvh
 		}
+		if j.scores != nil {
+			st.exp, st.expStride = j.scores[kvh*g*j.stride:], j.stride
+		}
 		st.attendCached(j.lv, kvh, t0, t1, j.tail)
+		st.exp = nil
 	}
 	st.o, st.ml = st.ownO, st.ownML
 }

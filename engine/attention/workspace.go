@@ -51,24 +51,28 @@ type job struct {
 	rows     int
 	past     int
 	permuted bool
+	scores   []float32 // decode: score export ([query head][stride]); nil: off
+	stride   int
 }
 
 // slot is one worker's scratch for one GQA group (G query heads).
 type slot struct {
-	g, d, ms int
-	q        []float32 // G×D prepared query: scale·log2(e)·q, lane order
-	qsI      []float32 // G×ms: per group Σq' at odd lanes, matching the metadata layout
-	o        []float32 // G×D accumulator, lane order: ownO or a split's partial
-	ml       []float32 // G×{m, l}: ownML or a split's partial
-	ownO     []float32
-	ownML    []float32
-	sc       []float32 // G×32 scores, then probabilities
-	metaK    []float32 // 32×ms block metadata as floats: {scale, bias} per group, zero padded
-	metaV    []float32
-	nbuf     []float32 // one unpacked head vector (portable kernels)
-	vbuf     []float32 // 32×D: a block of V as floats (SIMD kernels)
-	wbuf     []float32 // G×33×ms: per head p·{scale, bias} per token, then their sums (SIMD)
-	qFor     int       // decode: the kv head whose query q holds this step; -1: none
+	g, d, ms  int
+	q         []float32 // G×D prepared query: scale·log2(e)·q, lane order
+	qsI       []float32 // G×ms: per group Σq' at odd lanes, matching the metadata layout
+	o         []float32 // G×D accumulator, lane order: ownO or a split's partial
+	ml        []float32 // G×{m, l}: ownML or a split's partial
+	ownO      []float32
+	ownML     []float32
+	sc        []float32 // G×32 scores, then probabilities
+	metaK     []float32 // 32×ms block metadata as floats: {scale, bias} per group, zero padded
+	metaV     []float32
+	nbuf      []float32 // one unpacked head vector (portable kernels)
+	vbuf      []float32 // 32×D: a block of V as floats (SIMD kernels)
+	wbuf      []float32 // G×33×ms: per head p·{scale, bias} per token, then their sums (SIMD)
+	qFor      int       // decode: the kv head whose query q holds this step; -1: none
+	exp       []float32 // decode score export from this group's first head on ([G][expStride]); nil: off
+	expStride int
 }
 
 // metaStride is the floats of converted metadata per token: 2 per group,
