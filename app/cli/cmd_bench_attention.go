@@ -14,7 +14,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "bench attention",
-		Usage: "[--n 1024,8192,32768,131072] [--d 128] [--hq 32] [--hkv 8] [--threads N] [--kv-group 32] [--reps 7] [--json]",
+		Usage: "[--n 1024,8192,32768,131072] [--d 128] [--hq 32] [--hkv 8] [--threads N] [--kv-group 32] [--reps 7] [--overhead=false] [--json]",
 		Run:   benchAttentionCmd,
 	})
 }
@@ -27,6 +27,23 @@ type benchAttentionRow struct {
 	Q8Ms        float64 `json:"q8_ms"`
 	Q4Bytes     int64   `json:"q4_bytes"`
 	F16Bytes    int64   `json:"f16_bytes"`
+	// Overhead is the fused q4 step with K rotation, score export and both,
+	// timed in the same run (absent with --overhead=false).
+	Overhead *benchAttentionOverhead `json:"overhead,omitempty"`
+}
+
+// benchAttentionOverhead times q4 decode attention with the rotation of K
+// (kv Config.Rotate: the query is rotated once per kv head) and the
+// pre-softmax score export (attention.DecodeScores) against the plain fused
+// q4 step of the same row; the ratios are time / plain.
+type benchAttentionOverhead struct {
+	PlainMs        float64 `json:"plain_ms"`
+	RotMs          float64 `json:"rot_ms"`
+	ExportMs       float64 `json:"export_ms"`
+	RotExportMs    float64 `json:"rot_export_ms"`
+	RotRatio       float64 `json:"rot_ratio"`
+	ExportRatio    float64 `json:"export_ratio"`
+	RotExportRatio float64 `json:"rot_export_ratio"`
 }
 
 type benchAttentionReport struct {
@@ -40,7 +57,9 @@ type benchAttentionReport struct {
 
 // benchAttentionCmd times one layer's decode attention step at each context
 // length for the fused q4 kernel, the dequantize-then-attend baseline over
-// the same q4 cache, and the f16 and q8 kernels (random K/V); lengths and
+// the same q4 cache, and the f16 and q8 kernels (random K/V), and unless
+// --overhead=false the fused q4 kernel over a rotated cache, with the score
+// export, and both; lengths and
 // variants are interleaved within each repetition and the median of the
 // repetitions is reported, with the K/V bytes each step reads.
 func benchAttentionCmd(env *Env, args []string) error {
@@ -53,6 +72,7 @@ func benchAttentionCmd(env *Env, args []string) error {
 	group := fs.Int("kv-group", kv.DefaultGroupSize, "q4/q8 group size: 32 or 64")
 	reps := fs.Int("reps", 7, "timed repetitions per variant (median reported)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	overhead := fs.Bool("overhead", true, "also time fused q4 with K rotation, with score export and with both, and report their overhead vs plain")
 	warm := fs.Bool("warm", false, "keep CPU caches warm between steps (default: evict them, as the other layers of a real decode step do)")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
@@ -77,6 +97,11 @@ func benchAttentionCmd(env *Env, args []string) error {
 	if err := (kv.Config{Type: kv.Q4, GroupSize: *group, Layers: 1, KVHeads: *hkv, HeadDim: *d, Ctx: 1}).Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	if *overhead {
+		if err := (kv.Config{Type: kv.Q4, GroupSize: *group, Layers: 1, KVHeads: *hkv, HeadDim: *d, Ctx: 1, Rotate: true}).Validate(); err != nil {
+			return fmt.Errorf("%w: the rotation variant of --overhead: %v (pass --overhead=false)", ErrUsage, err)
+		}
+	}
 	for _, n := range ns {
 		if n < 1 || n > 1<<22 {
 			return fmt.Errorf("%w: --n lengths must be in [1, %d], got %d", ErrUsage, 1<<22, n)
@@ -84,7 +109,7 @@ func benchAttentionCmd(env *Env, args []string) error {
 	}
 	pool := parallel.NewPool(*threads)
 	defer pool.Close()
-	rows, err := benchAttention(env, pool, p, *group, ns, *reps, !*warm, !*asJSON)
+	rows, err := benchAttention(env, pool, p, *group, ns, *reps, *overhead, !*warm, !*asJSON)
 	if err != nil {
 		return err
 	}
@@ -108,7 +133,7 @@ func benchAttentionCmd(env *Env, args []string) error {
 // a real decode step each layer's K/V is read once and the other layers'
 // K/V and weights pass through the caches before it is read again, so a
 // short context must not be timed out of a warm last-level cache.
-func benchAttention(env *Env, pool *parallel.Pool, p attention.Params, gs int, ns []int, reps int, cold, progress bool) ([]benchAttentionRow, error) {
+func benchAttention(env *Env, pool *parallel.Pool, p attention.Params, gs int, ns []int, reps int, overhead, cold, progress bool) ([]benchAttentionRow, error) {
 	maxN := 0
 	for _, n := range ns {
 		maxN = max(maxN, n)
@@ -125,6 +150,21 @@ func benchAttention(env *Env, pool *parallel.Pool, p attention.Params, gs int, n
 		caches[t] = c
 		if progress {
 			fmt.Fprintf(env.Stderr, "filled %v cache with %d positions\n", t, maxN)
+		}
+	}
+	var rotated *kv.Cache
+	if overhead {
+		// The same positions as the plain q4 cache, stored rotated.
+		c, err := kv.New(kv.Config{Type: kv.Q4, GroupSize: gs, Layers: 1, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Ctx: maxN, Rotate: true}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("rotated q4 cache: %w", err)
+		}
+		if err := fillRandom(pool, c, maxN, uint64(kv.Q4)+1); err != nil {
+			return nil, err
+		}
+		rotated = c
+		if progress {
+			fmt.Fprintf(env.Stderr, "filled rotated q4 cache with %d positions\n", maxN)
 		}
 	}
 	ws := attention.NewWorkspace(p, maxN, 0, pool.Threads(), nil)
@@ -144,6 +184,17 @@ func benchAttention(env *Env, pool *parallel.Pool, p attention.Params, gs int, n
 		func(n int) error { return attention.DecodeDequantThenAttend(pool, buf, out, q, caches[kv.Q4], 0, n, p) },
 		func(n int) error { return attention.Decode(pool, ws, out, q, caches[kv.F16], 0, n, p) },
 		func(n int) error { return attention.Decode(pool, ws, out, q, caches[kv.Q8], 0, n, p) },
+	}
+	const plainKinds = 4
+	if overhead {
+		scores := make([]float32, p.Heads*maxN)
+		kinds = append(kinds,
+			func(n int) error { return attention.Decode(pool, ws, out, q, rotated, 0, n, p) },
+			func(n int) error {
+				return attention.DecodeScores(pool, ws, out, q, caches[kv.Q4], 0, n, p, scores, maxN)
+			},
+			func(n int) error { return attention.DecodeScores(pool, ws, out, q, rotated, 0, n, p, scores, maxN) },
+		)
 	}
 	var vs []variant
 	for _, n := range ns {
@@ -193,11 +244,17 @@ func benchAttention(env *Env, pool *parallel.Pool, p attention.Params, gs int, n
 	for i, n := range ns {
 		m := med[i*len(kinds) : (i+1)*len(kinds)]
 		perPos := int64(n) * int64(p.KVHeads) * 2
-		rows = append(rows, benchAttentionRow{
+		row := benchAttentionRow{
 			N: n, FusedQ4Ms: m[0], DequantQ4Ms: m[1], F16Ms: m[2], Q8Ms: m[3],
 			Q4Bytes:  perPos * int64(kv.BytesPerTokenHead(kv.Q4, p.HeadDim, gs)),
 			F16Bytes: perPos * int64(kv.BytesPerTokenHead(kv.F16, p.HeadDim, gs)),
-		})
+		}
+		if overhead {
+			o := m[plainKinds:]
+			row.Overhead = &benchAttentionOverhead{PlainMs: m[0], RotMs: o[0], ExportMs: o[1], RotExportMs: o[2],
+				RotRatio: o[0] / m[0], ExportRatio: o[1] / m[0], RotExportRatio: o[2] / m[0]}
+		}
+		rows = append(rows, row)
 	}
 	return rows, nil
 }
@@ -254,6 +311,15 @@ func printAttentionTable(env *Env, rep benchAttentionReport, gs int) {
 		fmt.Fprintf(w, "%8d %10.3f %11.3f %9.3f %9.3f %10.1fx %7.2fx %9.1f %9.1f %8.1f %10.2f\n",
 			r.N, r.FusedQ4Ms, r.DequantQ4Ms, r.F16Ms, r.Q8Ms, r.DequantQ4Ms/r.FusedQ4Ms, r.F16Ms/r.FusedQ4Ms,
 			float64(r.Q4Bytes)/(1<<20), float64(r.F16Bytes)/(1<<20), float64(r.Q4Bytes)/r.FusedQ4Ms/1e6, r.FusedQ4Ms*1e6/float64(r.N))
+	}
+	if len(rep.Results) > 0 && rep.Results[0].Overhead != nil {
+		fmt.Fprintf(w, "fused q4 with K rotation and score export, same run; ms per step (median) and ratio to plain\n")
+		fmt.Fprintf(w, "%8s %10s %9s %9s %11s %8s %8s %11s\n", "n", "plain", "rotate", "export", "rot+export", "rot/q4", "exp/q4", "rot+exp/q4")
+		for _, r := range rep.Results {
+			o := r.Overhead
+			fmt.Fprintf(w, "%8d %10.3f %9.3f %9.3f %11.3f %7.3fx %7.3fx %10.3fx\n",
+				r.N, o.PlainMs, o.RotMs, o.ExportMs, o.RotExportMs, o.RotRatio, o.ExportRatio, o.RotExportRatio)
+		}
 	}
 	for i := 1; i < len(rep.Results); i++ {
 		a, b := rep.Results[i-1], rep.Results[i]
