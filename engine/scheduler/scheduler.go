@@ -399,27 +399,3 @@ func (s *Scheduler) failQueue(reason error) {
 		r.finish(Result{FinishReason: "cancelled", Err: reason, QueueWait: time.Since(r.submitted)})
 	}
 }
-
-// ChooseKV runs engine.ChooseKV on the loaded model, between requests on
-// the scheduler's goroutine (replies wait for it), and returns its choice
-// with the path of the model it measured.
-func (s *Scheduler) ChooseKV(o engine.KVChoiceOptions) (*engine.KVChoice, string, error) {
-	var (
-		c    *engine.KVChoice
-		path string
-	)
-	err := s.do(func() error {
-		l := s.current()
-		switch {
-		case s.isClosing():
-			return ErrClosed
-		case l == nil:
-			return ErrNoModel
-		}
-		path = l.m.Path
-		var err error
-		c, err = engine.ChooseKV(l.m, s.b, o)
-		return err
-	})
-	return c, path, err
-}

@@ -22,8 +22,6 @@ type loadPlan struct {
 	desc   estimate.Desc
 	ctx    int
 	kv     kv.Type
-	rotate bool // store K rotated (the KV probe's choice)
-	autoKV bool // kv_type "auto": the KV probe picks the type
 	opts   estimate.Options
 	budget estimate.Budget
 	source string
@@ -69,10 +67,6 @@ func (s *Service) plan(req LoadRequest) (*loadPlan, error) {
 	}
 	if p.kv, err = parseKV(kvName); err != nil {
 		return nil, fmt.Errorf("load %s: %w", filepath.Base(path), err)
-	}
-	if kvName == "auto" {
-		p.autoKV = true
-		p.kv, p.rotate, _ = s.autoKV(path)
 	}
 	// Threads as the scheduler the load will run on has them.
 	p.opts = estimate.Options{Ctx: p.ctx, KV: p.kv, Backend: s.backendChoice().Backend, Threads: c.Threads}
@@ -148,7 +142,6 @@ func (s *Service) LoadModel(req LoadRequest) (Status, error) {
 	if err := s.loadPlanned(p); err != nil {
 		return s.Status(), err
 	}
-
 	var remember error
 	if err := s.store.Update(func(c *settings.Settings) error {
 		c.LastModel = p.path
@@ -205,7 +198,7 @@ func (s *Service) loadPlanned(p *loadPlan) error {
 	sched := s.schedulerForSettings()
 	s.setState(StateLoading, "")
 	b := p.budget
-	_, err := sched.Load(p.path, engine.Options{Ctx: p.ctx, KV: p.kv, KVRotate: p.rotate, Budget: &b})
+	_, err := sched.Load(p.path, engine.Options{Ctx: p.ctx, KV: p.kv, Budget: &b})
 	if err != nil {
 		err = fmt.Errorf("loading %s: %w", p.path, err)
 		if hadPrev {
@@ -220,19 +213,9 @@ func (s *Service) loadPlanned(p *loadPlan) error {
 		s.setState(StateError, err.Error())
 		return err
 	}
-	var kvNote string
-	if p.autoKV {
-		// Before Ready, so that no reply is running when the choice
-		// reconfigures the cache.
-		kvNote = s.applyKVProbe(p.path)
-	}
 	s.mu.Lock()
 	s.demo = demo.Is(s.dirs.Cache, p.path)
 	s.prepare = nil
-	s.kvAuto = nil
-	if kvNote != "" {
-		s.kvAuto = map[string]string{p.path: kvNote}
-	}
 	s.mu.Unlock()
 	s.setState(StateReady, "")
 	return nil
@@ -279,10 +262,6 @@ func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
 	if err != nil {
 		return s.Status(), fmt.Errorf("apply context: %w", err)
 	}
-	rotate := false
-	if kvName == "auto" {
-		t, rotate, _ = s.autoKV(info.Path)
-	}
 	lm, d := s.inspect(info.Path)
 	if d == nil {
 		return s.Status(), fmt.Errorf("apply context: %s: %s", filepath.Base(info.Path), lm.Problem)
@@ -301,15 +280,10 @@ func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
 		return s.Status(), &NotFitError{Name: name, Estimate: est}
 	}
 	o := info.Options
-	o.Ctx, o.KV, o.KVRotate, o.Batch, o.Budget = ctx, t, rotate, 0, &b
+	o.Ctx, o.KV, o.Batch, o.Budget = ctx, t, 0, &b
 	if _, err := s.engine().Reconfigure(o); err != nil {
 		s.emit(EventStatus, s.Status())
 		return s.Status(), fmt.Errorf("apply context: %w", err)
-	}
-	if kvName != "auto" {
-		s.mu.Lock()
-		s.kvAuto = nil // the probe's line no longer describes the cache
-		s.mu.Unlock()
 	}
 	var remember error
 	if err := s.store.Update(func(c *settings.Settings) error {

@@ -107,12 +107,6 @@ type Service struct {
 	// quickactions.go).
 	server appServer
 	hotkey hotkeyState
-
-	// The KV quality probe of kv_type "auto" (kvauto.go): its cache file's
-	// lock, and the line it left for the loaded model's info, by model
-	// path (guarded by mu).
-	kvProbeMu sync.Mutex
-	kvAuto    map[string]string
 }
 
 // New makes a service on store's settings, with dirs for the demo model's
@@ -243,7 +237,6 @@ func (s *Service) Status() Status {
 	s.mu.Lock()
 	st := Status{State: s.state, Error: s.err, Running: len(s.reqs), Prepare: s.prepare}
 	isDemo := s.demo
-	kvAuto := s.kvAuto
 	s.mu.Unlock()
 	st.Busy = st.Running > 0
 	if st.Error == "" && s.histErr != nil {
@@ -252,7 +245,6 @@ func (s *Service) Status() Status {
 	if info, ok := s.engine().Info(); ok {
 		m := modelOf(info)
 		m.Demo = isDemo
-		m.KVAuto = kvAuto[info.Path]
 		st.Model = &m
 	}
 	if ep, ok := s.activeRemote(); ok {

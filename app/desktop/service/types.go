@@ -43,9 +43,6 @@ type Model struct {
 	// TemplateProblem says why the file's own chat template is not used.
 	TemplateProblem string `json:"templateProblem,omitempty"`
 	MemoryBytes     int64  `json:"memoryBytes"` // one session's estimated total
-	// KVAuto is the KV quality probe's choice, figures and reason when the
-	// KV type is "auto" ("" until it has run).
-	KVAuto string `json:"kvAuto,omitempty"`
 	// Demo: the synthesized demo model, whose random weights show the
 	// machinery, not sensible text.
 	Demo bool `json:"demo"`

@@ -77,18 +77,6 @@ describe('context panel', () => {
     expect(screen.getAllByTestId('advice-item').map((e) => e.textContent)).toEqual(['Use a q4 KV cache.', 'Choose 8K or less.']);
   });
 
-  it('shows no KV probe line when the probe left none', () => {
-    render(ContextPanel);
-    expect(screen.queryByTestId('kv-auto')).toBeNull();
-  });
-
-  it('shows the line the KV probe left', () => {
-    const line = 'KV auto → q8 (top-1 94.8%, cos 0.99995): plain q4 falls to top-1 55.6%';
-    engineStatus.status = { state: 'ready', busy: false, running: 0, model: model({ ctx: 4096, ctxTrain: 32768, kv: 'q8', kvAuto: line }) };
-    render(ContextPanel);
-    expect(screen.getByTestId('kv-auto').textContent).toBe(line);
-  });
-
   it('says when the full trained context fits', async () => {
     vi.mocked(engine.estimate).mockImplementation(async (ctx) =>
       estimate({ ctx, maxCtx: 32768, limits: [{ kv: 'q4', maxCtx: 32768, bytes: GiB }, { kv: 'f16', maxCtx: 16384, bytes: 4 * GiB }] }),

@@ -346,7 +346,6 @@ export namespace service {
 	    template: string;
 	    templateProblem?: string;
 	    memoryBytes: number;
-	    kvAuto?: string;
 	    demo: boolean;
 	    remote?: boolean;
 	    host?: string;
@@ -369,7 +368,6 @@ export namespace service {
 	        this.template = source["template"];
 	        this.templateProblem = source["templateProblem"];
 	        this.memoryBytes = source["memoryBytes"];
-	        this.kvAuto = source["kvAuto"];
 	        this.demo = source["demo"];
 	        this.remote = source["remote"];
 	        this.host = source["host"];
