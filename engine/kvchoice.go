@@ -87,8 +87,8 @@ type KVChoiceOptions struct {
 	MaxScaleRatio float64
 	Prompt        []int32 // token ids in place of the built-in text (tests)
 	// Residual is the f16 residual window the quantized caches run with:
-	// negative gives each type its default (kv.DefaultResidual), 0 none
-	// (a backend without a window). Pass the window the model will use.
+	// negative gives each type its default (kv.DefaultResidual) where the
+	// backend reads a window, as sessions do; 0 none.
 	Residual int
 }
 
@@ -156,7 +156,10 @@ func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error)
 		}
 		residual := o.Residual
 		if residual < 0 {
-			residual = kv.DefaultResidual(cand.Type)
+			residual = 0
+			if r, ok := b.(backend.ResidualReader); ok && r.ReadsKVResidual() {
+				residual = kv.DefaultResidual(cand.Type)
+			}
 		}
 		cfg := kv.Config{Type: cand.Type, GroupSize: kv.DefaultGroupSize, Rotate: cand.Rotate, Smooth: true, Residual: residual}
 		rows, _, err := probeRun(m, prompt, cfg, o.Batch, 0, nil)
