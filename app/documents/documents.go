@@ -268,7 +268,7 @@ func extract(name string, r io.ReaderAt, size int64, lim Limits) (*Document, err
 		return nil, fmt.Errorf("negative size %d", size)
 	}
 	if size > lim.MaxFileBytes {
-		return nil, fmt.Errorf("%w: the file is %s, over the %s limit for documents", ErrTooLarge, humanBytes(size), humanBytes(lim.MaxFileBytes))
+		return nil, fmt.Errorf("%w: %s", ErrTooLarge, FileTooLarge(size, lim.MaxFileBytes))
 	}
 	data := make([]byte, size)
 	n, err := r.ReadAt(data, 0)
@@ -307,6 +307,15 @@ func extract(name string, r io.ReaderAt, size int64, lim Limits) (*Document, err
 	}
 	doc.index()
 	return doc, nil
+}
+
+// MaxFile is the largest file l accepts: MaxFileBytes, or its default.
+func (l Limits) MaxFile() int64 { return l.withDefaults().MaxFileBytes }
+
+// FileTooLarge says that a file of size bytes is over the limit of max
+// bytes: "the file is 2 MiB, over the 1 MiB limit for documents".
+func FileTooLarge(size, max int64) string {
+	return fmt.Sprintf("the file is %s, over the %s limit for documents", humanBytes(size), humanBytes(max))
 }
 
 func textTooLarge(n int, lim Limits) error {

@@ -183,6 +183,15 @@ func (s *Service) documentLimits() documents.Limits {
 	return documents.Limits{MaxFileBytes: s.store.Get().DocumentMaxBytes}
 }
 
+// checkDocumentSize refuses a file of size bytes over the settings' limit
+// before it is read whole.
+func (s *Service) checkDocumentSize(name string, size int64) error {
+	if limit := s.documentLimits().MaxFile(); size > limit {
+		return fmt.Errorf("%s: %s (Settings, Documents)", name, documents.FileTooLarge(size, limit))
+	}
+	return nil
+}
+
 // AttachDocumentFile attaches the document at path (a file dropped on the
 // window, in the app). It returns at once, in state reading; progress
 // and the end come as EventDocument. A file that cannot be read gives a
@@ -217,14 +226,11 @@ func (s *Service) AttachDocumentData(name, dataBase64 string) (DocumentInfo, err
 	if !utf8.ValidString(name) {
 		name = strings.ToValidUTF8(name, "\uFFFD")
 	}
-	size := int64(base64.StdEncoding.DecodedLen(len(dataBase64)))
+	// The decoded size, less the padding: DecodedLen counts whole groups of 3 bytes.
+	size := int64(base64.StdEncoding.DecodedLen(len(dataBase64)) - strings.Count(dataBase64[max(len(dataBase64)-2, 0):], "="))
 	e := s.newEntry(name, size)
-	limit := s.documentLimits().MaxFileBytes
-	if limit <= 0 {
-		limit = documents.DefaultLimits().MaxFileBytes
-	}
-	if size > limit+3 { // DecodedLen rounds up to whole groups of 3 bytes
-		s.docFailed(e, fmt.Errorf("%s: the file is %s, over the %s limit for documents (Settings, Documents)", name, sizeLabel(size), sizeLabel(limit)))
+	if err := s.checkDocumentSize(name, size); err != nil {
+		s.docFailed(e, err)
 		return s.docInfo(e), nil
 	}
 	s.docWork(func() {
@@ -324,12 +330,8 @@ func (s *Service) readDocumentFile(e *docEntry, path string) ([]byte, error) {
 	}
 	size := st.Size()
 	s.setDoc(e, func(i *DocumentInfo) { i.Size = size })
-	limit := s.documentLimits().MaxFileBytes
-	if limit <= 0 {
-		limit = documents.DefaultLimits().MaxFileBytes
-	}
-	if size > limit {
-		return nil, fmt.Errorf("%s: the file is %s, over the %s limit for documents (Settings, Documents)", name, sizeLabel(size), sizeLabel(limit))
+	if err := s.checkDocumentSize(name, size); err != nil {
+		return nil, err
 	}
 	data := make([]byte, size)
 	const step = 1 << 20
@@ -605,20 +607,4 @@ func (s *Service) withDocuments(req SendRequest) (SendRequest, *docPlan, error) 
 			Sections: d.Sections, Used: d.Used, Status: status})
 	}
 	return out, dp, nil
-}
-
-// sizeLabel writes n bytes as "512 bytes", "3.2 MiB".
-func sizeLabel(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d bytes", n)
-	}
-	v, suffix := float64(n)/unit, "KiB"
-	for _, next := range []string{"MiB", "GiB", "TiB"} {
-		if v < unit {
-			break
-		}
-		v, suffix = v/unit, next
-	}
-	return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") + " " + suffix
 }
