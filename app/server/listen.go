@@ -32,10 +32,7 @@ type Listening struct {
 // HTTP server's own complaints (bad TLS handshakes and the like); nil
 // discards them.
 func Listen(sched Engine, cfg Config, errLog io.Writer) (*Listening, error) {
-	if err := CheckBind(cfg.Addr, cfg.Token); err != nil {
-		return nil, err
-	}
-	if _, err := New(nil, cfg); err != nil { // the CORS origins, before binding
+	if _, err := New(nil, cfg); err != nil { // CheckBind and the CORS origins, before binding
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -94,13 +91,10 @@ func (l *Listening) Err() error {
 // It returns when the server has stopped.
 func (l *Listening) Shutdown(ctx context.Context) error {
 	err := l.srv.Shutdown(ctx)
+	l.stopReplies() // their request contexts derive from base
 	if err != nil {
-		// Out of time: cancel the replies (their request contexts derive
-		// from base), then close the connections.
-		l.stopReplies()
-		l.srv.Close()
+		l.srv.Close() // out of time: the replies are cancelled, close the connections
 	}
-	l.stopReplies()
 	if serr := l.Err(); serr != nil {
 		return serr
 	}
