@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kind sorts a failure by what the user can do about it.
@@ -90,16 +91,25 @@ type serverError struct {
 	Code    string
 }
 
+// errorObject is an error object's fields, its code a string or a number.
+type errorObject struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
+}
+
+func (o errorObject) serverError() serverError {
+	return serverError{Message: o.Message, Type: o.Type, Code: codeString(o.Code)}
+}
+
 // parseServerError finds an error object in body; ok is false when body
 // holds none of the known shapes.
 func parseServerError(body []byte) (serverError, bool) {
 	var doc struct {
-		Error   json.RawMessage `json:"error"`
-		Object  string          `json:"object"`
-		Message string          `json:"message"`
-		Type    string          `json:"type"`
-		Code    json.RawMessage `json:"code"`
-		Detail  json.RawMessage `json:"detail"` // FastAPI's validation errors
+		Error  json.RawMessage `json:"error"`
+		Object string          `json:"object"`
+		errorObject
+		Detail json.RawMessage `json:"detail"` // FastAPI's validation errors
 	}
 	if json.Unmarshal(body, &doc) != nil {
 		return serverError{}, false
@@ -109,18 +119,14 @@ func parseServerError(body []byte) (serverError, bool) {
 		if json.Unmarshal(doc.Error, &s) == nil {
 			return serverError{Message: s}, s != ""
 		}
-		var o struct {
-			Message string          `json:"message"`
-			Type    string          `json:"type"`
-			Code    json.RawMessage `json:"code"`
-		}
+		var o errorObject
 		if json.Unmarshal(doc.Error, &o) == nil && (o.Message != "" || o.Type != "") {
-			return serverError{Message: o.Message, Type: o.Type, Code: codeString(o.Code)}, true
+			return o.serverError(), true
 		}
 		return serverError{}, false
 	}
 	if doc.Object == "error" && doc.Message != "" {
-		return serverError{Message: doc.Message, Type: doc.Type, Code: codeString(doc.Code)}, true
+		return doc.serverError(), true
 	}
 	if len(doc.Detail) > 0 && string(doc.Detail) != "null" {
 		var s string
@@ -135,15 +141,11 @@ func parseServerError(body []byte) (serverError, bool) {
 // bareServerError reads an error object without the {"error": …}
 // wrapper, as llama-server's "error:" stream line carries it.
 func bareServerError(body []byte) (serverError, bool) {
-	var o struct {
-		Message string          `json:"message"`
-		Type    string          `json:"type"`
-		Code    json.RawMessage `json:"code"`
-	}
+	var o errorObject
 	if json.Unmarshal(body, &o) != nil || o.Message == "" {
 		return serverError{}, false
 	}
-	return serverError{Message: o.Message, Type: o.Type, Code: codeString(o.Code)}, true
+	return o.serverError(), true
 }
 
 // codeString is a code sent as a string or a number.
@@ -181,13 +183,11 @@ func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !isRuneStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n] + "…"
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // statusError turns an HTTP error response into an *Error: what the
 // status means for the user, then the server's own message when its body
