@@ -99,20 +99,14 @@ func (s *sseReader) next() (sseEvent, error) {
 			value = bytes.TrimPrefix(value, []byte{' '})
 		}
 		switch string(field) {
-		case "data":
+		case "data", "error":
 			data = append(data, value...)
 			data = append(data, '\n')
 			if len(data) > s.maxEvent {
 				return sseEvent{}, errEventTooLarge
 			}
 			pending = true
-		case "error":
-			data = append(data, value...)
-			data = append(data, '\n')
-			if len(data) > s.maxEvent {
-				return sseEvent{}, errEventTooLarge
-			}
-			ev.errorField, pending = true, true
+			ev.errorField = ev.errorField || string(field) == "error"
 		case "event":
 			ev.name = string(value)
 		}
