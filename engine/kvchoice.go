@@ -156,10 +156,7 @@ func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error)
 		}
 		residual := o.Residual
 		if residual < 0 {
-			residual = 0
-			if r, ok := b.(backend.ResidualReader); ok && r.ReadsKVResidual() {
-				residual = kv.DefaultResidual(cand.Type)
-			}
+			residual = backend.DefaultKVResidual(b, cand.Type)
 		}
 		cfg := kv.Config{Type: cand.Type, GroupSize: kv.DefaultGroupSize, Rotate: cand.Rotate, Smooth: true, Residual: residual}
 		rows, _, err := probeRun(m, prompt, cfg, o.Batch, 0, nil)

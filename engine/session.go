@@ -102,10 +102,7 @@ func (o Options) residualOn(b backend.Backend) int {
 	case o.KVResidual > 0:
 		return o.KVResidual
 	}
-	if r, ok := b.(backend.ResidualReader); ok && r.ReadsKVResidual() {
-		return kv.DefaultResidual(o.KV)
-	}
-	return 0
+	return backend.DefaultKVResidual(b, o.KV)
 }
 
 // resolveResidual fixes o.KVResidual for backend b: the window, or -1 for none.

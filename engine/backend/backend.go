@@ -77,6 +77,16 @@ type ResidualReader interface {
 	ReadsKVResidual() bool
 }
 
+// DefaultKVResidual is the residual window a cache of type t gets by default
+// on x, a backend or its footprint: kv.DefaultResidual(t) where x reads one
+// (ResidualReader), else 0.
+func DefaultKVResidual(x any, t kv.Type) int {
+	if r, ok := x.(ResidualReader); ok && r.ReadsKVResidual() {
+		return kv.DefaultResidual(t)
+	}
+	return 0
+}
+
 // Backend executes the forward-pass ops (docs/ARCHITECTURE.md, "Backend
 // contract"). The contract is one an asynchronous device can honour: the
 // CPU backend runs each op at once, a GPU backend encodes it into a command

@@ -69,8 +69,8 @@ func (o Options) withDefaults(hp model.HParams) Options {
 	if o.KVResidual == 0 {
 		o.KVResidual = -1
 		if f, err := footprint(o.Backend); err == nil {
-			if r, ok := f.(backend.ResidualReader); ok && r.ReadsKVResidual() && kv.DefaultResidual(o.KV) > 0 {
-				o.KVResidual = kv.DefaultResidual(o.KV)
+			if w := backend.DefaultKVResidual(f, o.KV); w > 0 {
+				o.KVResidual = w
 			}
 		}
 	}
