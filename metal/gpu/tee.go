@@ -3,7 +3,6 @@ package gpu
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"nibble/metal/device"
 	"nibble/metal/msl"
@@ -37,7 +36,7 @@ func (b *teeBuf) Release()      { b.inner.Release() }
 
 type teePipe struct {
 	inner  device.Pipeline
-	key    string // name and constant values: PerKernel counts dispatches by it
+	key    string // name and encoded constants: PerKernel counts dispatches by it
 	consts []device.EncodedConstant
 }
 
@@ -58,7 +57,11 @@ func (l teeLib) Pipeline(name string, consts ...device.Constant) (device.Pipelin
 	if err != nil {
 		return nil, err
 	}
-	return &teePipe{inner: p, key: constKey(name, consts), consts: enc}, nil
+	key := name
+	for _, c := range enc {
+		key += fmt.Sprintf(";%d=%x", c.Decl.Index, c.Bytes)
+	}
+	return &teePipe{inner: p, key: key, consts: enc}, nil
 }
 
 // NewTee writes trace dir/name of what runs on inner.
@@ -100,15 +103,6 @@ func (d *TeeDevice) NewBuffer(size int) (device.Buffer, error) {
 }
 func (d *TeeDevice) WrapMemory(mem []byte) (device.Buffer, error) {
 	return d.wrap(d.Inner.WrapMemory(mem))
-}
-
-func constKey(name string, cs []device.Constant) string {
-	var b strings.Builder
-	b.WriteString(name)
-	for _, c := range cs {
-		fmt.Fprintf(&b, ";%d=%v", c.Index, c.Value)
-	}
-	return b.String()
 }
 
 func (d *TeeDevice) Submit(list *device.CommandList) error {
