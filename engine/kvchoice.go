@@ -113,9 +113,9 @@ const (
 // f16 cache's (top-1 agreement and last-position cosine above the
 // thresholds). A model whose attention scale is well above 1/sqrt(head dim)
 // turns quantization error in q·k into large logit error, so plain q4 is not
-// eligible there: rotation or q8. The quantized caches run without a
-// residual f16 window, so every position beyond the batch reads quantized K
-// and V, as on a backend that has no window.
+// eligible there: rotation or q8. The quantized caches run with
+// o.Residual's f16 window; with none (0, or a backend that reads no window)
+// every position beyond the batch reads quantized K and V.
 func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error) {
 	if err := onBackend(m, b); err != nil {
 		return nil, fmt.Errorf("kv choice: %w", err)
