@@ -206,7 +206,11 @@ func (s Settings) Validate() error {
 	if err := checkLoopback(s.Server.Address); err != nil {
 		bad("server.address", "%q: %v", s.Server.Address, err)
 	}
-	s.checkQuickAndServer(bad)
+	if t := s.Server.Token; len(t) > 256 {
+		bad("server.token", "%d bytes: at most 256", len(t))
+	} else if strings.IndexFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		bad("server.token", "contains a space or control character (clients send it in the Authorization header)")
+	}
 	intIn("slots", s.Slots, 1, MaxSlots, "")
 	intIn("threads", s.Threads, 0, MaxThreads, " (0 = auto)")
 	s.checkRemote(bad)
@@ -231,6 +235,9 @@ func (s Settings) Validate() error {
 		}
 	}
 
+	if n := len(s.QuickActions); n > MaxQuickActions {
+		bad("quick_actions", "%d actions: at most %d", n, MaxQuickActions)
+	}
 	names := map[string]int{}
 	for i, q := range s.QuickActions {
 		field := fmt.Sprintf("quick_actions[%d]", i)
@@ -241,6 +248,12 @@ func (s Settings) Validate() error {
 			bad(field+".name", "%q is also the name of quick_actions[%d]", q.Name, j)
 		} else {
 			names[strings.ToLower(name)] = i
+		}
+		if n := utf8.RuneCountInString(name); n > MaxQuickActionName {
+			bad(field+".name", "%d characters: at most %d", n, MaxQuickActionName)
+		}
+		if strings.ContainsAny(q.Name, "\r\n\x00") {
+			bad(field+".name", "must be one line")
 		}
 		if !strings.Contains(q.Prompt, Placeholder) {
 			bad(field+".prompt", "has no %s placeholder for the text", Placeholder)
@@ -287,29 +300,6 @@ const (
 	MaxQuickActions    = 20
 	MaxQuickActionName = 40 // characters
 )
-
-// checkQuickAndServer checks what Validate's loops do not: how many quick
-// actions there are, how long their names are, and the server's token.
-func (s Settings) checkQuickAndServer(bad func(field, format string, args ...any)) {
-	if n := len(s.QuickActions); n > MaxQuickActions {
-		bad("quick_actions", "%d actions: at most %d", n, MaxQuickActions)
-	}
-	for i, q := range s.QuickActions {
-		if n := utf8.RuneCountInString(strings.TrimSpace(q.Name)); n > MaxQuickActionName {
-			bad(fmt.Sprintf("quick_actions[%d].name", i), "%d characters: at most %d", n, MaxQuickActionName)
-		}
-		if strings.ContainsAny(q.Name, "\r\n\x00") {
-			bad(fmt.Sprintf("quick_actions[%d].name", i), "must be one line")
-		}
-	}
-	if t := s.Server.Token; t != "" {
-		if len(t) > 256 {
-			bad("server.token", "%d bytes: at most 256", len(t))
-		} else if strings.IndexFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-			bad("server.token", "contains a space or control character (clients send it in the Authorization header)")
-		}
-	}
-}
 
 // Limits on the size of an attached document's file.
 const (
