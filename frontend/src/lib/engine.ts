@@ -23,7 +23,6 @@ import type {
   LocalModel,
   Message,
   Prepare,
-  QuickAction,
   QuickActionRequest,
   QuickActionResult,
   Progress,
@@ -101,7 +100,6 @@ export const exportConversation = (id: number): Promise<string> => call(() => Ap
 export const saveConversation = (id: number): Promise<string> => call(() => App.SaveConversation(id));
 
 // ---- quick actions, the global hotkey, the local server
-export const quickActions = (): Promise<QuickAction[]> => call(() => App.QuickActions()).then((l) => l ?? []);
 export const runQuickAction = (name: string, text: string): Promise<QuickActionResult> =>
   call(() => App.RunQuickAction(name, text));
 export const hotkeyStatus = (): Promise<HotkeyStatus> => call(() => App.HotkeyStatus());

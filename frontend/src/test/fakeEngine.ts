@@ -61,7 +61,6 @@ export function fakeEngine(): typeof Engine {
     saveRemoteEndpoint: vi.fn(),
     removeRemoteEndpoint: vi.fn(),
     useRemote: vi.fn(),
-    quickActions: vi.fn(async () => []),
     runQuickAction: vi.fn(),
     hotkeyStatus: vi.fn(async () => ({ supported: false, hotkey: '' })),
     serverStatus: vi.fn(async () => ({ enabled: false, running: false })),
