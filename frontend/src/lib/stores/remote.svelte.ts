@@ -19,10 +19,6 @@ export class Remote {
   /** Why listing, removing or using an endpoint failed, else null. */
   error = $state<string | null>(null);
 
-  get active(): RemoteEndpoint | undefined {
-    return this.endpoints.find((e) => e.active);
-  }
-
   async refresh(): Promise<void> {
     try {
       this.endpoints = await engine.remoteEndpoints();
