@@ -25,8 +25,8 @@ func SupportsWeight(t ggml.Type) error {
 	return nil
 }
 
-// kernelSuffix is t's part of a kernel name: kernel_get_rows_q4_k.
-func kernelSuffix(t ggml.Type) string { return strings.ToLower(t.String()) }
+// KernelSuffix is t's part of a kernel name: kernel_get_rows_q4_k.
+func KernelSuffix(t ggml.Type) string { return strings.ToLower(t.String()) }
 
 // checkWeight records an error unless w is a matrix the weight kernels can
 // read: a supported type, whole 16-element chunks (the float types' blocks
@@ -78,7 +78,7 @@ func (e *Encoder) Embed(dst Region, table *Weight, tokens []int32) {
 	chunks := n / 16
 	threads := min(256, (chunks+31)&^31)
 	e.dispatch(device.Dispatch{
-		Pipeline: e.pipeline("kernel_get_rows_" + kernelSuffix(table.Type)),
+		Pipeline: e.pipeline("kernel_get_rows_" + KernelSuffix(table.Type)),
 		Groups:   [3]int{len(tokens), (chunks + threads - 1) / threads, 1},
 		Threads:  [3]int{threads, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: Args(n, table.RowBytes(), 4*n)}},

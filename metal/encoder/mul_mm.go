@@ -68,7 +68,7 @@ func (e *Encoder) mulMM(dst Region, w *Weight, x Region, rows int) {
 		e.Failf("mul_mm: W %d×%d: row strides beyond 32 bits", w.Rows, w.Cols)
 		return
 	}
-	name := "kernel_mul_mm_" + kernelSuffix(w.Type)
+	name := "kernel_mul_mm_" + KernelSuffix(w.Type)
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline(name),
 		Groups:   [3]int{(rows + mulMMRows - 1) / mulMMRows, (w.Rows + mulMMOuts - 1) / mulMMOuts, 1},

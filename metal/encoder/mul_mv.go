@@ -43,7 +43,7 @@ func (e *Encoder) mulMV(dst Region, w *Weight, x Region, rows int) {
 	nx := min(rows, mulMVMaxX)
 	perGroup := mulMVRowsPerSimdgroup * mulMVSimdgroups
 	e.dispatch(device.Dispatch{
-		Pipeline: e.pipeline("kernel_mul_mv_"+kernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)}),
+		Pipeline: e.pipeline("kernel_mul_mv_"+KernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)}),
 		Groups:   [3]int{(w.Rows + perGroup - 1) / perGroup, (rows + nx - 1) / nx, 1},
 		Threads:  [3]int{32 * mulMVSimdgroups, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: Args(w.Cols, w.Rows, rows, w.RowBytes(), 4*w.Cols, 4*w.Rows)}},

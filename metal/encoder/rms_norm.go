@@ -35,7 +35,7 @@ func (e *Encoder) RMSNorm(dst, x Region, w *Weight, eps float32, rows int) {
 		return
 	}
 	e.dispatch(device.Dispatch{
-		Pipeline:    e.pipeline("kernel_rms_norm_" + kernelSuffix(w.Type)),
+		Pipeline:    e.pipeline("kernel_rms_norm_" + KernelSuffix(w.Type)),
 		Groups:      [3]int{rows, 1, 1},
 		Threads:     [3]int{min(1024, (n/4+31)&^31), 1, 1},
 		Inline:      []device.Inline{{Index: 0, Data: Args(n, 4*n, 4*n, eps)}},

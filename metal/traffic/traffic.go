@@ -85,8 +85,6 @@ func (s *Step) Filter(prefix string) Step {
 	return out
 }
 
-func suffix(t ggml.Type) string { return strings.ToLower(t.String()) }
-
 // KVBytes is one layer's K and V for n positions.
 func KVBytes(kvHeads, headDim, n int, c Cache) int64 {
 	return 2 * int64(kvHeads) * int64(n) * int64(kv.BytesPerTokenHead(c.Type, headDim, max(c.GroupSize, 1)))
@@ -118,10 +116,10 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 	qd, kd := int64(m.Heads*m.HeadDim), int64(m.KVHeads*m.HeadDim)
 	mv := func(t ggml.Type, rows, cols int64) {
 		w := int64(t.RowBytes(int(cols))) * rows
-		s.add("mul_mv_"+suffix(t), w+4*cols, 4*rows, 2*rows*cols)
+		s.add("mul_mv_"+encoder.KernelSuffix(t), w+4*cols, 4*rows, 2*rows*cols)
 	}
 	norm := func() { s.add("rms_norm", 4*h+4*h, 4*h, 0) }
-	s.add("get_rows_"+suffix(m.Embed), int64(m.Embed.RowBytes(m.Hidden)), 4*h, 0)
+	s.add("get_rows_"+encoder.KernelSuffix(m.Embed), int64(m.Embed.RowBytes(m.Hidden)), 4*h, 0)
 	for l := 0; l < m.Layers; l++ {
 		norm()
 		mv(m.Weight, qd, h)
