@@ -125,10 +125,7 @@ func (s *Service) tokenCounter() (documents.TokenCounter, int, error) {
 		memo := len(text) >= 32
 		if memo {
 			d.countMu.Lock()
-			if d.countsModel != info.Path || d.counts == nil || len(d.counts) > maxMemoEntries {
-				d.countsModel, d.counts = info.Path, map[string]int{}
-			}
-			n, ok := d.counts[text]
+			n, ok := d.countsLocked(info.Path)[text]
 			d.countMu.Unlock()
 			if ok {
 				return n
@@ -164,11 +161,18 @@ func (s *Service) rememberCount(text string, n int) {
 	}
 	d := &s.docs
 	d.countMu.Lock()
-	if d.countsModel != info.Path || d.counts == nil {
-		d.countsModel, d.counts = info.Path, map[string]int{}
-	}
-	d.counts[text] = n
+	d.countsLocked(info.Path)[text] = n
 	d.countMu.Unlock()
+}
+
+// countsLocked is the memo of counts for the model at path, started over
+// when the model changed or the memo grew past maxMemoEntries. countMu
+// held.
+func (d *docStore) countsLocked(path string) map[string]int {
+	if d.countsModel != path || d.counts == nil || len(d.counts) > maxMemoEntries {
+		d.countsModel, d.counts = path, map[string]int{}
+	}
+	return d.counts
 }
 
 // forgetCounts drops the remembered counts (they hold on to the texts).
