@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"nibble/engine/ggml"
@@ -16,9 +15,6 @@ import (
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 )
-
-// suffix is a type's kernel name suffix: f32, q4_0, q6_k.
-func suffix(t ggml.Type) string { return strings.ToLower(t.String()) }
 
 func i32Bytes(v []int32) []byte {
 	b := make([]byte, 4*len(v))
@@ -36,7 +32,7 @@ func TestGetRows(t *testing.T) {
 	d, l := emu(t)
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, typ := range ggmltest.WeightTypes {
-		p := pipeline(t, l, "kernel_get_rows_"+suffix(typ))
+		p := pipeline(t, l, "kernel_get_rows_"+encoder.KernelSuffix(typ))
 		type shape struct{ n, vocab, rows, threads int }
 		cases := []shape{{256, 7, 1, 32}, {768, 50, 9, 32}, {4096, 40, 5, 256}}
 		if typ.BlockSize() < ggml.QK_K {

@@ -76,7 +76,7 @@ func TestMulMV(t *testing.T) {
 				x[i] = float32(r.NormFloat64())
 			}
 			want, scale := mulMVRef(wf, x, c.rows, c.cols, c.xrows)
-			p, err := l.Pipeline("kernel_mul_mv_"+suffix(typ), device.Constant{Index: 600, Value: int16(c.nx)})
+			p, err := l.Pipeline("kernel_mul_mv_"+encoder.KernelSuffix(typ), device.Constant{Index: 600, Value: int16(c.nx)})
 			if err != nil {
 				t.Fatal(err)
 			}
