@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +40,21 @@ func (env *Env) interrupts() (ch <-chan os.Signal, stop func()) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt)
 	return sig, func() { signal.Stop(sig) }
+}
+
+// interruptContext is a context that Ctrl-C cancels, for the long benches;
+// stop cancels it and unsubscribes.
+func (env *Env) interruptContext() (ctx context.Context, stop func()) {
+	interrupts, stopSignals := env.interrupts()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-interrupts:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(); stopSignals() }
 }
 
 var commands = map[string]*Command{}

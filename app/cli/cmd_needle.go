@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -103,17 +102,8 @@ func needleCmd(env *Env, args []string) error {
 	}
 	warnAboveTrained(env, base.Ctx, m.HP.CtxTrain)
 
-	interrupts, stopSignals := env.interrupts()
-	defer stopSignals()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-interrupts:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stop := env.interruptContext()
+	defer stop()
 	progress := benchProgress(env)
 	runs := make([]needleModeRun, 0, len(modes))
 	for _, mode := range modes {

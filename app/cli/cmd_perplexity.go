@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -89,17 +88,8 @@ func perplexityCmd(env *Env, args []string) error {
 		plan.Chunks = min(plan.Chunks, *chunks)
 	}
 
-	interrupts, stopSignals := env.interrupts()
-	defer stopSignals()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-interrupts:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stop := env.interruptContext()
+	defer stop()
 	progress := benchProgress(env)
 	var results []eval.PerplexityResult
 	var ref []int32
