@@ -50,7 +50,6 @@ type Timings struct {
 // which stops the server's generation.
 type Stream struct {
 	c       *Client
-	model   string
 	body    io.ReadCloser
 	events  *sseReader
 	stall   *time.Timer
@@ -120,7 +119,7 @@ func (c *Client) Chat(ctx context.Context, r ChatRequest) (*Stream, error) {
 		cancel()
 		return nil, statusError(c.base, what, resp.StatusCode, errBody, r.Model)
 	}
-	s := &Stream{c: c, model: r.Model, body: resp.Body, cancel: cancel, ctx: ctx}
+	s := &Stream{c: c, body: resp.Body, cancel: cancel, ctx: ctx}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "application/json" {
 		// The server ignored "stream": the whole reply in one answer.
