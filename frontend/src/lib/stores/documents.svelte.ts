@@ -12,17 +12,13 @@ import * as engine from '../engine';
 import { message } from '../format';
 import type { DocumentInfo } from '../types';
 import type { DroppedDocument } from './drops.svelte';
-
-/** What a document's file is limited to when the settings are not known. */
-export const defaultMaxBytes = 64 * 2 ** 20;
+import { defaultDocumentBytes, settings } from './settings.svelte';
 
 /** A chip whose document never reached the Go side has an id starting with this. */
 const localPrefix = 'local-';
 
 export class Documents {
   items = $state<DocumentInfo[]>([]);
-  /** The largest file accepted (the settings' document_max_bytes). */
-  maxBytes = $state(defaultMaxBytes);
   #local = 0;
   // Bumped by clear, so an attach that returns afterwards is dropped.
   #session = 0;
@@ -34,6 +30,11 @@ export class Documents {
   /** ids are the documents a question is asked about: every one not failed. */
   get ids(): string[] {
     return this.items.filter((d) => d.state !== 'error').map((d) => d.id);
+  }
+
+  /** The largest file accepted (the settings' document_max_bytes). */
+  get maxBytes(): number {
+    return settings.saved?.document_max_bytes || defaultDocumentBytes;
   }
 
   get reading(): boolean {

@@ -1,8 +1,9 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import * as engine from '../engine';
-import { emit } from '../../test/fakeEngine';
+import { emit, settings as savedSettings } from '../../test/fakeEngine';
 import type { DocumentInfo } from '../types';
 import { base64, Documents } from './documents.svelte';
+import { settings } from './settings.svelte';
 
 vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEngine());
 
@@ -19,6 +20,7 @@ function info(over: Partial<DocumentInfo> = {}): DocumentInfo {
 beforeEach(() => {
   vi.clearAllMocks();
   describeDocs.mockResolvedValue([]);
+  settings.saved = null;
   off?.();
   docs = new Documents();
   off = docs.connect();
@@ -63,7 +65,7 @@ describe('documents', () => {
 
   it('refuses a file over the size limit with a red chip, keeping the others', async () => {
     attachData.mockResolvedValue(info({ id: 'd3', name: 'small.txt' }));
-    docs.maxBytes = 10;
+    settings.saved = savedSettings({ document_max_bytes: 10 });
     await docs.add([
       { name: 'big.txt', file: new File(['x'.repeat(2048)], 'big.txt') },
       { name: 'small.txt', file: new File(['tiny'], 'small.txt') },

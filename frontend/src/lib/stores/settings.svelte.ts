@@ -39,7 +39,7 @@ export function giB(bytes: number): string {
 
 const MiB = 2 ** 20;
 /** The documents' size limit when the settings leave it at 0. */
-const defaultDocumentBytes = 64 * MiB;
+export const defaultDocumentBytes = 64 * MiB;
 
 /** miB shows a byte count in MiB with up to one decimal. */
 export function miB(bytes: number): string {
