@@ -147,12 +147,7 @@ func TestModelsErrors(t *testing.T) {
 			}))
 			defer srv.Close()
 			_, err := newTestClient(t, srv.URL, Options{}).Models(context.Background())
-			if !IsKind(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error = %v, want %s mentioning %q", err, tc.kind, tc.want)
-			}
-			if err != nil && strings.Contains(err.Error(), testKey) {
-				t.Errorf("the error shows the key: %v", err)
-			}
+			checkClientError(t, err, tc.kind, tc.want)
 		})
 	}
 }
@@ -310,12 +305,7 @@ func TestChatErrors(t *testing.T) {
 				}
 				_, err = readAll(s)
 			}
-			if !IsKind(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error = %v, want %s mentioning %q", err, tc.kind, tc.want)
-			}
-			if err != nil && strings.Contains(err.Error(), testKey) {
-				t.Errorf("the error shows the key: %v", err)
-			}
+			checkClientError(t, err, tc.kind, tc.want)
 		})
 	}
 }
@@ -441,5 +431,17 @@ func TestNewRefuses(t *testing.T) {
 	}
 	if _, err := New("file:///etc/passwd", "", Options{}); err == nil {
 		t.Error("a file URL was accepted")
+	}
+}
+
+// checkClientError wants err to be an *Error of kind mentioning want, and
+// never showing the key.
+func checkClientError(t *testing.T, err error, kind Kind, want string) {
+	t.Helper()
+	if !IsKind(err, kind) || !strings.Contains(err.Error(), want) {
+		t.Errorf("error = %v, want %s mentioning %q", err, kind, want)
+	}
+	if err != nil && strings.Contains(err.Error(), testKey) {
+		t.Errorf("the error shows the key: %v", err)
 	}
 }
