@@ -13,7 +13,6 @@ import (
 
 	"nibble/engine"
 	"nibble/engine/cpu"
-	"nibble/engine/kv"
 	"nibble/engine/quant"
 )
 
@@ -121,10 +120,6 @@ func benchPrefillCmd(env *Env, args []string) error {
 	if err := checkIntFlags(intBound{"--pp", *pp, 1}, intBound{"--reps", *reps, 1}); err != nil {
 		return err
 	}
-	kvType, err := kv.ParseType(mf.kvType)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
 	if mf.ctx == 0 {
 		mf.ctx = *pp
 	}
@@ -178,7 +173,7 @@ func benchPrefillCmd(env *Env, args []string) error {
 		return err
 	}
 	rep := benchPrefillReport{Model: filepath.Base(mf.path), Backend: choice.Backend, Threads: threads, PP: *pp,
-		Batch: o.Batch, KV: kvType.String(), Kernels: quant.Kernels()}
+		Batch: o.Batch, KV: o.KV.String(), Kernels: quant.Kernels()}
 	stopProfile, err := startProfile(*cpuProfile) // samples our process only, not llama-bench
 	if err != nil {
 		return err
