@@ -311,7 +311,12 @@ func (s *Service) RemoteEndpoints() []RemoteEndpoint {
 // endpoint uses that endpoint's key, so a window that never saw the key
 // can list its models.
 func (s *Service) RemoteModels(in RemoteEndpointInput) ([]RemoteModel, error) {
-	ep := s.fillKey(in)
+	return s.listRemoteModels(s.fillKey(in))
+}
+
+// listRemoteModels lists ep's models and remembers the context each
+// reports.
+func (s *Service) listRemoteModels(ep settings.RemoteEndpoint) ([]RemoteModel, error) {
 	c, err := s.remoteClient(ep)
 	if err != nil {
 		return nil, err
@@ -440,7 +445,7 @@ func (s *Service) UseRemote(name string) (Status, error) {
 		if !ok {
 			return s.Status(), fmt.Errorf("no remote endpoint is called %q", name)
 		}
-		models, err := s.RemoteModels(RemoteEndpointInput{Name: ep.Name, URL: ep.URL, Model: ep.Model})
+		models, err := s.listRemoteModels(ep)
 		if err != nil {
 			return s.Status(), fmt.Errorf("remote model %q: %w", ep.Name, err)
 		}
