@@ -11,7 +11,6 @@ import (
 	"nibble/metal/emulator/emutest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"nibble/engine"
@@ -181,8 +180,6 @@ func kvLayer(r *Recorder, cfg kv.Config) *encoder.KVLayer {
 	return c
 }
 
-func kvName(t kv.Type) string { return strings.ToLower(t.String()) }
-
 // attentionTrace: decode attention (pass 1 and merge) of one layer of
 // Llama-3.1-70B (64 query heads, 8 kv heads, D 128) over n positions.
 func attentionTrace(dir string, typ kv.Type, n int) error {
@@ -206,7 +203,7 @@ func attentionTrace(dir string, typ kv.Type, n int) error {
 		return err
 	}
 	unique := 2*c.PlaneBytes() + 2*64*128*4
-	return r.Write(dir, fmt.Sprintf("attn70b-%s-%dk", kvName(typ), n>>10), map[string]string{
+	return r.Write(dir, fmt.Sprintf("attn70b-%s-%dk", typ, n>>10), map[string]string{
 		"unique_bytes": fmt.Sprint(unique),
 		"kv_bytes":     fmt.Sprint(2 * c.PlaneBytes()),
 	})
@@ -282,7 +279,7 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 		return err
 	}
 	kvBytes := int64(s.Layers) * traffic.KVBytes(s.KVHeads, s.HeadDim, ctx, traffic.Cache{Type: typ, GroupSize: cfg.GroupSize})
-	return r.Write(dir, fmt.Sprintf("decode-%s-%s-%dk", s.Name, kvName(typ), ctx>>10), map[string]string{
+	return r.Write(dir, fmt.Sprintf("decode-%s-%s-%dk", s.Name, typ, ctx>>10), map[string]string{
 		"weight_bytes": fmt.Sprint(weightBytes),
 		"kv_bytes":     fmt.Sprint(kvBytes),
 	})
@@ -316,7 +313,7 @@ func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 		float32(1/math.Sqrt(d)*1.4426950408889634), float32(1/math.Sqrt(d)), 0)
 	consts := []device.Constant{{Index: 100, Value: uint32(d)}, {Index: 101, Value: uint32(32)}, {Index: 102, Value: uint32(hg)},
 		{Index: 103, Value: false}, {Index: 104, Value: false}, {Index: 105, Value: false}}
-	p1, err := lib.Pipeline("kernel_attn_decode_"+kvName(typ), consts...)
+	p1, err := lib.Pipeline("kernel_attn_decode_"+typ.String(), consts...)
 	if err != nil {
 		return err
 	}
@@ -345,9 +342,9 @@ func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 	if err := r.Submit(&l); err != nil {
 		return err
 	}
-	name := fmt.Sprintf("attn70b-%s-%dk-hg%d-s%d", kvName(typ), n>>10, hg, splits)
+	name := fmt.Sprintf("attn70b-%s-%dk-hg%d-s%d", typ, n>>10, hg, splits)
 	if heads != 64 {
-		name = fmt.Sprintf("attn-g%d-%s-%dk-hg%d-s%d", heads/kvHeads, kvName(typ), n>>10, hg, splits)
+		name = fmt.Sprintf("attn-g%d-%s-%dk-hg%d-s%d", heads/kvHeads, typ, n>>10, hg, splits)
 	}
 	return r.Write(dir, name, map[string]string{
 		"unique_bytes": fmt.Sprint(2*c.PlaneBytes() + 2*heads*d*4),
