@@ -169,22 +169,36 @@ func (h *appHarness) start(ctx context.Context) (*appRun, error) {
 	h.runs = append(h.runs, r)
 	h.mu.Unlock()
 
+	answered, exited, exitErr := waitAnswer(ctx, r.url+"/", done)
+	switch {
+	case exited:
+		r.exited, r.exitErr = true, exitErr
+		return nil, fmt.Errorf("the app exited before its dev server answered (%v):\n%s", exitErr, r.out.String())
+	case !answered:
+		return nil, fmt.Errorf("the app's dev server %s did not answer within 60s:\n%s", r.url, r.out.String())
+	}
+	return r, nil
+}
+
+// waitAnswer polls url until it answers 200 (answered), the process
+// whose end done reports exits first (exited, with its error), or 60
+// seconds pass (neither).
+func waitAnswer(ctx context.Context, url string, done <-chan error) (answered, exited bool, exitErr error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.url+"/", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return r, nil
+				return true, false, nil
 			}
 		}
 		select {
 		case err := <-done:
-			r.exited, r.exitErr = true, err
-			return nil, fmt.Errorf("the app exited before its dev server answered (%v):\n%s", err, r.out.String())
+			return false, true, err
 		case <-ctx.Done():
-			return nil, fmt.Errorf("the app's dev server %s did not answer within 60s:\n%s", r.url, r.out.String())
+			return false, false, nil
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -61,25 +61,15 @@ func startSecondServer(t *testing.T, bin, dir string) *secondServer {
 	}
 	s.pid, s.done = cmd.Process.Pid, done
 	t.Cleanup(func() { s.stop() })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/models", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		select {
-		case err := <-done:
-			s.stopped = true
-			t.Fatalf("nibble serve exited before it answered (%v):\n%s", err, s.log.String())
-		case <-ctx.Done():
-			t.Fatalf("nibble serve on %s did not answer within 60s:\n%s", host, s.log.String())
-		case <-time.After(200 * time.Millisecond):
-		}
+	answered, exited, exitErr := waitAnswer(context.Background(), s.URL+"/models", done)
+	switch {
+	case exited:
+		s.stopped = true
+		t.Fatalf("nibble serve exited before it answered (%v):\n%s", exitErr, s.log.String())
+	case !answered:
+		t.Fatalf("nibble serve on %s did not answer within 60s:\n%s", host, s.log.String())
 	}
+	return s
 }
 
 // stats are the second server's counters (its loopback-only stats endpoint).
@@ -96,7 +86,7 @@ func (s *secondServer) stats() (map[string]int64, error) {
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
-// checkRemoteServed checks, after the run, that the second server
+// checkServed checks, after the run, that the second server
 // generated the replies the remote step asked for.
 func (s *secondServer) checkServed(t *testing.T) {
 	t.Helper()
