@@ -69,8 +69,8 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 			for t := t0; t < min(n, t0+chunk); t++ {
 				row := (h*b.ctx + t) * d
 				if t >= tail {
-					tailRow(b.k[row:row+d], lv.TailRow(&lv.K, h, t))
-					tailRow(b.v[row:row+d], lv.TailRow(&lv.V, h, t))
+					unpackF16(b.k[row:row+d], lv.TailRow(&lv.K, h, t))
+					unpackF16(b.v[row:row+d], lv.TailRow(&lv.V, h, t))
 					continue
 				}
 				dequantRow(b.k[row:row+d], lv, &lv.K, h, t)
@@ -106,13 +106,6 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 		}
 	})
 	return nil
-}
-
-// tailRow widens a residual window's f16 row.
-func tailRow(dst []float32, row []uint16) {
-	for i, h := range row {
-		dst[i] = half.ToFloat32(h)
-	}
 }
 
 // dequantRow writes value = scale·q + bias of (head, pos), converting each

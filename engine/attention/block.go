@@ -53,9 +53,7 @@ func widenTail(dst []float32, lv *kv.LayerView, p *kv.Plane, kvh, from int, perm
 			}
 			continue
 		}
-		for e, h := range row {
-			out[e] = half.ToFloat32(h)
-		}
+		unpackF16(out, row)
 	}
 }
 
