@@ -155,13 +155,19 @@ func forwardPass(dev *TeeDevice, path string, c kv.Config) error {
 	return nil
 }
 
-func newRecorder() (*Recorder, *encoder.Encoder, error) {
+// recorderLibrary is a recorder and the shaders' library on it.
+func recorderLibrary() (*Recorder, device.Library, error) {
 	r := NewRecorder()
 	srcs, err := shaders.Sources()
 	if err != nil {
 		return nil, nil, err
 	}
 	lib, err := r.NewLibrary(srcs)
+	return r, lib, err
+}
+
+func newRecorder() (*Recorder, *encoder.Encoder, error) {
+	r, lib, err := recorderLibrary()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -292,12 +298,7 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 // splits splits per kv head. The kernels are the same; hg is a function
 // constant (a build of its own).
 func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
-	r := NewRecorder()
-	srcs, err := shaders.Sources()
-	if err != nil {
-		return err
-	}
-	lib, err := r.NewLibrary(srcs)
+	r, lib, err := recorderLibrary()
 	if err != nil {
 		return err
 	}
