@@ -64,15 +64,11 @@ export class LocalServer {
     this.saving = true;
     try {
       const f = this.form;
-      // The settings as the Go side has them, so the other sections'
-      // unsaved fields are neither saved nor undone.
-      const cur = await engine.getSettings();
-      const saved = await engine.updateSettings({
+      const saved = await settings.change((cur) => ({
         ...cur,
         hotkey: f.hotkey.trim(),
         server: { ...cur.server, enabled: f.enabled, address: f.address.trim(), token: f.token.trim() },
-      });
-      settings.saved = saved;
+      }));
       this.#take(saved);
       await this.refresh();
       this.errors = [];

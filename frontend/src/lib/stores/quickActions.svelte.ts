@@ -5,7 +5,7 @@
 import { tick } from 'svelte';
 import * as engine from '../engine';
 import { message, messageLines } from '../format';
-import type { QuickAction, Settings } from '../types';
+import type { QuickAction } from '../types';
 import { chat } from './chat.svelte';
 import { settings } from './settings.svelte';
 import { ui } from './ui.svelte';
@@ -148,12 +148,8 @@ export class QuickActions {
     }
     this.saving = true;
     try {
-      // The settings as the Go side has them, so nothing typed but not
-      // saved in the other sections is saved with these, or undone.
-      const cur: Settings = await engine.getSettings();
       const quick_actions = this.draft.map((a) => ({ name: a.name.trim(), prompt: a.prompt }));
-      const saved = await engine.updateSettings({ ...cur, quick_actions });
-      settings.saved = saved;
+      const saved = await settings.change((cur) => ({ ...cur, quick_actions }));
       this.draft = (saved.quick_actions ?? []).map((a) => ({ ...a }));
       this.problems = [];
       this.badRows = [];

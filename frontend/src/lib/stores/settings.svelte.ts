@@ -130,6 +130,17 @@ export class Settings {
     };
   }
 
+  /**
+   * change saves a section's fields (Quick actions, Local server) over the
+   * settings as the Go side has them, not over this form, so the other
+   * sections' unsaved fields are neither saved nor undone; saved follows.
+   */
+  async change(edit: (current: SettingsData) => SettingsData): Promise<SettingsData> {
+    const saved = await engine.updateSettings(edit(await engine.getSettings()));
+    this.saved = saved;
+    return saved;
+  }
+
   async save(): Promise<boolean> {
     this.justSaved = false;
     const base = this.saved;
