@@ -398,15 +398,21 @@ func (s *Service) SaveRemoteEndpoint(in RemoteEndpointInput) ([]RemoteEndpoint, 
 	return s.RemoteEndpoints(), nil
 }
 
-// remoteSettingsError puts a validation error in the form's words.
+// remoteSettingsError puts a validation error in the form's words: an
+// endpoint's field by its name alone ("context tokens: ...").
 func remoteSettingsError(err error) error {
-	var lines []string
-	for _, l := range strings.Split(err.Error(), "\n") {
-		if _, msg, ok := strings.Cut(l, "]."); ok && strings.HasPrefix(l, "remote_endpoints[") {
-			field, rest, _ := strings.Cut(msg, ": ")
-			lines = append(lines, strings.ReplaceAll(field, "_", " ")+": "+rest)
-		} else {
-			lines = append(lines, l)
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap() // Validate's *settings.FieldError, joined
+	}
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		lines[i] = e.Error()
+		var fe *settings.FieldError
+		if errors.As(e, &fe) && strings.HasPrefix(fe.Field, "remote_endpoints[") {
+			if _, field, ok := strings.Cut(fe.Field, "]."); ok {
+				lines[i] = strings.ReplaceAll(field, "_", " ") + ": " + fe.Msg
+			}
 		}
 	}
 	return errors.New(strings.Join(lines, "\n"))
