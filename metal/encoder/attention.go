@@ -85,7 +85,8 @@ func attnSplits(nTok, kvTGs, maxSplits int) int {
 // DecodeGrid is how AttendDecode lays out decode attention for heads query
 // heads over kvHeads kv heads, n visible positions of a cache of ctx: hg
 // query heads a threadgroup and splits splits per (kv head, head chunk).
-// For models of the traffic the kernels make (metal/traffic).
+// attendDecode takes its splits from here, so metal/traffic's model of the
+// kernels' traffic follows the same layout.
 func DecodeGrid(heads, kvHeads, n, ctx int) (hg, splits int) {
 	hg = attnHeadsPerGroup(heads / kvHeads)
 	return hg, attnSplits(n, kvHeads*(heads/kvHeads/hg), attnMaxSplitsFor(ctx))
@@ -257,8 +258,8 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	}
 	g := a.Heads / a.KVHeads
 	chunks := g / hg
+	_, s := DecodeGrid(a.Heads, a.KVHeads, n-lo, c.Cfg.Ctx)
 	maxS := attnMaxSplitsFor(c.Cfg.Ctx)
-	s := attnSplits(n-lo, a.KVHeads*chunks, maxS)
 	chunk := (n - lo + s - 1) / s
 	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Cfg.Ctx, lo: lo, n: n, chunk: chunk, splits: s,
 		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: float32(1 / math.Sqrt(float64(d)))}
