@@ -43,9 +43,6 @@ export type DocumentInfo = Fields<service.DocumentInfo>;
 export type Source = Fields<service.Source>;
 export type DocumentUse = Fields<service.DocumentUse>;
 
-/** DocumentInfo.state. */
-export type DocumentState = 'reading' | 'ready' | 'error';
-
 export type Role = 'system' | 'user' | 'assistant';
 
 /** The KV cache types the context panel and settings offer. */
