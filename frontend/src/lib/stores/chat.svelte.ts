@@ -148,21 +148,18 @@ export class Chat {
   async startNew(start: () => Promise<{ replyId: string; conversationId: number; prompt: string; name: string }>): Promise<void> {
     if (this.streaming) throw new Error('a reply is still running: wait for it, or stop it, first');
     this.#inflight++;
-    let r;
     try {
-      r = await start();
-    } catch (e) {
+      const r = await start();
+      const early = this.#early.get(r.replyId) ?? [];
+      this.newChat();
+      this.conversationId = r.conversationId;
+      this.title = r.name;
+      this.turns.push({ key: ++this.#key, role: 'user', content: r.prompt, state: 'done', deltas: 0 });
+      this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting', deltas: 0, id: r.replyId });
+      for (const p of early) this.#apply(p);
+    } finally {
       if (--this.#inflight === 0) this.#early.clear();
-      throw e;
     }
-    const early = this.#early.get(r.replyId) ?? [];
-    this.newChat();
-    this.conversationId = r.conversationId;
-    this.title = r.name;
-    this.turns.push({ key: ++this.#key, role: 'user', content: r.prompt, state: 'done', deltas: 0 });
-    this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting', deltas: 0, id: r.replyId });
-    for (const p of early) this.#apply(p);
-    if (--this.#inflight === 0) this.#early.clear();
   }
 
   /** newChat starts a fresh conversation; a reply still streaming is stopped. */
