@@ -12,7 +12,6 @@ import (
 // needle document).
 type Threshold struct {
 	Type   kv.Type `json:"-"`
-	KV     string  `json:"kv"`
 	Metric string  `json:"metric"` // "top1" or "forced"
 	// Bound is, for "top1", the least Top1Agreement (a fraction); for
 	// "forced", the most teacher-forced greedy misses allowed.
@@ -22,14 +21,15 @@ type Threshold struct {
 // TrainedModelThresholds are q4 top-1 ≥ 98% with at most one teacher-forced
 // greedy miss (23/24), and q8 top-1 ≥ 99.5%.
 var TrainedModelThresholds = []Threshold{
-	{Type: kv.Q4, KV: "q4", Metric: "top1", Bound: 0.98},
-	{Type: kv.Q4, KV: "q4", Metric: "forced", Bound: 1},
-	{Type: kv.Q8, KV: "q8", Metric: "top1", Bound: 0.995},
+	{Type: kv.Q4, Metric: "top1", Bound: 0.98},
+	{Type: kv.Q4, Metric: "forced", Bound: 1},
+	{Type: kv.Q8, Metric: "top1", Bound: 0.995},
 }
 
 // ThresholdCheck is a threshold applied to a measurement.
 type ThresholdCheck struct {
 	Threshold
+	KV    string `json:"kv"` // Type as the settings spell it
 	Value string `json:"value"`
 	Want  string `json:"want"`
 	Pass  bool   `json:"pass"`
@@ -40,7 +40,7 @@ type ThresholdCheck struct {
 func CheckThresholds(types map[kv.Type]*engine.KVQuality, ths []Threshold) []ThresholdCheck {
 	var out []ThresholdCheck
 	for _, th := range ths {
-		c := ThresholdCheck{Threshold: th, Value: "not measured"}
+		c := ThresholdCheck{Threshold: th, KV: th.Type.String(), Value: "not measured"}
 		q := types[th.Type]
 		switch th.Metric {
 		case "top1":
