@@ -48,6 +48,19 @@ func TestBenchAttentionJSON(t *testing.T) {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Abs(b) }
 
+// A head dim that is not a power of two times its rotation too (the
+// general transform).
+func TestBenchAttentionHeadDim96(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Run(&Env{Stdout: &out, Stderr: &errb}, []string{"bench", "attention", "--n", "64", "--d", "96", "--hq", "4", "--hkv", "2", "--threads", "1", "--reps", "1", "--json"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rep benchAttentionReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.D != 96 || len(rep.Results) != 1 || rep.Results[0].Overhead == nil || !(rep.Results[0].Overhead.RotMs > 0) {
+		t.Fatalf("report %s (err %v)", out.String(), err)
+	}
+}
+
 // --overhead=false drops the rotation/export variants from the JSON and the
 // table; by default the table prints them with their ratios.
 func TestBenchAttentionOverheadFlag(t *testing.T) {
@@ -72,8 +85,7 @@ func TestBenchAttentionOverheadFlag(t *testing.T) {
 
 func TestBenchAttentionBadArgs(t *testing.T) {
 	for _, args := range [][]string{
-		{"--n", "0"}, {"--hq", "6", "--hkv", "4"}, {"--d", "100"}, {"--kv-group", "48"}, {"--n", "x"},
-		{"--d", "96"}, // rotation needs a power-of-two head dim
+		{"--n", "0"}, {"--hq", "6", "--hkv", "4"}, {"--d", "100"}, {"--kv-group", "48"}, {"--n", "x"}, {"--d", "520"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Run(&Env{Stdout: &out, Stderr: &errb}, append([]string{"bench", "attention"}, args...)); code != 2 {

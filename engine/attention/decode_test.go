@@ -118,7 +118,7 @@ func TestDecodeMatchesReference(t *testing.T) {
 // group, which costs q4 more than it saves.
 func TestOutlierChannel(t *testing.T) {
 	pool := testPool(t, 2)
-	for _, d := range []int{64, 128, 256} {
+	for _, d := range []int{64, 96, 128, 256} {
 		for _, raw := range []bool{false, true} {
 			p := Params{Heads: 32, KVHeads: 8, HeadDim: d, Scale: outlierScale(d)}
 			if raw {

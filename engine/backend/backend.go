@@ -87,6 +87,23 @@ func DefaultKVResidual(x any, t kv.Type) int {
 	return 0
 }
 
+// KVRotator is implemented by a backend that rotates K (kv.Config.Rotate)
+// for some head dims only; sessions whose rotation is automatic do not
+// rotate where it says false, and a session that asks for rotation there is
+// refused. A backend without it rotates every head dim the cache accepts.
+type KVRotator interface {
+	RotatesHeadDim(d int) bool
+}
+
+// RotatesHeadDim reports whether backend b stores and reads K rotated for
+// head dim d (KVRotator).
+func RotatesHeadDim(b any, d int) bool {
+	if r, ok := b.(KVRotator); ok {
+		return r.RotatesHeadDim(d)
+	}
+	return true
+}
+
 // Backend executes the forward-pass ops (docs/ARCHITECTURE.md, "Backend
 // contract"). The contract is one an asynchronous device can honour: the
 // CPU backend runs each op at once, a GPU backend encodes it into a command

@@ -82,6 +82,10 @@ func attnParams(a *backend.Attention) attention.Params {
 // ReadsKVResidual: the CPU attention kernels read the f16 residual window.
 func (b *Backend) ReadsKVResidual() bool { return true }
 
+// RotatesHeadDim (backend.KVRotator): the CPU rotates every head dim the
+// cache accepts (kv.Rotation).
+func (b *Backend) RotatesHeadDim(d int) bool { return d > 0 && d%8 == 0 && d <= kv.MaxRotationDim }
+
 func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCache, error) {
 	k := &kvCache{b: b}
 	alloc := func(n int) []byte {

@@ -57,7 +57,7 @@ type Config struct {
 	KVHeads   int
 	HeadDim   int
 	Ctx       int  // positions preallocated per layer
-	Rotate    bool // store K rotated (see Rotation); needs a power-of-two head dim
+	Rotate    bool // store K rotated (see Rotation)
 	Smooth    bool // per-channel λ for K, calibrated on the prompt (smooth.go); q8 and q4 only
 	// Residual is the f16 residual window (q8, q4): the most recent
 	// Residual positions are also kept as f16, and attention reads them
@@ -117,8 +117,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kv: head dim %d must be a positive multiple of 8", c.HeadDim)
 	case c.Type != F16 && c.GroupSize != 32 && c.GroupSize != 64:
 		return fmt.Errorf("kv: group size %d not supported (32 or 64)", c.GroupSize)
-	case c.Rotate && c.HeadDim&(c.HeadDim-1) != 0:
-		return fmt.Errorf("kv: rotation needs a power-of-two head dim, got %d", c.HeadDim)
+	case c.Rotate && c.HeadDim > MaxRotationDim:
+		return fmt.Errorf("kv: rotation of a head dim of %d (at most %d)", c.HeadDim, MaxRotationDim)
 	case c.Residual < 0 || c.Residual > MaxResidual:
 		return fmt.Errorf("kv: residual window %d outside [0, %d]", c.Residual, MaxResidual)
 	case c.Type != F16 && c.HeadDim%c.GroupSize != 0:

@@ -114,17 +114,19 @@ func comparePlanes(h *harness, what string, l planeLayout, got, want []byte, wri
 }
 
 // KVStore into f16, q8 and q4 planes of every head dim, group sizes 32 and
-// 64, with channel smoothing and rotation: what the format says, written
-// where it says, nothing else touched; smoothing set, changed and cleared.
+// 64, with channel smoothing and rotation (head dim 96, which takes the
+// general rotation, where the backend rotates it): what the format says,
+// written where it says, nothing else touched; smoothing set, changed and
+// cleared.
 func testKVStore(h *harness) {
 	type variant struct {
 		gs             int
 		smooth, rotate bool
 	}
 	for _, typ := range kv.Types {
-		for _, d := range []int{64, 128, 256} {
+		for _, d := range []int{64, 96, 128, 256} {
 			for _, vr := range []variant{{32, false, false}, {32, true, false}, {64, true, false}, {32, true, true}} {
-				if typ == kv.F16 && vr.gs == 64 {
+				if typ == kv.F16 && vr.gs == 64 || d == 96 && !(vr.rotate && backend.RotatesHeadDim(h.b, d)) {
 					continue
 				}
 				cfg := kv.Config{Type: typ, GroupSize: vr.gs, Layers: 2, KVHeads: 2, HeadDim: d, Ctx: 40, Smooth: vr.smooth, Rotate: vr.rotate}
@@ -312,6 +314,15 @@ func testAttendDecode(h *harness) {
 				}
 			}
 		}
+		if d := 96; backend.RotatesHeadDim(h.b, d) {
+			// The general rotation: Hadamard blocks of 32 mixed by a DCT-II.
+			cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: 2, HeadDim: d, Ctx: 300, Smooth: true, Rotate: true}
+			f := h.fill(cfg, 4, 512, 300)
+			for _, n := range []int{1, 33, 300} {
+				a := &backend.Attention{Heads: 4, KVHeads: 2, HeadDim: d, Scale: float32(0.05 / math.Sqrt(float64(d)))}
+				decode(fmt.Sprintf("%v d%d g2 rotate=true n%d", typ, d, n), f, a, n)
+			}
+		}
 		if typ != kv.F16 {
 			cfg := kv.Config{Type: typ, GroupSize: 64, Layers: 1, KVHeads: 2, HeadDim: 128, Ctx: 300, Smooth: true}
 			f := h.fill(cfg, 4, 512, 300)
@@ -343,7 +354,11 @@ func testAttendPrefill(h *harness) {
 		}{
 			{128, 4, 0, 40, 0, false}, {64, 1, 45, 70, 0, false}, {128, 2, 300, 33, 0, false},
 			{64, 8, 100, 50, 20, false}, {256, 3, 37, 5, 40, false}, {128, 2, 20, 30, 0, true}, {64, 2, 0, 7, 0, false},
+			{96, 2, 20, 30, 0, true},
 		} {
+			if c.d == 96 && !backend.RotatesHeadDim(h.b, c.d) {
+				continue
+			}
 			what := fmt.Sprintf("%v d%d g%d past%d rows%d w%d rotate=%v", typ, c.d, c.g, c.past, c.rows, c.window, c.rotate)
 			kvHeads, d := 2, c.d
 			cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: kvHeads, HeadDim: d, Ctx: c.past + c.rows, Smooth: true, Rotate: c.rotate}
