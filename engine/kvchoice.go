@@ -34,15 +34,22 @@ type KVCandidate struct {
 	Rotate  bool      `json:"rotate"`
 	Quality KVQuality `json:"quality"`
 	Passed  bool      `json:"passed"`
-	// Skipped says why the candidate was not measured or not eligible
-	// (head dim not a power of two for rotation; attention scale for plain q4).
+	// Skipped says why a measured candidate is not eligible (an attention
+	// scale that rules out plain q4).
 	Skipped string `json:"skipped,omitempty"`
+	// Info marks a row measured for information only, never chosen: plain
+	// q4 beside the default rotated q4.
+	Info bool `json:"info,omitempty"`
 }
 
-// Label names the candidate as the settings do: q4, q4+rot, q8.
+// Label names the candidate as the benches' KV modes do: q4-rot,
+// q4-plain, q8.
 func (c KVCandidate) Label() string {
-	if c.Rotate {
-		return c.Type.String() + "+rot"
+	switch {
+	case c.Rotate:
+		return c.Type.String() + "-rot"
+	case c.Type == kv.Q4:
+		return c.Type.String() + "-plain"
 	}
 	return c.Type.String()
 }
@@ -63,15 +70,15 @@ type KVChoice struct {
 // Chosen returns the candidate that was picked.
 func (c *KVChoice) Chosen() KVCandidate {
 	for _, cand := range c.Candidates {
-		if cand.Type == c.Type && cand.Rotate == c.Rotate {
+		if cand.Type == c.Type && cand.Rotate == c.Rotate && !cand.Info {
 			return cand
 		}
 	}
 	return KVCandidate{Type: c.Type, Rotate: c.Rotate}
 }
 
-// Summary is one line for the model's info: "q4 (top-1 99.3%, cos 0.99998):
-// reason".
+// Summary is one line for the model's info: "q4-rot (top-1 99.3%, cos
+// 0.99998): reason".
 func (c *KVChoice) Summary() string {
 	ch := c.Chosen()
 	return fmt.Sprintf("%s (top-1 %.1f%%, cos %.5f): %s", ch.Label(), 100*ch.Quality.Top1Agreement, ch.Quality.Cosine, c.Reason)
@@ -108,14 +115,16 @@ const (
 	DefaultKVMaxScaleRatio = 2
 )
 
-// ChooseKV picks the cache mode for m: the most compact of q4, q4 with
-// rotation and q8 whose logits over a short built-in text stay close to an
-// f16 cache's (top-1 agreement and last-position cosine above the
-// thresholds). A model whose attention scale is well above 1/sqrt(head dim)
-// turns quantization error in q·k into large logit error, so plain q4 is not
-// eligible there: rotation or q8. The quantized caches run with
-// o.Residual's f16 window; with none (0, or a backend that reads no window)
-// every position beyond the batch reads quantized K and V.
+// ChooseKV picks the cache mode for m: the default q4 (K rotated, where b
+// rotates the head dim), or else q8, whichever comes first with logits over
+// a short built-in text that stay close to an f16 cache's (top-1 agreement
+// and last-position cosine above the thresholds). Plain q4 is measured
+// beside rotated q4 for information. A model whose attention scale is well
+// above 1/sqrt(head dim) turns quantization error in q·k into large logit
+// error, so plain q4 is not eligible there (on a backend that cannot
+// rotate, q8). The quantized caches run with o.Residual's f16 window; with
+// none (0, or a backend that reads no window) every position beyond the
+// batch reads quantized K and V.
 func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error) {
 	if err := onBackend(m, b); err != nil {
 		return nil, fmt.Errorf("kv choice: %w", err)
@@ -146,14 +155,17 @@ func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error)
 	if err != nil {
 		return nil, fmt.Errorf("kv choice (f16): %w", err)
 	}
+	defaultQ4, err := Options{KV: kv.Q4}.resolveRotate(b, hd)
+	if err != nil {
+		return nil, fmt.Errorf("kv choice: %w", err)
+	}
+	cands := []KVCandidate{{Type: kv.Q4, Rotate: defaultQ4.KVRotated}, {Type: kv.Q8}}
+	if defaultQ4.KVRotated {
+		cands = append(cands, KVCandidate{Type: kv.Q4, Info: true})
+	}
 	scaled := c.ScaleRatio > o.MaxScaleRatio
 	picked := -1
-	for _, cand := range []KVCandidate{{Type: kv.Q4}, {Type: kv.Q4, Rotate: true}, {Type: kv.Q8}} {
-		if cand.Rotate && hd&(hd-1) != 0 {
-			cand.Skipped = fmt.Sprintf("head dim %d is not a power of two", hd)
-			c.Candidates = append(c.Candidates, cand)
-			continue
-		}
+	for _, cand := range cands {
 		residual := o.Residual
 		if residual < 0 {
 			residual = backend.DefaultKVResidual(b, cand.Type)
@@ -169,25 +181,25 @@ func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error)
 			cand.Skipped = fmt.Sprintf("attention scale %.2f× the usual 1/sqrt(%d)", c.ScaleRatio, hd)
 		}
 		c.Candidates = append(c.Candidates, cand)
-		if picked < 0 && cand.Passed && cand.Skipped == "" {
+		if picked < 0 && cand.Passed && cand.Skipped == "" && !cand.Info {
 			picked = len(c.Candidates) - 1
 		}
 	}
 	c.Elapsed = time.Since(start)
 	bar := fmt.Sprintf("top-1 ≥ %.0f%% and cosine ≥ %g", 100*o.MinTop1, o.MinCosine)
-	plain := c.Candidates[0]
+	first, q8 := c.Candidates[0], 1
 	switch {
 	case picked == 0:
-		c.Reason = fmt.Sprintf("plain q4 keeps %s against f16", bar)
-	case picked > 0 && plain.Skipped != "":
-		c.Reason = fmt.Sprintf("%s makes q·k errors matter more, so not plain q4; %s is the most compact that keeps %s", plain.Skipped, c.Candidates[picked].Label(), bar)
+		c.Reason = fmt.Sprintf("%s, the default q4, keeps %s against f16", first.Label(), bar)
+	case picked > 0 && first.Skipped != "":
+		c.Reason = fmt.Sprintf("%s makes q·k errors matter more, so not plain q4; %s keeps %s", first.Skipped, c.Candidates[picked].Label(), bar)
 	case picked > 0:
-		c.Reason = fmt.Sprintf("plain q4 falls to top-1 %.1f%%, cosine %.5f; %s is the most compact that keeps %s",
-			100*plain.Quality.Top1Agreement, plain.Quality.Cosine, c.Candidates[picked].Label(), bar)
+		c.Reason = fmt.Sprintf("%s falls to top-1 %.1f%%, cosine %.5f; %s keeps %s",
+			first.Label(), 100*first.Quality.Top1Agreement, first.Quality.Cosine, c.Candidates[picked].Label(), bar)
 	default:
 		// q8 is the most precise quantized mode; f16 would double the
 		// memory, which the settings offer explicitly.
-		picked = len(c.Candidates) - 1
+		picked = q8
 		c.Reason = fmt.Sprintf("no quantized mode keeps %s; q8 is the closest", bar)
 	}
 	c.Type, c.Rotate = c.Candidates[picked].Type, c.Candidates[picked].Rotate

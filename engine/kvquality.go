@@ -31,6 +31,9 @@ type KVQualityReport struct {
 	// low as these random-weight models' 8-bit activation rounding makes them.
 	Floor      *KVQuality
 	FloorBatch int
+	// Rotated says which quantized types stored K rotated (Rotate resolved
+	// per type and for the backend).
+	Rotated map[kv.Type]bool
 }
 
 // KVQualityOptions configure the probe.
@@ -38,8 +41,11 @@ type KVQualityOptions struct {
 	Batch     int // prompt rows per forward call; 1 makes every position read the cache
 	Greedy    int // continuation length compared
 	GroupSize int
-	Rotate    bool // quantized caches store K rotated
-	NoSmooth  bool // quantized caches store K without channel smoothing
+	// Rotate is the quantized caches' rotation of K, resolved per type as
+	// sessions resolve it (auto: q4 only, where the backend rotates the
+	// head dim).
+	Rotate   kv.RotateMode
+	NoSmooth bool // quantized caches store K without channel smoothing
 	// Residual is the f16 residual window of the quantized caches: negative
 	// gives each type its default (kv.DefaultResidual), 0 none.
 	Residual int
@@ -60,12 +66,20 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	if o.GroupSize == 0 {
 		o.GroupSize = kv.DefaultGroupSize
 	}
+	rep := &KVQualityReport{Types: map[kv.Type]*KVQuality{}, FloorBatch: 16, Rotated: map[kv.Type]bool{}}
+	for _, t := range types {
+		so, err := Options{KV: t, KVRotate: o.Rotate}.resolveRotate(b, m.HP.HeadDim)
+		if err != nil {
+			return nil, fmt.Errorf("kv quality (%s): %w", t, err)
+		}
+		rep.Rotated[t] = so.KVRotated
+	}
 	run := func(t kv.Type, batch int, forced []int32) ([][]float32, []int32, error) {
 		residual := o.Residual
 		if residual < 0 {
 			residual = kv.DefaultResidual(t)
 		}
-		cfg := kv.Config{Type: t, GroupSize: o.GroupSize, Rotate: o.Rotate && t != kv.F16, Smooth: !o.NoSmooth, Residual: residual}
+		cfg := kv.Config{Type: t, GroupSize: o.GroupSize, Rotate: rep.Rotated[t], Smooth: !o.NoSmooth, Residual: residual}
 		return probeRun(m, prompt, cfg, batch, o.Greedy, forced)
 	}
 	base, baseGreedy, err := run(kv.F16, o.Batch, nil)
@@ -75,7 +89,6 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	compare := func(rows [][]float32, greedy []int32) *KVQuality {
 		return compareRuns(base, baseGreedy, rows, greedy)
 	}
-	rep := &KVQualityReport{Types: map[kv.Type]*KVQuality{}, FloorBatch: 16}
 	if o.Batch > 1 {
 		rep.FloorBatch = 1
 	}

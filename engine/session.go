@@ -63,9 +63,15 @@ type Options struct {
 	Batch   int     // prefill batch (0: 512)
 	KV      kv.Type // cache type
 	KVGroup int     // q4/q8 group size (0: 32)
-	// KVRotate stores K rotated (docs/ARCHITECTURE.md, "Rotation"): an outlier
-	// channel no longer sets the scale of its whole group.
-	KVRotate bool
+	// KVRotate says whether the cache stores K rotated (docs/ARCHITECTURE.md,
+	// "Rotation"): an outlier channel no longer sets the scale of its
+	// whole group. Auto (the zero value) rotates q4 caches where the backend
+	// rotates the model's head dim (backend.KVRotator); on where it does not
+	// is refused.
+	KVRotate kv.RotateMode
+	// KVRotated is KVRotate resolved for the cache type, head dim and
+	// backend; NewSession sets it, and it is ignored on input.
+	KVRotated bool
 	// KVNoSmooth turns off channel smoothing of quantized K (docs/ARCHITECTURE.md,
 	// "Channel smoothing": per-channel λ, calibrated on the prompt), which is on by default.
 	KVNoSmooth bool
@@ -85,12 +91,37 @@ func (o Options) withDefaults(hp model.HParams) Options {
 	return o
 }
 
-// KVConfig is the cache these options give model hp; KVResidual is taken
-// as resolved (0 or negative: no window), as NewSession resolves it.
+// KVConfig is the cache these options give model hp; KVResidual and
+// KVRotated are taken as resolved (KVResidual 0 or negative: no window), as
+// NewSession resolves them.
 func (o Options) KVConfig(hp model.HParams) kv.Config {
 	o = o.withDefaults(hp)
 	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx,
-		Rotate: o.KVRotate, Smooth: !o.KVNoSmooth, Residual: max(o.KVResidual, 0)}
+		Rotate: o.KVRotated, Smooth: !o.KVNoSmooth, Residual: max(o.KVResidual, 0)}
+}
+
+// KVLabel names the cache a session runs, as its info shows it: "q4 KV
+// (rotated)", "q8 KV". It reads KVRotated, so it describes a session's
+// resolved options.
+func (o Options) KVLabel() string {
+	if o.KVRotated {
+		return o.KV.String() + " KV (rotated)"
+	}
+	return o.KV.String() + " KV"
+}
+
+// resolveRotate sets o.KVRotated for a model of head dim headDim on b: the
+// mode's choice for the cache type, except that auto does not rotate where
+// b cannot, and on there is an error.
+func (o Options) resolveRotate(b backend.Backend, headDim int) (Options, error) {
+	o.KVRotated = o.KVRotate.Rotates(o.KV)
+	if o.KVRotated && !backend.RotatesHeadDim(b, headDim) {
+		if o.KVRotate == kv.RotateOn {
+			return o, fmt.Errorf("the %s backend cannot rotate K of head dim %d: use KV rotation auto or off", b.Name(), headDim)
+		}
+		o.KVRotated = false
+	}
+	return o, nil
 }
 
 // residualOn is the residual window o gives a cache on b: the type's
@@ -135,6 +166,10 @@ func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	o = o.withDefaults(m.HP).resolveResidual(b)
 	if err := onBackend(m, b); err != nil {
 		return nil, err
+	}
+	o, err := o.resolveRotate(b, m.HP.HeadDim)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name(), err)
 	}
 	if err := checkFits(m, b, o); err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "kvcheck",
-		Usage: "-m MODEL --prompt-file F [--batch 1] [--greedy 24] [--kv-group 32] [--rotate] [--smooth=false] [--kv-residual N] [--json]",
+		Usage: "-m MODEL --prompt-file F [--batch 1] [--greedy 24] [--kv-group 32] [--kv-rotate auto|on|off] [--smooth=false] [--kv-residual N] [--json]",
 		Run:   kvcheckCmd,
 	})
 }
@@ -26,7 +26,9 @@ func kvcheckCmd(env *Env, args []string) error {
 	greedy := fs.Int("greedy", 24, "greedy continuation length compared")
 	group := fs.Int("kv-group", kv.DefaultGroupSize, "quantization group: 32 or 64")
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
-	rotate := fs.Bool("rotate", false, "store K Hadamard-rotated in the quantized caches, QuaRot-style (docs/ARCHITECTURE.md, Rotation)")
+	rotate := kv.RotateAuto
+	fs.Var(rotateFlag{&rotate}, "kv-rotate", rotateUsage)
+	fs.Var(rotateSwitch{rotateFlag{&rotate}}, "rotate", "the same as --kv-rotate on (kept from before --kv-rotate)")
 	smooth := fs.Bool("smooth", true, "scale quantized K per channel, calibrated on the prompt (docs/ARCHITECTURE.md, Channel smoothing)")
 	residual := fs.Int("kv-residual", -1, "f16 residual window of the quantized caches in positions (-1: each type's default, 0: none)")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -58,18 +60,24 @@ func kvcheckCmd(env *Env, args []string) error {
 	defer m.Close()
 	ids := m.EncodePrompt(text)
 	rep, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
-		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: *rotate, NoSmooth: !*smooth, Residual: *residual})
+		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: rotate, NoSmooth: !*smooth, Residual: *residual})
 	if err != nil {
 		return err
 	}
-	types := map[string]*engine.KVQuality{}
+	types, rotated := map[string]*engine.KVQuality{}, map[string]bool{}
 	for t, q := range rep.Types {
-		types[t.String()] = q
+		types[t.String()], rotated[t.String()] = q, rep.Rotated[t]
+	}
+	label := func(t kv.Type) string {
+		if rep.Rotated[t] {
+			return t.String() + " (rotated)"
+		}
+		return t.String()
 	}
 	checks := eval.CheckThresholds(rep.Types, eval.TrainedModelThresholds)
 	if *asJSON {
 		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(*path), "tokens": len(ids),
-			"batch": *batch, "kv_group": *group, "rotate": *rotate, "smooth": *smooth, "kv_residual": *residual, "types": types,
+			"batch": *batch, "kv_group": *group, "rotate": rotate.String(), "rotated": rotated, "smooth": *smooth, "kv_residual": *residual, "types": types,
 			"noise_floor": map[string]any{"batch": rep.FloorBatch, "f16": rep.Floor}, "thresholds": checks})
 	}
 	fmt.Fprintf(env.Stdout, "%s, %d prompt tokens, batch %d, KV vs f16 (group %d):\n", filepath.Base(*path), len(ids), *batch, *group)
@@ -79,17 +87,17 @@ func kvcheckCmd(env *Env, args []string) error {
 			q.GreedyAgree, q.GreedyTotal, q.GreedyForced, q.GreedyTotal)
 	}
 	for _, t := range []kv.Type{kv.Q8, kv.Q4} {
-		row(t.String(), rep.Types[t])
+		row(label(t), rep.Types[t])
 	}
 	row(fmt.Sprintf("f16 batch %d", rep.FloorBatch), rep.Floor)
 	fmt.Fprintln(env.Stdout, "(last row: f16 against itself at another batch size, the noise floor)")
-	fmt.Fprintln(env.Stdout, "trained-model thresholds (meant for --batch 1 on a trained model; random weights need not meet them):")
+	fmt.Fprintf(env.Stdout, "trained-model thresholds for --kv-rotate %s (meant for --batch 1 on a trained model; random weights need not meet them):\n", rotate)
 	for _, c := range checks {
 		verdict := "FAIL"
 		if c.Pass {
 			verdict = "pass"
 		}
-		fmt.Fprintf(env.Stdout, "  %-4s %-7s %-10s %-10s %s\n", c.KV, c.Metric, c.Value, c.Want, verdict)
+		fmt.Fprintf(env.Stdout, "  %-14s %-7s %-10s %-10s %s\n", label(c.Type), c.Metric, c.Value, c.Want, verdict)
 	}
 	return nil
 }

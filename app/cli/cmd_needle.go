@@ -14,7 +14,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "needle",
-		Usage: "-m MODEL --cases FILE.jsonl [--kv f16,q8,q4,q4-rot] [--evict h2o:BUDGET|window:BUDGET] [--limit N] [--json]",
+		Usage: "-m MODEL --cases FILE.jsonl [--kv f16,q8,q4,q4-plain] [--evict h2o:BUDGET|window:BUDGET] [--limit N] [--json]",
 		Run:   needleCmd,
 	})
 }
@@ -44,7 +44,7 @@ func needleCmd(env *Env, args []string) error {
 	var mf modelFlags
 	mf.registerModel(fs)
 	casesPath := fs.String("cases", "", "needle cases `FILE.jsonl`")
-	kvList := fs.String("kv", "f16,q8,q4,q4-rot", "KV modes to compare, comma-separated: f16, q8, q4, and q8-rot or q4-rot for K stored Hadamard-rotated")
+	kvList := fs.String("kv", "f16,q8,q4,q4-plain", kvModesUsage)
 	evict := fs.String("evict", "", "evict the cache down to a budget: h2o:`BUDGET` or window:BUDGET (tokens, or a percentage like 25%)")
 	limit := fs.Int("limit", 0, "run only the first `N` cases (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON: per mode, the summary and every case")
@@ -111,7 +111,7 @@ func needleCmd(env *Env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", mode.Name, err)
 		}
-		run := needleModeRun{Mode: mode.Name}
+		run := needleModeRun{Mode: mode.Name, Rotated: s.Opts.KVRotated}
 		start := time.Now()
 		for i, c := range cases {
 			progress(fmt.Sprintf("needle %s: case %d/%d", mode.Name, i+1, len(cases)))
@@ -142,6 +142,7 @@ func needleCmd(env *Env, args []string) error {
 // needleModeRun is one KV mode's results.
 type needleModeRun struct {
 	Mode    string              `json:"kv"`
+	Rotated bool                `json:"rotated"` // the mode resolved: whether K was stored rotated
 	Seconds float64             `json:"seconds"` // wall time of the mode's cases
 	Summary eval.NeedleSummary  `json:"summary"`
 	Results []eval.NeedleResult `json:"results"`

@@ -92,7 +92,7 @@ func writeNeedleCases(t *testing.T, dir string) string {
 func TestNeedleTrainedModel(t *testing.T) {
 	dir, model := trainedDir(t)
 	cases := writeNeedleCases(t, dir)
-	out, stderr, code := runCLI(t, "needle", "-m", model, "--cases", cases, "--kv", "f16,q4-rot", "--json")
+	out, stderr, code := runCLI(t, "needle", "-m", model, "--cases", cases, "--kv", "f16,q4", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -101,6 +101,7 @@ func TestNeedleTrainedModel(t *testing.T) {
 		Ctx   int
 		Modes []struct {
 			KV      string
+			Rotated bool
 			Summary struct {
 				Cells   []struct{ Ctx, Correct, Total int }
 				ByCtx   []struct{ Ctx, Correct, Total int } `json:"by_ctx"`
@@ -118,7 +119,8 @@ func TestNeedleTrainedModel(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if got.Cases != 3 || len(got.Modes) != 2 || got.Modes[0].KV != "f16" || got.Modes[1].KV != "q4-rot" {
+	// q4 is the sessions' default: K rotated.
+	if got.Cases != 3 || len(got.Modes) != 2 || got.Modes[0].KV != "f16" || got.Modes[0].Rotated || got.Modes[1].KV != "q4" || !got.Modes[1].Rotated {
 		t.Fatalf("cases %d, modes %+v", got.Cases, got.Modes)
 	}
 	for _, m := range got.Modes {

@@ -14,7 +14,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "perplexity",
-		Usage: "-m MODEL --text FILE --ctx N [--kv f16,q8,q4,q4-rot] [--batch 512] [--chunks N] [--json]",
+		Usage: "-m MODEL --text FILE --ctx N [--kv f16,q8,q4,q4-plain] [--batch 512] [--chunks N] [--json]",
 		Run:   perplexityCmd,
 	})
 }
@@ -41,7 +41,7 @@ func perplexityCmd(env *Env, args []string) error {
 	var mf modelFlags
 	mf.registerModel(fs)
 	textPath := fs.String("text", "", "text `FILE` to score")
-	kvList := fs.String("kv", "f16,q8,q4,q4-rot", "KV modes to compare, comma-separated: f16, q8, q4, and q8-rot or q4-rot for K stored Hadamard-rotated")
+	kvList := fs.String("kv", "f16,q8,q4,q4-plain", kvModesUsage)
 	chunks := fs.Int("chunks", 0, "score only the first `N` chunks (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() { io.WriteString(fs.Output(), perplexityHelp); fs.PrintDefaults() }

@@ -141,8 +141,9 @@ func runCmd(env *Env, args []string) error {
 		}
 	} else if res.GenTokens > 0 {
 		fmt.Fprintln(env.Stdout)
-		fmt.Fprintf(env.Stderr, "[%d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, first token after %s, stop: %s]\n",
-			res.PrefillTokens, res.PrefillTokPerSec, res.GenTokens, res.DecodeTokPerSec, res.TimeToFirstToken.Round(time.Millisecond), res.StopReason)
+		fmt.Fprintf(env.Stderr, "[%d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, first token after %s, stop: %s; %s]\n",
+			res.PrefillTokens, res.PrefillTokPerSec, res.GenTokens, res.DecodeTokPerSec, res.TimeToFirstToken.Round(time.Millisecond), res.StopReason,
+			info.Options.KVLabel())
 	}
 	if res.FinishReason == "error" {
 		return res.Err

@@ -107,7 +107,7 @@ func serveCmd(env *Env, args []string) error {
 	if *token != "" {
 		auth = "bearer token required"
 	}
-	fmt.Fprintf(env.Stdout, "nibble serve: listening on %s (model %s, %s; Ctrl-C stops)\n", l.URL(), server.ModelID(info.Path), auth)
+	fmt.Fprintf(env.Stdout, "nibble serve: listening on %s (model %s, %s, %s; Ctrl-C stops)\n", l.URL(), server.ModelID(info.Path), info.Options.KVLabel(), auth)
 
 	select {
 	case <-l.Done():

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"strconv"
 
 	"nibble/engine"
 	"nibble/engine/backend"
@@ -21,7 +22,7 @@ type modelFlags struct {
 	batch   int
 	kvType  string
 	kvGroup int
-	rotate  bool
+	rotate  kv.RotateMode
 	smooth  bool
 	kvTail  int // --kv-residual: -1 the type's default, 0 none
 	ram     string
@@ -31,8 +32,44 @@ type modelFlags struct {
 func (mf *modelFlags) register(fs *flag.FlagSet) {
 	mf.registerModel(fs)
 	fs.StringVar(&mf.kvType, "kv", "q4", "KV cache type: f16, q8 or q4")
-	fs.BoolVar(&mf.rotate, "kv-rotate", false, "store K rotated (Hadamard), for models with outlier key channels")
+	fs.Var(rotateFlag{&mf.rotate}, "kv-rotate", rotateUsage)
 }
+
+// kvModesUsage is the help of needle's and perplexity's --kv (eval.ParseKVModes).
+const kvModesUsage = "KV modes to compare, comma-separated: f16, q8 and q4 as sessions run them (q4 with K rotated, q8 without), and q8 or q4 ending in -rot or -plain for K rotated or not"
+
+// rotateUsage is --kv-rotate's help, for every command that has it.
+const rotateUsage = "store K rotated (docs/ARCHITECTURE.md, Rotation): `auto` (q4 only, where the backend rotates the head dim), on or off"
+
+// rotateFlag is --kv-rotate: auto, on or off (true and false, from when
+// it was a switch, mean on and off).
+type rotateFlag struct{ mode *kv.RotateMode }
+
+func (f rotateFlag) String() string {
+	if f.mode == nil {
+		return kv.RotateAuto.String()
+	}
+	return f.mode.String()
+}
+
+func (f rotateFlag) Set(s string) error {
+	if b, err := strconv.ParseBool(s); err == nil {
+		*f.mode = map[bool]kv.RotateMode{true: kv.RotateOn, false: kv.RotateOff}[b]
+		return nil
+	}
+	m, err := kv.ParseRotateMode(s)
+	if err != nil {
+		return err
+	}
+	*f.mode = m
+	return nil
+}
+
+// rotateSwitch is kvcheck's --rotate, kept from before --kv-rotate: on
+// when given (--rotate=false: off).
+type rotateSwitch struct{ rotateFlag }
+
+func (rotateSwitch) IsBoolFlag() bool { return true }
 
 // registerModel registers every shared flag but --kv and --kv-rotate, for
 // the benches that take a list of KV modes instead.

@@ -10,11 +10,12 @@ import (
 )
 
 func TestParseKVModes(t *testing.T) {
-	modes, err := ParseKVModes("f16, Q8,q4,q4-rot,q8_0-rot")
+	modes, err := ParseKVModes("f16, Q8,q4,q4-rot,q8_0-rot,q4-plain,Q8-PLAIN")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []KVMode{{"f16", kv.F16, false}, {"q8", kv.Q8, false}, {"q4", kv.Q4, false}, {"q4-rot", kv.Q4, true}, {"q8-rot", kv.Q8, true}}
+	want := []KVMode{{"f16", kv.F16, kv.RotateAuto}, {"q8", kv.Q8, kv.RotateAuto}, {"q4", kv.Q4, kv.RotateAuto},
+		{"q4-rot", kv.Q4, kv.RotateOn}, {"q8-rot", kv.Q8, kv.RotateOn}, {"q4-plain", kv.Q4, kv.RotateOff}, {"q8-plain", kv.Q8, kv.RotateOff}}
 	if len(modes) != len(want) {
 		t.Fatalf("got %v, want %v", modes, want)
 	}
@@ -23,11 +24,16 @@ func TestParseKVModes(t *testing.T) {
 			t.Errorf("mode %d: got %+v, want %+v", i, modes[i], want[i])
 		}
 	}
-	o := modes[3].Apply(engine.Options{Ctx: 100, KV: kv.F16})
-	if o.KV != kv.Q4 || !o.KVRotate || o.Ctx != 100 {
-		t.Errorf("q4-rot applied: %+v", o)
+	for i, rotated := range []bool{false, false, true, true, true, false, false} {
+		if got := modes[i].Rotate.Rotates(modes[i].Type); got != rotated {
+			t.Errorf("%s rotates: %v, want %v", modes[i].Name, got, rotated)
+		}
 	}
-	for _, bad := range []string{"", "f16,", "q3", "f16-rot", "q4,q4_0", "q4-rot,Q4-ROT", "q4-rotated"} {
+	o := modes[5].Apply(engine.Options{Ctx: 100, KV: kv.F16, KVRotate: kv.RotateOn})
+	if o.KV != kv.Q4 || o.KVRotate != kv.RotateOff || o.Ctx != 100 {
+		t.Errorf("q4-plain applied: %+v", o)
+	}
+	for _, bad := range []string{"", "f16,", "q3", "f16-rot", "f16-plain", "q4,q4_0", "q4-rot,Q4-ROT", "q4-rotated", "q4-plain-rot", "q4-rot-plain"} {
 		if _, err := ParseKVModes(bad); err == nil {
 			t.Errorf("ParseKVModes(%q) accepted", bad)
 		}

@@ -13,20 +13,26 @@ import (
 	"nibble/engine/kv"
 )
 
-// KVMode is one cache configuration a bench runs: a type and whether K is
-// stored Hadamard-rotated.
+// KVMode is one cache configuration a bench runs: a type and its rotation
+// of K. A bare type is the session default (q4 rotated, q8 not); -rot and
+// -plain force rotation on or off.
 type KVMode struct {
-	Name   string // as given: f16, q8, q4, q8-rot, q4-rot
+	Name   string // as given, normalized: f16, q8, q4, q8-rot, q4-rot, q8-plain, q4-plain
 	Type   kv.Type
-	Rotate bool
+	Rotate kv.RotateMode
 }
 
-// rotSuffix marks a quantized mode that stores K rotated (Options.KVRotate).
-const rotSuffix = "-rot"
+// The suffixes of a quantized mode: K stored rotated (kv.RotateOn) or not
+// (kv.RotateOff, channel smoothing alone).
+const (
+	rotSuffix   = "-rot"
+	plainSuffix = "-plain"
+)
 
-// ParseKVModes reads a comma-separated list such as "f16,q8,q4,q4-rot".
-// Names are those kv.ParseType accepts, optionally followed by -rot for the
-// quantized types; a mode may appear once.
+// ParseKVModes reads a comma-separated list such as
+// "f16,q8,q4,q4-rot,q4-plain". Names are those kv.ParseType accepts,
+// optionally followed by -rot or -plain for the quantized types; a mode may
+// appear once.
 func ParseKVModes(list string) ([]KVMode, error) {
 	var modes []KVMode
 	seen := map[string]bool{}
@@ -35,18 +41,20 @@ func ParseKVModes(list string) ([]KVMode, error) {
 		if name == "" {
 			return nil, fmt.Errorf("KV mode list %q has an empty entry", list)
 		}
-		base, rotate := strings.CutSuffix(name, rotSuffix)
+		base, suffix, rotate := name, "", kv.RotateAuto
+		for s, r := range map[string]kv.RotateMode{rotSuffix: kv.RotateOn, plainSuffix: kv.RotateOff} {
+			if b, ok := strings.CutSuffix(name, s); ok {
+				base, suffix, rotate = b, s, r
+			}
+		}
 		t, err := kv.ParseType(base)
 		if err != nil {
-			return nil, fmt.Errorf("KV mode %q: %w (a quantized type may end in %s)", name, err, rotSuffix)
+			return nil, fmt.Errorf("KV mode %q: %w (a quantized type may end in %s or %s)", name, err, rotSuffix, plainSuffix)
 		}
-		if rotate && t == kv.F16 {
+		if suffix != "" && t == kv.F16 {
 			return nil, fmt.Errorf("KV mode %q: rotation applies to quantized caches only", name)
 		}
-		m := KVMode{Name: t.String(), Type: t, Rotate: rotate}
-		if rotate {
-			m.Name += rotSuffix
-		}
+		m := KVMode{Name: t.String() + suffix, Type: t, Rotate: rotate}
 		if seen[m.Name] {
 			return nil, fmt.Errorf("KV mode %q is listed twice", m.Name)
 		}

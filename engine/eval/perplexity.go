@@ -132,7 +132,10 @@ func ScoreChunk(ctx context.Context, s *engine.Session, chunk []int32, first int
 
 // PerplexityResult is one KV mode's figures over a whole plan.
 type PerplexityResult struct {
-	Mode       string  `json:"kv"`
+	Mode string `json:"kv"`
+	// Rotated is whether the session's cache stored K rotated (the mode
+	// resolved: q4 rotates unless the backend cannot).
+	Rotated    bool    `json:"rotated"`
 	Perplexity float64 `json:"perplexity"`
 	StdErr     float64 `json:"stderr"` // ± as llama-perplexity prints it
 	MeanNLL    float64 `json:"mean_nll"`
@@ -151,7 +154,7 @@ type PerplexityResult struct {
 // plan order) for Top1Agreement; the run's own argmaxes are returned for
 // use as a reference. progress, when set, is called after each chunk.
 func RunPerplexity(ctx context.Context, s *engine.Session, mode string, tokens []int32, plan Chunking, ref []int32, progress func(done int)) (PerplexityResult, []int32, error) {
-	res := PerplexityResult{Mode: mode}
+	res := PerplexityResult{Mode: mode, Rotated: s.Opts.KVRotated}
 	start := time.Now()
 	if ref != nil && len(ref) != plan.Scored() {
 		return res, nil, fmt.Errorf("perplexity: %d reference argmaxes for %d scored tokens", len(ref), plan.Scored())
