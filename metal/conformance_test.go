@@ -63,7 +63,8 @@ func TestCloseAndDeferredFree(t *testing.T) {
 
 // MapWeights refuses, naming the tensor, a type without kernels and an
 // offset a buffer binding cannot have; the footprint declares exactly what
-// a cache allocates besides its planes.
+// a cache allocates besides its planes (whose residual window ring
+// cfg.Bytes() counts), and both it and the backend read that window.
 func TestMapWeightsAndFootprint(t *testing.T) {
 	b := newBackend(t)
 	region := make([]byte, 4096)
@@ -86,6 +87,8 @@ func TestMapWeightsAndFootprint(t *testing.T) {
 		{Type: kv.Q4, GroupSize: 32, Layers: 4, KVHeads: 2, HeadDim: 64, Ctx: 333, Smooth: true},
 		{Type: kv.Q8, GroupSize: 64, Layers: 2, KVHeads: 8, HeadDim: 128, Ctx: 64, Smooth: true, Rotate: true},
 		{Type: kv.F16, Layers: 1, KVHeads: 1, HeadDim: 256, Ctx: 10, Smooth: true},
+		{Type: kv.Q4, GroupSize: 32, Layers: 3, KVHeads: 2, HeadDim: 128, Ctx: 333, Smooth: true, Residual: 64},
+		{Type: kv.Q8, GroupSize: 32, Layers: 1, KVHeads: 4, HeadDim: 64, Ctx: 30, Residual: 64}, // the ring capped at 30
 	} {
 		base := b.AllocatedBytes()
 		c, err := b.NewKVCache(cfg, 4*cfg.KVHeads, 48)
@@ -99,6 +102,10 @@ func TestMapWeightsAndFootprint(t *testing.T) {
 		if cfg.Smooths() && f.WorkspaceBytes(cfg, 4*cfg.KVHeads, 48, 0) < int64(4*cfg.Layers*cfg.KVHeads*cfg.HeadDim) {
 			t.Errorf("%+v: the footprint leaves out the λ buffers", cfg)
 		}
+		n := cfg.PlaneBytes()
+		if err := b.ReadKV(c, cfg.Layers-1, make([]byte, n), make([]byte, n)); err != nil {
+			t.Errorf("%+v: ReadKV of planes of %d bytes (the ring included): %v", cfg, n, err)
+		}
 		c.Close()
 		if got := b.AllocatedBytes(); got != base {
 			t.Errorf("%+v: after Close the count is %d, want %d", cfg, got, base)
@@ -106,5 +113,10 @@ func TestMapWeightsAndFootprint(t *testing.T) {
 	}
 	if f.OverheadBytes(backend.Shape{}, 0) <= 0 {
 		t.Error("no base overhead")
+	}
+	for _, x := range []any{b, f} {
+		if got, want := backend.DefaultKVResidual(x, kv.Q4), kv.DefaultResidual(kv.Q4); got != want {
+			t.Errorf("%T: default q4 residual window %d, want %d", x, got, want)
+		}
 	}
 }

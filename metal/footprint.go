@@ -18,6 +18,11 @@ func (footprint) WorkspaceBytes(cfg kv.Config, heads, maxBatch, threads int) int
 	return workspaceBytes(cfg, heads, maxBatch)
 }
 
+// ReadsKVResidual (backend.ResidualReader): sessions on Metal give a
+// quantized cache its default residual window, whose ring cfg.Bytes()
+// already counts.
+func (footprint) ReadsKVResidual() bool { return true }
+
 // OverheadBytes is the CPU backend's for now: the Go runtime, the tokenizer
 // and the host-side pools are the same process. What Metal adds (the
 // driver, pipeline state objects, command buffers, staging uploads) is to be

@@ -194,7 +194,8 @@ func load(t *testing.T, path string, b backend.Backend, withTokenizer bool) (loa
 // the CPU backend with float activations (exactCPU): the last prompt
 // position's logits agree with cosine ≥ 0.9999 with an f16 cache and
 // ≥ 0.999 with a q4 cache (smoothed, as sessions run it), and greedy
-// decoding picks the same 8 tokens. Against the plain CPU backend, whose
+// decoding picks the same 8 tokens; the same with the f16 residual window
+// (q4, smoothed and rotated). Against the plain CPU backend, whose
 // 8-bit activations separate it from both (measured: cosine 0.9995-1 with
 // f16 KV, 0.996-0.99995 with q4 KV, and greedy tokens that part after a few
 // steps on three models with q4 KV, the same for the CPU with float
@@ -236,10 +237,21 @@ func TestForwardMatchesCPU(t *testing.T) {
 				// with an f16 and a q4 cache.
 				{20, kv.Config{Type: kv.F16}, 0.9999, 0.999, 0.9999},
 				{20, kv.Config{Type: kv.Q4, GroupSize: 32, Smooth: true}, 0.999, 0.99, 0.99},
+				// The f16 residual window, shorter than the prompt and the
+				// sliding window (so that the second prefill batch and the
+				// decode steps read codes and ring alike), on a q4 cache
+				// smoothed and rotated.
+				{20, kv.Config{Type: kv.Q4, GroupSize: 32, Smooth: true, Rotate: true, Residual: 12}, 0.999, 0.99, 0.99},
 			} {
 				what := c.kv.Type.String()
 				if c.window > 0 {
 					what += fmt.Sprintf(" window %d", c.window)
+				}
+				if c.kv.Residual > 0 {
+					what += fmt.Sprintf(" residual %d", c.kv.Residual)
+				}
+				if c.kv.Rotate {
+					what += " rotated"
 				}
 				for _, l := range []loaded{plain, exact, metal} {
 					l.m.HP.Window = c.window

@@ -12,7 +12,8 @@ import (
 )
 
 // kvCache is a cache in device memory: per layer a K and a V plane, the
-// bytes of the CPU cache's (docs/ARCHITECTURE.md, "KV cache format"), a λ
+// bytes of the CPU cache's (docs/ARCHITECTURE.md, "KV cache format": codes,
+// metadata and the residual window's f16 ring), a λ
 // buffer per layer when the cache smooths, and one attention workspace
 // shared by the layers (the list runs its dispatches in order).
 type kvCache struct {
@@ -65,10 +66,11 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		return nil, fmt.Errorf("metal: %d query heads for %d kv heads", heads, cfg.KVHeads)
 	case maxBatch <= 0:
 		return nil, fmt.Errorf("metal: prefill batch of %d rows", maxBatch)
-	case cfg.Window() > 0:
-		// The Metal kernels read every position from its codes; reading the
-		// ring instead would silently differ from the CPU twin.
-		return nil, fmt.Errorf("metal: the f16 residual window (%d positions) is not implemented on Metal yet: use --kv-residual 0", cfg.Window())
+	case cfg.Evicts():
+		// Eviction maps logical positions to slots, moves codes and keeps
+		// scores on the host side of the CPU cache; the Metal cache has
+		// none of that yet.
+		return nil, fmt.Errorf("metal: KV eviction (%s) is not available on Metal yet; use --backend cpu", cfg.Evict.Policy)
 	}
 	c := &kvCache{b: b, cfg: cfg, heads: heads, maxBatch: maxBatch, layers: make([]encoder.KVLayer, cfg.Layers)}
 	alloc := func(n int) (encoder.Region, error) {
@@ -112,6 +114,11 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 	}
 	return c, nil
 }
+
+// ReadsKVResidual (backend.ResidualReader): kernel_kv_append_{q8,q4} also
+// store the last positions in the residual window's f16 ring, and the
+// decode and prefill attention kernels read them from there.
+func (b *Backend) ReadsKVResidual() bool { return true }
 
 // cacheLayer is the cache's layer l, or an error naming op.
 func cacheLayer(op string, c backend.KVCache, l int) (*kvCache, *encoder.KVLayer, error) {
@@ -210,7 +217,8 @@ func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, 
 	b.enc.AttendPrefill(o, qr, kr, vr, lv, past, rows, a, kc.ws)
 }
 
-// ReadKV copies the layer's planes (after Sync).
+// ReadKV copies the layer's planes (after Sync), the residual window's
+// ring included, as the CPU backend's ReadKV does.
 func (b *Backend) ReadKV(c backend.KVCache, layer int, k, v []byte) error {
 	_, lv, err := cacheLayer("read kv", c, layer)
 	if err != nil {

@@ -177,11 +177,20 @@ type attnArgs struct {
 	heads, group, chunks, ctx, lo, n, chunk, splits, window, kvHeads int
 	qscale, norm                                                     float32
 	scoreStride                                                      int
+	// tail is the first position read from the residual window's ring,
+	// ringRows its rows per kv head, ring its byte offset in a plane.
+	tail, ringRows, ring int
 }
 
 func (a *attnArgs) bytes() []byte {
 	return Args(a.heads, a.group, a.chunks, a.ctx, a.lo, a.n, a.chunk, a.splits, a.window, a.kvHeads,
-		a.qscale, a.norm, a.scoreStride)
+		a.qscale, a.norm, a.scoreStride, a.tail, a.ringRows, uint64(a.ring))
+}
+
+// setRing sets the residual window's part of a: positions [tail, end) of
+// a read that ends at end are in the ring (tail = end: none).
+func (a *attnArgs) setRing(c *KVLayer, tail int) {
+	a.tail, a.ringRows, a.ring = tail, c.Cfg.Window(), c.RingOffset()
 }
 
 // attnPlanes binds K codes, K metadata, V codes, V metadata, λ and the
@@ -217,7 +226,9 @@ func attnKernel(op string, t kv.Type) string { return "kernel_attn_" + op + "_" 
 // AttendDecode follows backend.Backend's AttendDecode: the query row q
 // (Heads·HeadDim floats) against the cached positions
 // [max(0, n-Window), n) of c, into out; ws is the workspace of
-// WorkspaceBytes.
+// WorkspaceBytes. The positions the residual window's ring holds
+// (c.TailStart) are read from it, the others from their codes, in the
+// same pass.
 func (e *Encoder) AttendDecode(out, q Region, c *KVLayer, n int, a *backend.Attention, ws Region) {
 	e.attendDecode(out, q, c, n, a, ws, Region{}, 0)
 }
@@ -263,6 +274,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	chunk := (n - lo + s - 1) / s
 	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Cfg.Ctx, lo: lo, n: n, chunk: chunk, splits: s,
 		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: float32(1 / math.Sqrt(float64(d)))}
+	args.setRing(c, c.TailStart(lo, n))
 	export := scores.Buf != nil
 	if export {
 		args.scoreStride = stride
@@ -294,7 +306,8 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 // of q at positions past..past+rows-1, row i against the cached prefix in
 // its window and new rows 0..i of k and v (rows×KVHeads·HeadDim floats)
 // rounded through f16; ws is the workspace of WorkspaceBytes for at least
-// rows rows. The caller stores k and v (KVStore) afterwards.
+// rows rows. The prefix's positions the residual window's ring holds are
+// read from it. The caller stores k and v (KVStore) afterwards.
 func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int, a *backend.Attention, ws Region) {
 	hg, ok := e.attnCheck("attention prefill", c, a)
 	if !ok {
@@ -325,6 +338,7 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 	chunks := g / hg
 	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Cfg.Ctx, lo: past, n: rows,
 		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: float32(1 / math.Sqrt(float64(d)))}
+	args.setRing(c, c.TailStart(0, past))
 	sk, sv := ws.Sub(part, stagedBytes), ws.Sub(part+stagedBytes, stagedBytes)
 	consts, inline := attnConsts(c, hg, false), []device.Inline{{Index: 0, Data: args.bytes()}}
 	planes := e.attnPlanes(c)

@@ -15,10 +15,12 @@ import (
 )
 
 // AttendDecode and AttendPrefill on the emulator against the CPU backend's
-// ops of the same names, on a cache the CPU backend filled (KVSetSmoothing,
-// KVStore) and whose planes ReadKV copies to the device. Tolerance: 2e-5 of
-// the largest output (float32 sums in other orders; the kernels' own tests
-// in metal/shaders cover the shapes).
+// ops of the same names, on caches both filled with the same KVSetSmoothing
+// and KVStore calls (stores: positions and rows of each, a rewind among
+// them), so that the encoder's record of what the residual window's ring
+// holds is the one under test. Tolerance: 2e-5 of the largest output
+// (float32 sums in other orders; the kernels' own tests in metal/shaders
+// cover the shapes).
 func TestEncoderAttention(t *testing.T) {
 	dev, e := emuEncoder(t)
 	r := rand.New(rand.NewPCG(61, 62))
@@ -29,14 +31,26 @@ func TestEncoderAttention(t *testing.T) {
 		smooth         bool
 		prefill        bool
 		past           int
+		stores         [][2]int // {pos, rows} of each store (nil: one of the n or past positions)
 	}{
 		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 64, Ctx: 320, Smooth: true}, heads: 4, n: 300, smooth: true},
 		{cfg: kv.Config{Type: kv.Q8, GroupSize: 64, KVHeads: 1, HeadDim: 128, Ctx: 64, Rotate: true}, heads: 1, n: 40, window: 16},
 		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 128, Ctx: 80, Rotate: true, Smooth: true}, heads: 8, prefill: true, past: 40, rows: 20, smooth: true},
 		{cfg: kv.Config{Type: kv.F16, KVHeads: 1, HeadDim: 64, Ctx: 40}, heads: 2, prefill: true, past: 0, rows: 17, window: 8},
+		// The residual window: filled by a prompt batch and decode rows,
+		// read by decode and prefill, with a sliding window, and after a
+		// rewind that leaves the ring a shorter run.
+		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 128, Ctx: 320, Smooth: true, Rotate: true, Residual: 64}, heads: 8, n: 300, smooth: true,
+			stores: [][2]int{{0, 250}, {250, 1}, {251, 1}, {252, 48}}},
+		{cfg: kv.Config{Type: kv.Q8, GroupSize: 32, KVHeads: 1, HeadDim: 64, Ctx: 100, Residual: 16}, heads: 2, n: 90, window: 40},
+		{cfg: kv.Config{Type: kv.Q4, GroupSize: 64, KVHeads: 2, HeadDim: 256, Ctx: 200, Residual: 64}, heads: 4, n: 120,
+			stores: [][2]int{{0, 150}, {110, 10}}},
+		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 64, Ctx: 200, Smooth: true, Residual: 32}, heads: 4, prefill: true, past: 100, rows: 30, smooth: true},
+		{cfg: kv.Config{Type: kv.Q8, GroupSize: 64, KVHeads: 1, HeadDim: 128, Ctx: 200, Rotate: true, Residual: 64}, heads: 1, prefill: true, past: 90, rows: 8, window: 70,
+			stores: [][2]int{{0, 120}, {85, 5}}},
 	} {
 		c.cfg.Layers = 1
-		name := fmt.Sprintf("%v_d%d_h%d_kv%d_n%d_past%d_rows%d", c.cfg.Type, c.cfg.HeadDim, c.heads, c.cfg.KVHeads, c.n, c.past, c.rows)
+		name := fmt.Sprintf("%v_d%d_h%d_kv%d_n%d_past%d_rows%d_window%d_res%d", c.cfg.Type, c.cfg.HeadDim, c.heads, c.cfg.KVHeads, c.n, c.past, c.rows, c.window, c.cfg.Window())
 		t.Run(name, func(t *testing.T) {
 			cb := cpu.New(2)
 			defer cb.Close()
@@ -47,32 +61,26 @@ func TestEncoderAttention(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer kc.Close()
-			var lambda []float32
+			layer := opsLayer(t, dev, c.cfg)
 			if c.smooth {
-				lambda = make([]float32, kvw)
+				lambda := make([]float32, kvw)
 				for i := range lambda {
 					lambda[i] = float32(math.Ldexp(1, r.IntN(5)-2))
 				}
 				cb.KVSetSmoothing(kc, 0, lambda)
+				e.KVSetSmoothing(layer, lambda)
 			}
-			stored := c.n
-			if c.prefill {
-				stored = c.past
+			stores := c.stores
+			if stored := map[bool]int{false: c.n, true: c.past}[c.prefill]; stores == nil && stored > 0 {
+				stores = [][2]int{{0, stored}}
 			}
-			if stored > 0 {
-				cb.KVStore(kc, 0, cpuTensor(cb, randomFloats(r, stored*kvw, 2)), cpuTensor(cb, randomFloats(r, stored*kvw, 2)), 0, stored)
+			for _, s := range stores {
+				k, v := randomFloats(r, s[1]*kvw, 2), randomFloats(r, s[1]*kvw, 2)
+				cb.KVStore(kc, 0, cpuTensor(cb, k), cpuTensor(cb, v), s[0], s[1])
+				e.KVStore(layer, devFloats(t, dev, k, 0), devFloats(t, dev, v, 0), s[0], s[1])
 			}
 			if err := cb.Sync(); err != nil {
 				t.Fatal(err)
-			}
-			plane := c.cfg.KVHeads * c.cfg.Ctx * kv.BytesPerTokenHead(c.cfg.Type, d, c.cfg.GroupSize)
-			kb, vb := make([]byte, plane), make([]byte, plane)
-			if err := cb.ReadKV(kc, 0, kb, vb); err != nil {
-				t.Fatal(err)
-			}
-			layer := &KVLayer{Cfg: c.cfg, K: devBytes(t, dev, kb, 0), V: devBytes(t, dev, vb, 0), Smoothed: lambda != nil}
-			if lambda != nil {
-				layer.Lambda = devFloats(t, dev, lambda, 0)
 			}
 			a := &backend.Attention{Heads: c.heads, KVHeads: c.cfg.KVHeads, HeadDim: d,
 				Scale: float32(1 / math.Sqrt(float64(d))), Window: c.window}

@@ -109,8 +109,9 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 		return 0
 	}
 	n := rows * row / 8
+	ringFrom := c.storeTail(pos, rows)
 	a := Args(d, cfg.GroupSize, cfg.KVHeads, cfg.Ctx, pos, n, flag(smooth), flag(cfg.Rotate),
-		float32(1/math.Sqrt(float64(d))), uint64(c.CodesBytes()))
+		float32(1/math.Sqrt(float64(d))), cfg.Window(), ringFrom, uint64(c.CodesBytes()), uint64(c.RingOffset()))
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_kv_append_" + cfg.Type.String()),
 		Groups:   [3]int{(n + kvAppendThreads - 1) / kvAppendThreads, 2, 1},

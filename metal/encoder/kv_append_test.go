@@ -41,8 +41,10 @@ func opsLambda(r *rand.Rand, n int) []float32 {
 // KVSetSmoothing and KVStore on the emulator against the CPU backend's
 // (ReadKV): a prompt batch stored with λ1, decode rows after, then λ2 set
 // and a row stored in the same command list (λ reaches the device in
-// command order), then smoothing turned off. Every type, smoothing and
-// rotation. Tolerance: none, the planes' bytes are equal.
+// command order), a rewind (rows stored again at an earlier position), then
+// smoothing turned off. Every type, smoothing and rotation, residual windows
+// of 1, 16, 64 and 100 positions (q8, q4: the f16 ring is part of the
+// planes). Tolerance: none, the planes' bytes are equal.
 func TestEncoderKVStore(t *testing.T) {
 	dev, e := emuEncoder(t)
 	cb := cpu.New(1)
@@ -52,10 +54,10 @@ func TestEncoderKVStore(t *testing.T) {
 	for _, typ := range kv.Types {
 		for _, sr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 			cfg := kv.Config{Type: typ, GroupSize: []int{32, 64}[i%2], Layers: 2, KVHeads: []int{2, 8, 1}[i%3],
-				HeadDim: []int{64, 128, 256}[i%3], Ctx: 80, Smooth: sr[0], Rotate: sr[1]}
+				HeadDim: []int{64, 128, 256}[i%3], Ctx: 80, Smooth: sr[0], Rotate: sr[1], Residual: []int{16, 64, 1, 0, 100}[i%5]}
 			i++
 			for _, o := range []emulator.Order{emulator.Forward, emulator.Reverse} {
-				t.Run(fmt.Sprintf("%v_gs%d_kvheads%d_d%d_smooth%v_rotate%v_%v", typ, cfg.GroupSize, cfg.KVHeads, cfg.HeadDim, cfg.Smooth, cfg.Rotate, o), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%v_gs%d_kvheads%d_d%d_smooth%v_rotate%v_window%d_%v", typ, cfg.GroupSize, cfg.KVHeads, cfg.HeadDim, cfg.Smooth, cfg.Rotate, cfg.Window(), o), func(t *testing.T) {
 					cc, err := cb.NewKVCache(cfg, cfg.KVHeads, 64)
 					if err != nil {
 						t.Fatal(err)
@@ -82,6 +84,7 @@ func TestEncoderKVStore(t *testing.T) {
 					smooth(l2)
 					store(35, 2)
 					runEncoded(t, dev, e, o)
+					store(20, 3)
 					smooth(nil)
 					store(79, 1)
 					runEncoded(t, dev, e, o)
@@ -102,7 +105,8 @@ func TestEncoderKVStore(t *testing.T) {
 						if !bytes.Equal(p.got, p.want) {
 							for j := range p.want {
 								if p.got[j] != p.want[j] {
-									t.Fatalf("%s plane byte %d of %d (codes end at %d): %#02x, want %#02x", p.name, j, len(p.want), c.CodesBytes(), p.got[j], p.want[j])
+									t.Fatalf("%s plane byte %d of %d (codes end at %d, the ring starts at %d): %#02x, want %#02x",
+										p.name, j, len(p.want), c.CodesBytes(), c.RingOffset(), p.got[j], p.want[j])
 								}
 							}
 						}

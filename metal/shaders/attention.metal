@@ -13,6 +13,11 @@
 //                            the cached prefix from the cache, then the
 //                            staged new rows 0..row, normalized.
 //
+// With a residual window (q8, q4), the positions from args.tail on of the
+// range a threadgroup reads are taken from the plane's f16 ring (row
+// position % ring_rows, attn_ring) after the older ones from their codes,
+// continuing the same online softmax (attn_settle, then a plain query).
+//
 // <kv> is q4, q8 or f16. A threadgroup is ATTN_NSG simdgroups. Each
 // simdgroup walks its own blocks of ATTN_BT = 64 tokens (blocks sg,
 // sg+NSG, ... of the range): lane i scores tokens i and i+32 of the block
@@ -77,6 +82,10 @@ struct attn_args {
     float qscale;       // scale·log2(e)
     float norm;         // rotation: 1/sqrt(D)
     uint  score_stride; // decode export: floats between query heads
+    uint  tail;         // positions from tail on are read from the residual
+                        // window's ring (decode: up to n; prefill: up to lo)
+    uint  ring_rows;    // the ring's rows per kv head (the window W; 0: none)
+    ulong ring;         // byte offset of the ring in a plane
 };
 
 // ---- query preparation ----
@@ -356,6 +365,56 @@ struct attn_f16 {
     }
 };
 
+// The residual window's ring: f16 rows as attn_f16 reads them, the same
+// sums in the same order, but loaded two halves at a time: the ring follows
+// the metadata, so a row is only 4-byte aligned.
+struct attn_ring {
+    static inline bool predivide() { return false; }
+    static inline bool groups() { return false; }
+
+    static inline void score(thread float * sc, attn_plane k, thread const uint * slot,
+                             threadgroup const float * qs, threadgroup const float *) {
+        device const half2 * c[ATTN_TPL];
+        for (uint u = 0; u < ATTN_TPL; ++u) {
+            c[u] = (device const half2 *) (k.codes + slot[u]*attn_d*2);
+            for (uint j = 0; j < attn_hg; ++j) {
+                sc[u*ATTN_MAXH + j] = 0.0f;
+            }
+        }
+        threadgroup const float4 * q4 = (threadgroup const float4 *) qs;
+        for (uint i8 = 0; i8 < attn_d/8; ++i8) {
+            float4 x[ATTN_TPL], y[ATTN_TPL];
+            for (uint u = 0; u < ATTN_TPL; ++u) {
+                x[u] = float4(float2(c[u][4*i8]), float2(c[u][4*i8 + 1]));
+                y[u] = float4(float2(c[u][4*i8 + 2]), float2(c[u][4*i8 + 3]));
+            }
+            for (uint j = 0; j < attn_hg; ++j) {
+                const float4 a = q4[j*attn_d/4 + 2*i8], b = q4[j*attn_d/4 + 2*i8 + 1];
+                for (uint u = 0; u < ATTN_TPL; ++u) {
+                    sc[u*ATTN_MAXH + j] += dot(a, x[u]) + dot(b, y[u]);
+                }
+            }
+        }
+    }
+
+    static inline void accumulate(thread float * o, thread float *, attn_plane v, uint slot, uint li,
+                                  threadgroup const float * p) {
+        device const half2 * x = (device const half2 *) (v.codes + slot*attn_d*2) + 4*li;
+        const float4 x0 = float4(float2(x[0]), float2(x[1])), x1 = float4(float2(x[2]), float2(x[3]));
+        for (uint j = 0; j < attn_hg; ++j) {
+            const float pj = p[j*ATTN_BT];
+            for (uint e = 0; e < 4; ++e) {
+                o[j*ATTN_EV + e] += pj*x0[e];
+                o[j*ATTN_EV + 4 + e] += pj*x1[e];
+            }
+        }
+    }
+
+    static inline float finish(float o, float, uint) {
+        return o;
+    }
+};
+
 // ---- the block loop ----
 
 // One simdgroup's online-softmax state for attn_hg heads: the lane's
@@ -448,6 +507,24 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
         }
         // p is rewritten by the next block.
         simdgroup_barrier(mem_flags::mem_threadgroup);
+    }
+}
+
+// attn_ring_blocks runs this simdgroup's blocks of positions [t0, t1) read
+// from the residual window's ring of kv head kvh (rows rows, ring at byte
+// ring of the planes kc and vc): position t is row t % rows, so the range,
+// at most rows long, is two runs of consecutive rows, each a plain range of
+// attn_blocks whose base is offset by the run's start (uint arithmetic
+// wraps, so base + t is the row). scores as attn_blocks'.
+inline void attn_ring_blocks(thread attn_state & st, device const char * kc, device const char * vc, ulong ring,
+                             uint rows, uint kvh, uint t0, uint t1,
+                             threadgroup const float * qs, threadgroup float * p,
+                             device float * scores, uint score_stride, ushort sg, ushort lane) {
+    const attn_plane k = {kc + ring, (device const half2 *) kc}, v = {vc + ring, (device const half2 *) vc};
+    const uint wrap = min(t1, (t0/rows + 1)*rows); // the first run ends at a multiple of rows
+    attn_blocks<attn_ring>(st, k, v, kvh*rows - (t0/rows)*rows, t0, wrap, qs, qs, p, scores, score_stride, sg, lane);
+    if (wrap < t1) {
+        attn_blocks<attn_ring>(st, k, v, kvh*rows - wrap, wrap, t1, qs, qs, p, scores, score_stride, sg, lane);
     }
 }
 
@@ -553,6 +630,8 @@ kernel void kernel_attn_decode(
     const uint split = tg.y;
     const uint t0 = args.lo + split*args.chunk;
     const uint t1 = min(args.n, t0 + args.chunk);
+    // [t0, tail) from the codes, [tail, t1) from the residual window's ring.
+    const uint tail = max(t0, min(t1, args.tail));
 
     attn_prepare_query(qs, qsum, q + h0*attn_d, lambda + kvh*attn_d, signs,
                        args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
@@ -560,14 +639,27 @@ kernel void kernel_attn_decode(
     attn_state st;
     attn_state_init(st);
     const attn_plane k = {kc, km}, v = {vc, vm};
+    threadgroup float * ps = p + sg*attn_hg*ATTN_BT;
     device float * sc = attn_scores ? scores + h0*args.score_stride : (device float *) nullptr;
-    attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, t1, qs, qsum, p + sg*attn_hg*ATTN_BT, sc, args.score_stride, sg, lane);
+    attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, tail, qs, qsum, ps, sc, args.score_stride, sg, lane);
+    const bool ring = tail < t1; // the same for the whole threadgroup
+    if (ring) {
+        attn_settle<KV>(st); // the ring's rows continue o in element terms
+        threadgroup_barrier(mem_flags::mem_threadgroup); // qs is rewritten
+        attn_prepare_query(qs, qsum, q + h0*attn_d, lambda + kvh*attn_d, signs,
+                           args.qscale, args.norm, false, false, tid, ntg);
+        attn_ring_blocks(st, kc, vc, args.ring, args.ring_rows, kvh, tail, t1, qs, ps, sc, args.score_stride, sg, lane);
+    }
     attn_fold(st);
     threadgroup_barrier(mem_flags::mem_threadgroup); // comb overlays p
 
     for (uint j = 0; j < attn_hg; ++j) {
         float m, l, w[ATTN_NSG];
-        attn_merge_head<KV>(st, j, comb, cml, sg, lane, m, l, w);
+        if (ring) {
+            attn_merge_head<attn_ring>(st, j, comb, cml, sg, lane, m, l, w);
+        } else {
+            attn_merge_head<KV>(st, j, comb, cml, sg, lane, m, l, w);
+        }
         const uint part = (h0 + j)*args.splits + split;
         for (uint i = tid; i < attn_d; i += ntg) {
             part_o[part*attn_d + i] = attn_merged(comb, w, i);
@@ -707,17 +799,23 @@ kernel void kernel_attn_prefill(
     attn_state_init(st);
     threadgroup float * ps = p + sg*attn_hg*ATTN_BT;
     device float * none = (device float *) nullptr;
-    if (lo < past) {
+    // The prefix: [lo, tail) from the codes, [tail, past) from the
+    // residual window's ring.
+    const uint tail = max(lo, min(past, args.tail));
+    if (lo < tail) {
         attn_prepare_query(qs, qsum, qrow, lambda + kvh*attn_d, signs,
                            args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
         const attn_plane k = {kc, km}, v = {vc, vm};
-        attn_blocks<KV>(st, k, v, kvh*args.ctx, lo, past, qs, qsum, ps, none, 0, sg, lane);
-        attn_settle<KV>(st); // the new rows continue o in element terms
+        attn_blocks<KV>(st, k, v, kvh*args.ctx, lo, tail, qs, qsum, ps, none, 0, sg, lane);
+        attn_settle<KV>(st); // the ring's and new rows continue o in element terms
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    // The staged rows meet a plain query (q4 predivides it).
+    // The ring's and the staged rows meet a plain query (q4 predivides it).
     attn_prepare_query(qs, qsum, qrow, lambda + kvh*attn_d, signs,
                        args.qscale, args.norm, false, false, tid, ntg);
+    if (tail < past) {
+        attn_ring_blocks(st, kc, vc, args.ring, args.ring_rows, kvh, tail, past, qs, ps, none, 0, sg, lane);
+    }
     const attn_plane nk = {sk, (device const half2 *) sk}, nv = {sv, (device const half2 *) sv};
     attn_blocks<attn_f16>(st, nk, nv, kvh*args.n, max(lo, past) - past, r + 1, qs, qsum, ps, none, 0, sg, lane);
     attn_fold(st);

@@ -11,6 +11,7 @@ import (
 
 	"nibble/engine/attention"
 	"nibble/engine/backend"
+	"nibble/engine/half"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
 	"nibble/metal/emulator"
@@ -32,6 +33,11 @@ type attnCase struct {
 	window       int
 	smooth, rot  bool
 	scoresStride int // decode: export scores at this stride (0: none)
+	residual     int // the f16 residual window (q4, q8)
+	// rewind > 0: the cache is first filled 40 positions past n (past for
+	// prefill), then rewound, rows rewind.. stored again; the ring then
+	// holds a shorter run than its window.
+	rewind int
 }
 
 func (c attnCase) String() string {
@@ -50,6 +56,12 @@ func (c attnCase) String() string {
 	}
 	if c.scoresStride > 0 {
 		s += "_scores"
+	}
+	if c.residual > 0 {
+		s += fmt.Sprintf("_res%d", c.residual)
+	}
+	if c.rewind > 0 {
+		s += fmt.Sprintf("_rewind%d", c.rewind)
 	}
 	return s
 }
@@ -79,7 +91,7 @@ func attnRows(r *rand.Rand, rows, heads, d int, outliers bool) []float32 {
 }
 
 // attnFixture is a cache filled on the CPU (kv.Cache.Append) and the same
-// bytes on the device.
+// bytes on the device, with the positions its residual window's ring holds.
 type attnFixture struct {
 	cache *kv.Cache
 	layer encoder.KVLayer
@@ -88,7 +100,7 @@ type attnFixture struct {
 func newAttnFixture(t *testing.T, d *emulator.Device, r *rand.Rand, c attnCase, ctx, filled int) *attnFixture {
 	t.Helper()
 	cfg := kv.Config{Type: c.typ, GroupSize: c.gs, Layers: 1, KVHeads: c.kvHeads, HeadDim: c.d, Ctx: ctx,
-		Rotate: c.rot, Smooth: c.smooth}
+		Rotate: c.rot, Smooth: c.smooth, Residual: c.residual}
 	if c.typ == kv.F16 {
 		cfg.GroupSize = 0
 	}
@@ -110,17 +122,35 @@ func newAttnFixture(t *testing.T, d *emulator.Device, r *rand.Rand, c attnCase, 
 			t.Fatal(err)
 		}
 	}
-	if filled > 0 {
-		k := attnRows(r, filled, c.kvHeads, c.d, true)
-		v := attnRows(r, filled, c.kvHeads, c.d, false)
-		if err := cache.Append(0, 0, k, v, filled); err != nil {
+	appendRows := func(pos, rows int) {
+		k := attnRows(r, rows, c.kvHeads, c.d, true)
+		v := attnRows(r, rows, c.kvHeads, c.d, false)
+		if err := cache.Append(0, pos, k, v, rows); err != nil {
 			t.Fatal(err)
 		}
+	}
+	switch {
+	case c.rewind > 0:
+		appendRows(0, filled+40)
+		appendRows(c.rewind, filled-c.rewind)
+	case filled > 0:
+		appendRows(0, filled)
 	}
 	lv := cache.Layer(0)
 	f := &attnFixture{cache: cache}
 	f.layer = encoder.KVLayer{Cfg: cfg,
 		K: region(t, d, lv.K.Raw), V: region(t, d, lv.V.Raw), Smoothed: lambda != nil}
+	if w := cfg.Window(); w > 0 {
+		f.layer.Tail = make([]int32, w)
+		for i := range f.layer.Tail {
+			f.layer.Tail[i] = -1
+		}
+		for pos := range ctx {
+			if lv.TailHolds(pos) {
+				f.layer.Tail[pos%w] = int32(pos)
+			}
+		}
+	}
 	if lambda != nil {
 		f.layer.Lambda = region(t, d, f32Bytes(lambda))
 	}
@@ -196,9 +226,28 @@ func TestAttnDecode(t *testing.T) {
 		{typ: kv.F16, d: 128, kvHeads: 2, g: 4, n: 257},
 		{typ: kv.F16, d: 64, kvHeads: 1, g: 1, n: 4096, window: 500},
 		{typ: kv.F16, d: 256, kvHeads: 1, g: 16, n: 33, rot: true},
+		// The residual window: 1, 64, longer than and as long as the
+		// positions, a ring that wraps inside the positions it holds, one
+		// shortened by a rewind, one a sliding window cuts into, and one
+		// long enough that splits end inside it.
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 1000, smooth: true, rot: true, residual: 1},
+		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 1, g: 8, n: 300, smooth: true, residual: 64},
+		{typ: kv.Q4, gs: 64, d: 256, kvHeads: 2, g: 2, n: 33, rot: true, residual: 64},
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 1, g: 1, n: 64, residual: 64},
+		{typ: kv.Q4, gs: 64, d: 64, kvHeads: 3, g: 2, n: 97, smooth: true, rot: true, residual: 40},
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 130, residual: 64, rewind: 100},
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 2, n: 2000, window: 30, residual: 64, smooth: true},
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 1, g: 4, n: 1500, residual: 1024, rot: true},
+		{typ: kv.Q8, gs: 32, d: 128, kvHeads: 2, g: 4, n: 500, smooth: true, residual: 64},
+		{typ: kv.Q8, gs: 64, d: 256, kvHeads: 1, g: 8, n: 20, rot: true, residual: 20},
+		{typ: kv.Q8, gs: 32, d: 64, kvHeads: 2, g: 1, n: 77, smooth: true, rot: true, residual: 1},
 	}
 	for _, c := range cases {
-		f := newAttnFixture(t, d, r, c, c.n+r.IntN(3), c.n)
+		ctx := c.n + r.IntN(3)
+		if c.rewind > 0 {
+			ctx = c.n + 40
+		}
+		f := newAttnFixture(t, d, r, c, ctx, c.n)
 		p := c.params()
 		width := p.Heads * p.HeadDim
 		q := attnRows(r, 1, p.Heads, p.HeadDim, false)
@@ -237,6 +286,7 @@ func TestAttnDecodeScores(t *testing.T) {
 		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 700, window: 300, smooth: true, rot: true, scoresStride: 710},
 		{typ: kv.Q8, gs: 64, d: 64, kvHeads: 1, g: 2, n: 40, scoresStride: 40},
 		{typ: kv.F16, d: 256, kvHeads: 2, g: 1, n: 33, scoresStride: 64},
+		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 2, g: 2, n: 150, smooth: true, rot: true, scoresStride: 150, residual: 64},
 	} {
 		f := newAttnFixture(t, d, r, c, c.n, c.n)
 		p := c.params()
@@ -249,9 +299,14 @@ func TestAttnDecodeScores(t *testing.T) {
 		lv := f.cache.Layer(0)
 		want := make([]float32, p.Heads*c.scoresStride)
 		key := make([]float32, c.d)
+		tail := lv.TailStart(lo, c.n)
 		for pos := lo; pos < c.n; pos++ {
 			for kvh := 0; kvh < c.kvHeads; kvh++ {
-				lv.Dequantize(key, &lv.K, kvh, pos)
+				if pos >= tail {
+					ringKey(key, lv, kvh, pos)
+				} else {
+					lv.Dequantize(key, &lv.K, kvh, pos)
+				}
 				for j := 0; j < c.g; j++ {
 					h := kvh*c.g + j
 					var s float64
@@ -278,6 +333,22 @@ func TestAttnDecodeScores(t *testing.T) {
 	}
 }
 
+// ringKey writes the residual window ring's copy of K at (kvh, pos) into
+// key in the original space: rotation and smoothing undone.
+func ringKey(key []float32, lv *kv.LayerView, kvh, pos int) {
+	for i, h := range lv.TailRow(&lv.K, kvh, pos) {
+		key[i] = half.ToFloat32(h)
+	}
+	if lv.Rot != nil {
+		lv.Rot.Invert(key, key)
+	}
+	if lv.Lambda != nil {
+		for i := range key {
+			key[i] *= lv.Lambda[kvh*lv.HeadDim+i]
+		}
+	}
+}
+
 // kernel_attn_stage_f32 and kernel_attn_prefill_{q4,q8,f16} (through
 // encoder.AttendPrefill) against engine/attention.Prefill. Tolerance:
 // attnDecodeTol relative to the largest output (the staged rows are the
@@ -295,9 +366,23 @@ func TestAttnPrefill(t *testing.T) {
 		{typ: kv.Q8, gs: 64, d: 64, kvHeads: 2, g: 1, n: 31, rows: 17, rot: true},
 		{typ: kv.F16, d: 64, kvHeads: 1, g: 8, n: 50, rows: 20, window: 30},
 		{typ: kv.F16, d: 128, kvHeads: 2, g: 2, n: 33, rows: 9, rot: true},
+		// The residual window: 1, 64, longer than and as long as the
+		// prefix, one a rewind shortened, one a sliding window cuts into
+		// (rows that see only the ring, and rows that see codes too).
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 100, rows: 40, smooth: true, rot: true, residual: 64},
+		{typ: kv.Q4, gs: 64, d: 64, kvHeads: 1, g: 1, n: 50, rows: 33, residual: 1},
+		{typ: kv.Q4, gs: 32, d: 256, kvHeads: 1, g: 8, n: 70, rows: 3, smooth: true, residual: 100},
+		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 2, g: 2, n: 64, rows: 5, rot: true, residual: 64},
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 2, n: 130, rows: 4, residual: 64, rewind: 110},
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 1, g: 2, n: 300, rows: 30, window: 50, smooth: true, residual: 32},
+		{typ: kv.Q8, gs: 32, d: 256, kvHeads: 1, g: 2, n: 300, rows: 5, window: 64, smooth: true, residual: 64},
+		{typ: kv.Q8, gs: 64, d: 64, kvHeads: 2, g: 1, n: 31, rows: 17, rot: true, residual: 16},
 	}
 	for _, c := range cases {
 		ctx := c.n + c.rows + 1
+		if c.rewind > 0 {
+			ctx += 40
+		}
 		f := newAttnFixture(t, d, r, c, ctx, c.n)
 		p := c.params()
 		qw := p.Heads * p.HeadDim

@@ -10,6 +10,11 @@
 // scale = max((max - min)/L, 2^-14) and bias = min rounded to fp16 first,
 // codes clamp(rint((x - bias)/scale), 0, L) from the rounded values.
 //
+// With a residual window (window > 0, q8 and q4), rows ring_from.. of the
+// batch (the last window rows) are also stored as f16 in the plane's ring,
+// row (head·window + position % window) of d halves: K as its codes see it
+// (smoothed and rotated), V as given (engine/kv residual.go's storeTail).
+//
 // One thread per 8 consecutive elements of a head vector (one q4 word), a
 // head vector in d/8 consecutive lanes: a group's min/max and the rotation's
 // butterflies across chunks are simd shuffles, no threadgroup memory and no
@@ -29,7 +34,10 @@ struct kv_append_args {
     uint  smooth;   // divide K by λ
     uint  rotate;   // rotate K (d/8 a power of two, at most 32)
     float norm;     // the rotation's 1/√d, as the CPU rounds it
+    uint  window;   // residual window: ring rows per head (0: none)
+    uint  ring_from;// first row of the batch stored in the ring too
     ulong meta;     // byte offset of the metadata in a plane
+    ulong ring;     // byte offset of the ring in a plane (4-byte aligned)
 };
 
 // kv_append_rotate applies H·x·norm to the head vector held 8 elements a
@@ -121,6 +129,16 @@ kernel void kernel_kv_append(
         dst[0] = half4(x0);
         dst[1] = half4(x1);
         return;
+    }
+    if (args.window > 0 && row >= args.ring_from) {
+        // Two halves a store: the ring follows the metadata, whose size is
+        // only a multiple of 4 bytes.
+        const ulong ring_row = (ulong) h*args.window + (args.pos + row) % args.window;
+        device half2 * dst = (device half2 *) (plane + args.ring + (ring_row*args.d + c*8)*2);
+        dst[0] = half2(x0.xy);
+        dst[1] = half2(x0.zw);
+        dst[2] = half2(x1.xy);
+        dst[3] = half2(x1.zw);
     }
 
     // The group's min and max over its gs/8 lanes (aligned: d is a

@@ -51,7 +51,8 @@ func kvAppendRows(r *rand.Rand, rows, kvHeads, d int) []float32 {
 }
 
 // kernel_kv_append_{f16,q8,q4} against engine/kv Cache.Append: the planes'
-// bytes, codes and metadata, must be equal. Tolerance: none (the kernel
+// bytes, codes, metadata and the residual window's f16 ring (windows of 0,
+// 1, 64, more than and as many as the batch's rows), must be equal. Tolerance: none (the kernel
 // computes the CPU's operations in the same order; a device whose division
 // is not correctly rounded may move a code by one at a rounding tie).
 func TestKVAppend(t *testing.T) {
@@ -63,6 +64,7 @@ func TestKVAppend(t *testing.T) {
 		ctx, pos, rows  int
 		smooth, rotate  bool
 		threads         int
+		residual        int
 	}
 	var cases []kcase
 	// Every type, group size, smoothing and rotation over the head dims,
@@ -78,7 +80,8 @@ func TestKVAppend(t *testing.T) {
 					heads := []int{1, 2, 4, 8, 32}[i%5]
 					rows := []int{1, 33, 7, 16, 2}[i%5]
 					ctx := []int{64, 128, 4096}[i%3]
-					cases = append(cases, kcase{typ, gs, heads, hd, ctx, ctx - rows - i%3, rows, sr[0], sr[1], []int{256, 128, 32, 1024}[i%4]})
+					residual := []int{0, 1, 64, rows + 3, rows}[(i/3)%5]
+					cases = append(cases, kcase{typ, gs, heads, hd, ctx, ctx - rows - i%3, rows, sr[0], sr[1], []int{256, 128, 32, 1024}[i%4], residual})
 					i++
 				}
 			}
@@ -87,14 +90,18 @@ func TestKVAppend(t *testing.T) {
 	// Head dims that are not powers of two (no rotation), and the last
 	// position of a long context.
 	cases = append(cases,
-		kcase{kv.Q4, 32, 2, 96, 50, 3, 5, true, false, 64},
-		kcase{kv.Q8, 64, 3, 192, 40, 39, 1, true, false, 96},
-		kcase{kv.F16, 32, 5, 80, 20, 0, 20, false, false, 128},
-		kcase{kv.Q4, 64, 8, 128, 4096, 4095, 1, true, true, 256},
-		kcase{kv.Q4, 32, 32, 128, 4096, 4064, 32, true, true, 1024},
+		kcase{kv.Q4, 32, 2, 96, 50, 3, 5, true, false, 64, 4},
+		kcase{kv.Q8, 64, 3, 192, 40, 39, 1, true, false, 96, 7},
+		kcase{kv.F16, 32, 5, 80, 20, 0, 20, false, false, 128, 0},
+		kcase{kv.Q4, 64, 8, 128, 4096, 4095, 1, true, true, 256, 64},
+		kcase{kv.Q4, 32, 32, 128, 4096, 4064, 32, true, true, 1024, 0},
+		// A ring that wraps inside the batch, and one as long as the
+		// context (odd, so that the ring is only 4-byte aligned).
+		kcase{kv.Q4, 64, 3, 64, 101, 37, 40, true, true, 256, 24},
+		kcase{kv.Q8, 32, 1, 64, 9, 0, 9, false, true, 32, 9},
 	)
 	for _, c := range cases {
-		cfg := kv.Config{Type: c.typ, GroupSize: c.gs, Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, Ctx: c.ctx, Rotate: c.rotate, Smooth: c.smooth}
+		cfg := kv.Config{Type: c.typ, GroupSize: c.gs, Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, Ctx: c.ctx, Rotate: c.rotate, Smooth: c.smooth, Residual: c.residual}
 		if c.typ == kv.F16 {
 			cfg.GroupSize = kv.DefaultGroupSize
 		}
@@ -134,12 +141,14 @@ func TestKVAppend(t *testing.T) {
 			codes *= 2
 		}
 		p := pipeline(t, l, "kernel_kv_append_"+c.typ.String())
+		w := cfg.Window()
+		ring := encoder.KVLayer{Cfg: cfg}
 		for _, o := range orders {
-			name := fmt.Sprintf("%v_gs%d_heads%d_d%d_ctx%d_pos%d_rows%d_smooth%v_rotate%v_%v", c.typ, c.gs, c.kvHeads, c.hd, c.ctx, c.pos, c.rows, smooth, c.rotate, o)
+			name := fmt.Sprintf("%v_gs%d_heads%d_d%d_ctx%d_pos%d_rows%d_smooth%v_rotate%v_window%d_%v", c.typ, c.gs, c.kvHeads, c.hd, c.ctx, c.pos, c.rows, smooth, c.rotate, w, o)
 			t.Run(name, func(t *testing.T) {
 				kp, vp := buffer(t, d, before), buffer(t, d, before)
 				n := c.rows * c.kvHeads * c.hd / 8
-				a := kvAppendArgs(c.hd, cfg.GroupSize, c.kvHeads, c.ctx, c.pos, n, smooth, c.rotate, codes)
+				a := kvAppendArgs(c.hd, cfg.GroupSize, c.kvHeads, c.ctx, c.pos, n, smooth, c.rotate, w, max(0, c.rows-w), codes, ring.RingOffset())
 				run(t, d, o, device.Dispatch{
 					Pipeline: p, Groups: [3]int{(n + c.threads - 1) / c.threads, 2, 1}, Threads: [3]int{c.threads, 1, 1},
 					Inline: []device.Inline{{Index: 0, Data: a}},
@@ -149,30 +158,37 @@ func TestKVAppend(t *testing.T) {
 						{Index: 5, Buffer: kp}, {Index: 6, Buffer: vp},
 					},
 				})
-				kvAppendCompare(t, "K", kp.Bytes(), lv.K.Raw, codes)
-				kvAppendCompare(t, "V", vp.Bytes(), lv.V.Raw, codes)
+				kvAppendCompare(t, "K", kp.Bytes(), lv.K.Raw, codes, ring.RingOffset())
+				kvAppendCompare(t, "V", vp.Bytes(), lv.V.Raw, codes, ring.RingOffset())
 			})
 		}
 	}
 }
 
-// kvAppendArgs packs kv_append_args (a ulong last, at offset 40).
-func kvAppendArgs(hd, gs, kvHeads, ctx, pos, n int, smooth, rotate bool, meta int) []byte {
+// kvAppendArgs packs kv_append_args (the ulongs last, from offset 48).
+func kvAppendArgs(hd, gs, kvHeads, ctx, pos, n int, smooth, rotate bool, window, ringFrom, meta, ring int) []byte {
 	b := func(v bool) int {
 		if v {
 			return 1
 		}
 		return 0
 	}
-	return encoder.Args(hd, gs, kvHeads, ctx, pos, n, b(smooth), b(rotate), float32(1/math.Sqrt(float64(hd))), uint64(meta))
+	return encoder.Args(hd, gs, kvHeads, ctx, pos, n, b(smooth), b(rotate), float32(1/math.Sqrt(float64(hd))),
+		window, ringFrom, uint64(meta), uint64(ring))
 }
 
-func kvAppendCompare(t *testing.T, plane string, got, want []byte, codes int) {
+func kvAppendCompare(t *testing.T, plane string, got, want []byte, codes, ring int) {
 	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s plane of %d bytes, want %d", plane, len(got), len(want))
+	}
 	for i := range want {
 		if got[i] != want[i] {
 			where := "codes"
-			if i >= codes {
+			switch {
+			case i >= ring:
+				where = "ring"
+			case i >= codes:
 				where = "metadata"
 			}
 			t.Fatalf("%s plane byte %d (%s): %#02x, want %#02x", plane, i, where, got[i], want[i])
