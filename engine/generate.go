@@ -62,8 +62,12 @@ func (s *Session) Begin(prompt []int32, p GenParams) (*Generation, error) {
 	return g, nil
 }
 
-// CommonPrefix is how many leading tokens of prompt the cache holds.
+// CommonPrefix is how many leading tokens of prompt the cache holds: none
+// once it has evicted positions.
 func (s *Session) CommonPrefix(prompt []int32) int {
+	if s.Evicted() {
+		return 0
+	}
 	n := 0
 	for n < len(s.tokens) && n < len(prompt) && s.tokens[n] == prompt[n] {
 		n++

@@ -81,6 +81,12 @@ type Options struct {
 	// (backend.ResidualReader), a negative value none. NewSession stores
 	// the resolved value (negative when none).
 	KVResidual int
+	// Evict bounds the cache to a token budget (docs/ARCHITECTURE.md,
+	// "Eviction (H2O)"): the zero value keeps every position. A Budget
+	// above Ctx is Ctx; H2O's zero Sinks and Recent take kv.DefaultEviction's.
+	Evict kv.Eviction
+	// EvictPercent, when positive, sets Evict.Budget to that percentage of Ctx.
+	EvictPercent int
 	// Budget is the memory the session may use; nil probes the system.
 	// The session refuses, before allocating, a configuration that will not fit.
 	Budget *estimate.Budget
@@ -88,6 +94,16 @@ type Options struct {
 
 func (o Options) withDefaults(hp model.HParams) Options {
 	o.Ctx, o.Batch, o.KVGroup = model.SessionSizes(hp, o.Ctx, o.Batch, o.KVGroup)
+	if o.Evict.Policy != kv.EvictNone {
+		if o.EvictPercent > 0 {
+			o.Evict.Budget = max(1, o.Ctx*o.EvictPercent/100)
+		}
+		o.Evict.Budget = min(o.Evict.Budget, o.Ctx)
+		if o.Evict.Policy == kv.EvictH2O && o.Evict.Sinks == 0 && o.Evict.Recent == 0 {
+			o.Evict = kv.DefaultEviction(kv.EvictH2O, o.Evict.Budget)
+		}
+		o.Batch = min(o.Batch, o.Evict.MaxBatch())
+	}
 	return o
 }
 
@@ -97,7 +113,7 @@ func (o Options) withDefaults(hp model.HParams) Options {
 func (o Options) KVConfig(hp model.HParams) kv.Config {
 	o = o.withDefaults(hp)
 	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx,
-		Rotate: o.KVRotated, Smooth: !o.KVNoSmooth, Residual: max(o.KVResidual, 0)}
+		Rotate: o.KVRotated, Smooth: !o.KVNoSmooth, Residual: max(o.KVResidual, 0), Evict: o.Evict}
 }
 
 // KVLabel names the cache a session runs, as its info shows it: "q4 KV
@@ -167,6 +183,9 @@ func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	if err := onBackend(m, b); err != nil {
 		return nil, err
 	}
+	if o.Evict.Policy != kv.EvictNone && m.HP.Window > 0 {
+		return nil, fmt.Errorf("%s: KV eviction is not available for sliding-window attention (window %d)", m.Name(), m.HP.Window)
+	}
 	o, err := o.resolveRotate(b, m.HP.HeadDim)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name(), err)
@@ -199,13 +218,21 @@ func (s *Session) Close() error {
 // Tokens is the sequence currently held in the cache.
 func (s *Session) Tokens() []int32 { return s.tokens }
 
+// Evicted reports whether the cache dropped positions (Options.Evict) since
+// the sequence started: it then holds no contiguous prefix, and a prompt
+// reuses none of it.
+func (s *Session) Evicted() bool { return backend.CacheEvicted(s.State.Cache) }
+
 // Reset forgets the cached sequence.
 func (s *Session) Reset() { s.tokens = s.tokens[:0] }
 
 // Truncate keeps the first n cached tokens (to regenerate from there); the
-// cache slots after them are overwritten by later tokens.
+// cache slots after them are overwritten by later tokens. After an eviction
+// (Evicted) no prefix is held: it forgets every token.
 func (s *Session) Truncate(n int) {
-	if n >= 0 && n < len(s.tokens) {
+	if n >= 0 && n < len(s.tokens) && s.Evicted() {
+		s.tokens = s.tokens[:0]
+	} else if n >= 0 && n < len(s.tokens) {
 		s.tokens = s.tokens[:n]
 	}
 }
@@ -394,7 +421,7 @@ func Estimate(m *Model, b backend.Backend, o Options) (*estimate.Estimate, estim
 	if err != nil {
 		return nil, budget, err
 	}
-	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, KVResidual: o.resolveResidual(b).KVResidual, Batch: o.Batch, Backend: b.Name()}
+	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, KVResidual: o.resolveResidual(b).KVResidual, Batch: o.Batch, Backend: b.Name(), Evict: o.Evict}
 	if t, ok := b.(interface{ Threads() int }); ok {
 		eo.Threads = t.Threads()
 	}

@@ -66,6 +66,11 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		return nil, fmt.Errorf("metal: %d query heads for %d kv heads", heads, cfg.KVHeads)
 	case maxBatch <= 0:
 		return nil, fmt.Errorf("metal: prefill batch of %d rows", maxBatch)
+	case cfg.Evicts():
+		// Eviction maps logical positions to slots, moves codes and keeps
+		// scores on the host side of the CPU cache; the Metal cache has
+		// none of that yet.
+		return nil, fmt.Errorf("metal: KV eviction (%s) is not available on Metal yet; use --backend cpu", cfg.Evict.Policy)
 	}
 	c := &kvCache{b: b, cfg: cfg, heads: heads, maxBatch: maxBatch, layers: make([]encoder.KVLayer, cfg.Layers)}
 	alloc := func(n int) (encoder.Region, error) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -26,7 +27,9 @@ ctx, depth) runs once per mode from an empty cache: the prompt is prefilled
 as nibble run does, then the answer is decoded greedily up to its first
 newline (at most 16 tokens). A case is correct when that continuation,
 trimmed, starts with the answer. Results are counted per (context, depth)
-cell, per context and overall.
+cell, per context and overall. --evict runs each mode again with its cache
+bounded to a budget (a percentage is of each case's prompt), prefilled in
+batches of at most an eighth of the budget.
 
 Rank and margin score the expected answer " ANSWER" under teacher forcing:
 after the prompt and the answer's first i tokens, the logits for answer
@@ -45,7 +48,7 @@ func needleCmd(env *Env, args []string) error {
 	mf.registerModel(fs)
 	casesPath := fs.String("cases", "", "needle cases `FILE.jsonl`")
 	kvList := fs.String("kv", "f16,q8,q4,q4-plain", kvModesUsage)
-	evict := fs.String("evict", "", "evict the cache down to a budget: h2o:`BUDGET` or window:BUDGET (tokens, or a percentage like 25%)")
+	evict := fs.String("evict", "", evictListUsage)
 	limit := fs.Int("limit", 0, "run only the first `N` cases (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON: per mode, the summary and every case")
 	fs.Usage = func() { io.WriteString(fs.Output(), needleHelp); fs.PrintDefaults() }
@@ -66,11 +69,9 @@ func needleCmd(env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: --kv: %v", ErrUsage, err)
 	}
-	if *evict != "" {
-		if _, err := eval.ParseEviction(*evict); err != nil {
-			return fmt.Errorf("%w: --evict: %v", ErrUsage, err)
-		}
-		return fmt.Errorf("--evict %s: %w", *evict, eval.ErrEvictionUnavailable)
+	evictions, err := parseEvictions(*evict)
+	if err != nil {
+		return err
 	}
 	if _, err := mf.options(); err != nil {
 		return err
@@ -105,30 +106,17 @@ func needleCmd(env *Env, args []string) error {
 	ctx, stop := env.interruptContext()
 	defer stop()
 	progress := benchProgress(env)
-	runs := make([]needleModeRun, 0, len(modes))
+	runs := make([]needleModeRun, 0, len(modes)*(1+len(evictions)))
 	for _, mode := range modes {
-		s, err := engine.NewSession(m, m.Backend, mode.Apply(base))
-		if err != nil {
-			return fmt.Errorf("%s: %w", mode.Name, err)
-		}
-		run := needleModeRun{Mode: mode.Name, Rotated: s.Opts.KVRotated}
-		start := time.Now()
-		for i, c := range cases {
-			progress(fmt.Sprintf("needle %s: case %d/%d", mode.Name, i+1, len(cases)))
-			r, err := eval.RunNeedle(ctx, s, c, toks[i])
+		for _, ev := range withNoEviction(evictions) {
+			run, err := runNeedleMode(ctx, m, mode, ev, base, cases, toks, progress)
+			progress("")
 			if err != nil {
-				s.Close()
-				progress("")
-				return fmt.Errorf("%s: %w", mode.Name, err)
+				return err
 			}
-			run.Results = append(run.Results, r)
+			runs = append(runs, run)
 		}
-		s.Close()
-		run.Seconds = time.Since(start).Seconds()
-		run.Summary = eval.SummarizeNeedle(run.Results)
-		runs = append(runs, run)
 	}
-	progress("")
 	if *asJSON {
 		return writeJSON(env.Stdout, map[string]any{"model": filepath.Base(mf.path), "cases": len(cases), "ctx": base.Ctx,
 			"batch": min(base.Batch, base.Ctx), "kv_group": base.KVGroup, "smooth": !base.KVNoSmooth, "modes": runs})
@@ -137,6 +125,47 @@ func needleCmd(env *Env, args []string) error {
 		filepath.Base(mf.path), filepath.Base(*casesPath), len(cases), eval.MaxAnswerTokens, min(base.Batch, base.Ctx), base.KVGroup)
 	printNeedleTable(env.Stdout, runs)
 	return nil
+}
+
+// runNeedleMode runs every case under one KV mode and eviction (nil:
+// none). A percentage budget is taken of each case's prompt, so such a
+// mode starts a session per case.
+func runNeedleMode(ctx context.Context, m *engine.Model, mode eval.KVMode, ev *eval.Eviction, base engine.Options,
+	cases []eval.NeedleCase, toks []eval.NeedleTokens, progress func(string)) (needleModeRun, error) {
+	name := evictedName(mode.Name, ev)
+	run := needleModeRun{Mode: name}
+	var s *engine.Session
+	defer func() {
+		if s != nil {
+			s.Close()
+		}
+	}()
+	start := time.Now()
+	for i, c := range cases {
+		if s == nil || ev != nil && ev.Percent {
+			if s != nil {
+				s.Close()
+			}
+			o := mode.Apply(base)
+			if ev != nil {
+				o = ev.Apply(o, len(toks[i].Prompt))
+			}
+			var err error
+			if s, err = engine.NewSession(m, m.Backend, o); err != nil {
+				return run, fmt.Errorf("%s: %w", name, err)
+			}
+			run.Rotated = s.Opts.KVRotated
+		}
+		progress(fmt.Sprintf("needle %s: case %d/%d", name, i+1, len(cases)))
+		r, err := eval.RunNeedle(ctx, s, c, toks[i])
+		if err != nil {
+			return run, fmt.Errorf("%s: %w", name, err)
+		}
+		run.Results = append(run.Results, r)
+	}
+	run.Seconds = time.Since(start).Seconds()
+	run.Summary = eval.SummarizeNeedle(run.Results)
+	return run, nil
 }
 
 // needleModeRun is one KV mode's results.

@@ -14,7 +14,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "perplexity",
-		Usage: "-m MODEL --text FILE --ctx N [--kv f16,q8,q4,q4-plain] [--batch 512] [--chunks N] [--json]",
+		Usage: "-m MODEL --text FILE --ctx N [--kv f16,q8,q4,q4-plain] [--evict h2o:25%,window:25%] [--batch 512] [--chunks N] [--json]",
 		Run:   perplexityCmd,
 	})
 }
@@ -33,6 +33,11 @@ The prompt is prefilled in batches of --batch (512 by default; llama.cpp's
 reference figures used -b 1024): within a batch, attention reads the batch's
 own rows in float and the earlier batches from the cache.
 
+--evict runs each KV mode again with its cache bounded to a budget (docs/
+ARCHITECTURE.md, "Eviction (H2O)"); f16 without eviction stays the
+reference. An evicting cache prefills in batches of at most an eighth of
+its budget, so that a row sees little more than the budget.
+
 Flags:
 `
 
@@ -43,6 +48,7 @@ func perplexityCmd(env *Env, args []string) error {
 	textPath := fs.String("text", "", "text `FILE` to score")
 	kvList := fs.String("kv", "f16,q8,q4,q4-plain", kvModesUsage)
 	chunks := fs.Int("chunks", 0, "score only the first `N` chunks (0: all)")
+	evict := fs.String("evict", "", evictListUsage)
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() { io.WriteString(fs.Output(), perplexityHelp); fs.PrintDefaults() }
 	pos, err := ParseFlags(fs, args)
@@ -66,6 +72,10 @@ func perplexityCmd(env *Env, args []string) error {
 		return fmt.Errorf("%w: --kv: %v", ErrUsage, err)
 	}
 	modes = withF16First(modes)
+	evictions, err := parseEvictions(*evict)
+	if err != nil {
+		return err
+	}
 	if _, err := mf.options(); err != nil {
 		return err
 	}
@@ -94,21 +104,27 @@ func perplexityCmd(env *Env, args []string) error {
 	var results []eval.PerplexityResult
 	var ref []int32
 	for _, mode := range modes {
-		s, err := engine.NewSession(m, m.Backend, mode.Apply(base))
-		if err != nil {
-			return fmt.Errorf("%s: %w", mode.Name, err)
+		for _, ev := range withNoEviction(evictions) {
+			name, o := evictedName(mode.Name, ev), mode.Apply(base)
+			if ev != nil {
+				o = ev.Apply(o, base.Ctx)
+			}
+			s, err := engine.NewSession(m, m.Backend, o)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			res, argmax, err := eval.RunPerplexity(ctx, s, name, tokens, plan, ref,
+				func(done int) { progress(fmt.Sprintf("perplexity %s: chunk %d/%d", name, done, plan.Chunks)) })
+			s.Close()
+			progress("")
+			if err != nil {
+				return err
+			}
+			if mode.Type == kv.F16 && ev == nil {
+				ref = argmax
+			}
+			results = append(results, res)
 		}
-		res, argmax, err := eval.RunPerplexity(ctx, s, mode.Name, tokens, plan, ref,
-			func(done int) { progress(fmt.Sprintf("perplexity %s: chunk %d/%d", mode.Name, done, plan.Chunks)) })
-		s.Close()
-		progress("")
-		if err != nil {
-			return err
-		}
-		if mode.Type == kv.F16 {
-			ref = argmax
-		}
-		results = append(results, res)
 	}
 	batch := min(base.Batch, base.Ctx)
 	if *asJSON {
@@ -117,14 +133,14 @@ func perplexityCmd(env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "%s on %s: %d tokens, %d chunks of %d, %d scored per chunk (%d in all), batch %d, KV group %d\n",
 		filepath.Base(mf.path), filepath.Base(*textPath), plan.Tokens, plan.Chunks, plan.Ctx, plan.ScoredPerChunk, plan.Scored(), batch, base.KVGroup)
-	fmt.Fprintf(env.Stdout, "%-8s %22s %9s %14s %14s %9s\n", "kv", "perplexity", "vs f16", "top-1 vs f16", "top-1 correct", "seconds")
+	fmt.Fprintf(env.Stdout, "%-18s %22s %9s %14s %14s %9s\n", "kv", "perplexity", "vs f16", "top-1 vs f16", "top-1 correct", "seconds")
 	f16 := results[0].Perplexity
 	for _, r := range results {
 		agree := "-"
 		if r.Top1Agreement != nil {
 			agree = fmt.Sprintf("%.2f%%", 100**r.Top1Agreement)
 		}
-		fmt.Fprintf(env.Stdout, "%-8s %22s %+8.2f%% %14s %13.2f%% %9.1f\n", r.Mode, fmt.Sprintf("%.4f ± %.4f", r.Perplexity, r.StdErr),
+		fmt.Fprintf(env.Stdout, "%-18s %22s %+8.2f%% %14s %13.2f%% %9.1f\n", r.Mode, fmt.Sprintf("%.4f ± %.4f", r.Perplexity, r.StdErr),
 			100*(r.Perplexity/f16-1), agree, 100*r.Top1Correct, r.Seconds)
 	}
 	return nil

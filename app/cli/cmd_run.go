@@ -40,6 +40,7 @@ func runCmd(env *Env, args []string) error {
 	fs := NewFlags(env, "run")
 	var mf modelFlags
 	mf.register(fs)
+	mf.registerEvict(fs)
 	prompt := fs.String("p", "", "prompt text (raw completion; with --chat, one chat turn)")
 	promptFile := fs.String("prompt-file", "", "read the prompt from `FILE`")
 	chatMode := fs.Bool("chat", false, "chat with the model's template (interactive on stdin without -p)")

@@ -27,6 +27,7 @@ type modelFlags struct {
 	kvTail  int // --kv-residual: -1 the type's default, 0 none
 	ram     string
 	backend string
+	evict   string // --evict (registerEvict): "" none
 }
 
 func (mf *modelFlags) register(fs *flag.FlagSet) {
@@ -108,6 +109,9 @@ func (mf *modelFlags) options() (engine.Options, error) {
 		return engine.Options{}, err
 	}
 	o := engine.Options{Ctx: mf.ctx, Batch: mf.batch, KV: t, KVGroup: mf.kvGroup, KVRotate: mf.rotate, KVNoSmooth: !mf.smooth, KVResidual: residual}
+	if err := mf.applyEvict(&o); err != nil {
+		return engine.Options{}, err
+	}
 	if mf.ram != "" {
 		n, err := estimate.ParseSize(mf.ram)
 		if err != nil {

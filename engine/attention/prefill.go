@@ -16,6 +16,12 @@ import (
 // them. The caller stores k and v with Cache.Append afterwards, and sets
 // the layer's smoothing (Cache.SetLambda) before, when rows start the cache.
 func Prefill(pool *parallel.Pool, ws *Workspace, out, q, k, v []float32, rows int, c *kv.Cache, layer, past int, p Params) error {
+	return ws.prefill(pool, out, q, k, v, rows, c, layer, past, p, nil)
+}
+
+// prefill is Prefill that, with rowML set, also leaves each row's final
+// softmax {m, l} per query head there ([row][head], log2 domain).
+func (ws *Workspace) prefill(pool *parallel.Pool, out, q, k, v []float32, rows int, c *kv.Cache, layer, past int, p Params, rowML []float32) error {
 	if err := ws.check(p, c, layer); err != nil {
 		return err
 	}
@@ -36,6 +42,7 @@ func Prefill(pool *parallel.Pool, ws *Workspace, out, q, k, v []float32, rows in
 	lv := c.Layer(layer)
 	ws.job = job{p: p, lv: lv, out: out, q: q, k: k, v: v, rows: rows, past: past,
 		tail: lv.TailStart(0, past), permuted: lv.Type == kv.Q4 && kern.q4Permuted}
+	ws.job.column.rowML = rowML
 	ws.run(pool, rows, ws.stageTask)
 	// Longest rows first: they have the most keys.
 	ws.run(pool, rows*p.KVHeads, ws.prefillTask)
@@ -84,5 +91,9 @@ func (ws *Workspace) prefillItem(st *slot, item int) {
 	st.attendNew(ws.newK[staged:staged+j.rows*d], ws.newV[staged:staged+j.rows*d], max(0, lo-j.past), row+1)
 	for h := 0; h < g; h++ {
 		writeOut(j.out[qoff+h*d:qoff+(h+1)*d], st.o[h*d:(h+1)*d], 1/st.ml[2*h+1], j.permuted)
+	}
+	if ml := j.column.rowML; ml != nil {
+		at := 2 * (row*ws.p.Heads + kvh*g)
+		copy(ml[at:at+2*g], st.ml[:2*g])
 	}
 }

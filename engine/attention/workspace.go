@@ -36,6 +36,7 @@ type Workspace struct {
 	worker                                        func(lo, hi int)
 	job                                           job
 	decodeTask, mergeTask, stageTask, prefillTask func(st *slot, item int)
+	columnTask                                    func(st *slot, item int)
 }
 
 // job is the arguments of the step in progress.
@@ -53,6 +54,7 @@ type job struct {
 	permuted bool
 	scores   []float32 // decode: score export ([query head][stride]); nil: off
 	stride   int
+	column   columnJob // prefill's score pass for an evicting cache (evict.go)
 }
 
 // slot is one worker's scratch for one GQA group (G query heads).
@@ -133,6 +135,7 @@ func NewWorkspace(p Params, ctx, maxBatch, threads int, alloc func(nbytes int) [
 	ws.worker = ws.runSlots
 	ws.decodeTask, ws.mergeTask = ws.decodeItem, ws.mergeHead
 	ws.stageTask, ws.prefillTask = ws.stageRow, ws.prefillItem
+	ws.columnTask = ws.columnItem
 	if err := p.validate(); err != nil {
 		ws.err = err
 		return ws

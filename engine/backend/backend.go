@@ -69,6 +69,28 @@ type KVCache interface {
 	Close() error
 }
 
+// EvictingCache is implemented by a cache that can drop positions
+// (kv.Config.Evict; docs/ARCHITECTURE.md, "Eviction (H2O)"). KVStore,
+// AttendDecode and AttendPrefill keep taking logical positions on such a
+// cache; the backend maps them to its slots. A backend whose caches cannot
+// evict refuses such a config in NewKVCache.
+type EvictingCache interface {
+	KVCache
+	// Evicted reports whether positions were dropped since the sequence
+	// last started at position 0: the cache then holds no contiguous
+	// prefix, and nothing of it may be reused.
+	Evicted() bool
+	// Kept lists the logical positions the layer's kv head holds, in
+	// order (nil when the cache does not evict): for tests and tools.
+	Kept(layer, kvh int) []int
+}
+
+// CacheEvicted reports whether c dropped positions (EvictingCache).
+func CacheEvicted(c KVCache) bool {
+	e, ok := c.(EvictingCache)
+	return ok && e.Evicted()
+}
+
 // ResidualReader is implemented by a backend whose decode and prefill
 // attention read a cache's f16 residual window (kv.Config.Residual);
 // sessions give a quantized cache its default window only there. A backend
@@ -165,7 +187,8 @@ type Backend interface {
 	KVSetSmoothing(c KVCache, layer int, lambda []float32)
 	// KVStore quantizes rows rows of K and V (KVHeads·HeadDim wide) into the
 	// layer's planes at positions pos..pos+rows-1, K transformed by the
-	// layer's smoothing and the cache's rotation.
+	// layer's smoothing and the cache's rotation. A cache that evicts first
+	// drops what must go for the rows to fit its budget (EvictingCache).
 	KVStore(c KVCache, layer int, k, v Tensor, pos, rows int)
 	// AttendDecode: one query row (Heads·HeadDim) against the cached
 	// positions [max(0, n-Window), n) of the layer, into out.

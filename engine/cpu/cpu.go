@@ -57,10 +57,11 @@ func (b *Backend) Free(t backend.Tensor) {
 }
 
 type kvCache struct {
-	c     *kv.Cache
-	ws    *attention.Workspace
-	b     *Backend
-	owned [][]byte // every allocation of the cache and its workspace
+	c      *kv.Cache
+	ws     *attention.Workspace
+	scores *attention.ScoreScratch // H2O eviction's score accumulation (nil: none)
+	b      *Backend
+	owned  [][]byte // every allocation of the cache and its workspace
 }
 
 // Close gives the cache's memory back to the backend; the cache must not be
@@ -99,7 +100,13 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		return nil, err
 	}
 	geometry := attention.Params{Heads: heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim}
-	k.c, k.ws = c, attention.NewWorkspace(geometry, cfg.Ctx, maxBatch, b.pool.Threads(), alloc)
+	k.c, k.ws = c, attention.NewWorkspace(geometry, cfg.Slots(), maxBatch, b.pool.Threads(), alloc)
+	if cfg.Evict.Policy == kv.EvictH2O {
+		if k.scores, err = attention.NewScoreScratch(geometry, cfg.Slots(), maxBatch, alloc); err != nil {
+			k.Close()
+			return nil, err
+		}
+	}
 	return k, nil
 }
 
@@ -217,15 +224,48 @@ func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos
 	b.fail(c.(*kvCache).c.Append(layer, pos, f(k), f(v), rows))
 }
 
+// AttendDecode and AttendPrefill take logical positions; on a cache that
+// evicts they read its slots (kv.Cache.Physical) and, for H2O, add the
+// attention to its scores (docs/ARCHITECTURE.md, "Eviction (H2O)").
 func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, n int, a *backend.Attention) {
 	kc := c.(*kvCache)
-	b.fail(attention.Decode(b.pool, kc.ws, f(out), f(q), kc.c, layer, n, attnParams(a)))
+	n, err := kc.physical(layer, n, a)
+	if err != nil {
+		b.fail(fmt.Errorf("attention decode: %w", err))
+		return
+	}
+	b.fail(attention.DecodeAccumulate(b.pool, kc.ws, kc.scores, f(out), f(q), kc.c, layer, n, attnParams(a)))
 }
 
 func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, layer, past, rows int, a *backend.Attention) {
 	kc := c.(*kvCache)
-	b.fail(attention.Prefill(b.pool, kc.ws, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, attnParams(a)))
+	past, err := kc.physical(layer, past, a)
+	if err != nil {
+		b.fail(fmt.Errorf("attention prefill: %w", err))
+		return
+	}
+	b.fail(attention.PrefillAccumulate(b.pool, kc.ws, kc.scores, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, attnParams(a)))
 }
+
+// physical maps a logical position count to the cache's slots; an evicting
+// cache refuses sliding-window attention, whose window is in positions.
+func (k *kvCache) physical(layer, n int, a *backend.Attention) (int, error) {
+	if !k.c.Evicts() {
+		return n, nil
+	}
+	if a.Window > 0 {
+		return 0, fmt.Errorf("a cache that evicts cannot serve sliding-window attention (window %d)", a.Window)
+	}
+	return k.c.Physical(layer, n)
+}
+
+// Evicted (backend.EvictingCache): the cache dropped positions since the
+// sequence last started at position 0.
+func (k *kvCache) Evicted() bool { return k.c.Evicted() }
+
+// Kept lists the logical positions the layer's kv head holds, in order
+// (backend.EvictingCache; nil when the cache does not evict).
+func (k *kvCache) Kept(layer, kvh int) []int { return k.c.Kept(layer, kvh) }
 
 func (b *Backend) SwiGLU(dst, gate, up backend.Tensor, n int) {
 	d, g, u := f(dst), f(gate), f(up)

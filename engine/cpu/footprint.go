@@ -60,7 +60,12 @@ func (footprint) WorkspaceBytes(cfg kv.Config, heads, maxBatch, threads int) int
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0) // what New(0) runs
 	}
-	return attention.WorkspaceBytes(attention.Params{Heads: heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim}, cfg.Ctx, maxBatch, threads)
+	geometry := attention.Params{Heads: heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim}
+	n := attention.WorkspaceBytes(geometry, cfg.Slots(), maxBatch, threads)
+	if cfg.Evict.Policy == kv.EvictH2O {
+		n += attention.ScoreScratchBytes(geometry, cfg.Slots(), maxBatch)
+	}
+	return n
 }
 
 func (footprint) OverheadBytes(s backend.Shape, batch int) int64 {

@@ -63,6 +63,14 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 		}
 	}
 
+	// Eviction: keep the whole context's positions but only a budget's KV.
+	if e.Verdict == WillNotFit && o.Evict.Policy == kv.EvictNone && d.HParams.Window == 0 {
+		if budget, e2 := MaxEvictBudget(d, o, b.Bytes); budget > 0 {
+			add("keep the most useful tokens instead: --evict h2o:%d holds %d of the %d positions (attention sinks, the tokens attention weighted most and the recent ones; %s of KV, total %s)",
+				budget, budget, o.Ctx, Human(e2.KV), Human(e2.Total))
+		}
+	}
+
 	// A smaller quantization: with the requested KV type, or, when no
 	// change of context or KV type alone helps, together with q4 KV.
 	s := smallerQuant(d, o, b.Bytes)
@@ -85,6 +93,36 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 	}
 	adv = append(adv, wiredAdvice(e, b)...)
 	return adv, nil
+}
+
+// MaxEvictBudget is the largest H2O budget, at least minUsefulCtx and
+// below o.Ctx, with which d under o fits in budget bytes, and its estimate
+// (0, nil: none fits). Memory grows with the budget, so a bisection finds it.
+func MaxEvictBudget(d Desc, o Options, budget int64) (int, *Estimate) {
+	o = o.withDefaults(d.HParams)
+	at := func(n int) *Estimate {
+		o2 := o
+		o2.Evict = kv.DefaultEviction(kv.EvictH2O, n)
+		e, err := Compute(d, o2)
+		if err != nil || e.Total > budget {
+			return nil
+		}
+		return e
+	}
+	lo, hi := minUsefulCtx, o.Ctx // at(lo) fits, at(hi) does not
+	best := at(lo)
+	if best == nil || lo >= hi {
+		return 0, nil
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if e := at(mid); e != nil {
+			lo, best = mid, e
+		} else {
+			hi = mid
+		}
+	}
+	return lo, best
 }
 
 // ctxFlag formats a context the advice proposes. Memory alone may allow more than the model

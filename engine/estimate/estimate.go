@@ -55,11 +55,18 @@ type Options struct {
 	// a backend whose footprint reads one (backend.ResidualReader), negative
 	// none.
 	KVResidual int
+	// Evict is the cache's eviction budget as engine.Options resolves it
+	// (kv.Config.Evict): only the budget's positions are counted.
+	Evict kv.Eviction
 }
 
 // withDefaults applies the session's size defaults and the CPU backend's.
 func (o Options) withDefaults(hp model.HParams) Options {
 	o.Ctx, o.Batch, o.KVGroup = model.SessionSizes(hp, o.Ctx, o.Batch, o.KVGroup)
+	if o.Evict.Policy != kv.EvictNone {
+		o.Evict.Budget = min(o.Evict.Budget, o.Ctx)
+		o.Batch = min(o.Batch, o.Evict.MaxBatch())
+	}
 	if o.Backend == "" {
 		o.Backend = "cpu"
 	}
@@ -144,7 +151,7 @@ func (e *Estimate) Allocated() int64 { return e.Weights + e.KV + e.Scratch }
 // KVConfig is the cache the options give hp (after defaults).
 func KVConfig(hp model.HParams, o Options) kv.Config {
 	o = o.withDefaults(hp)
-	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Residual: max(o.KVResidual, 0)}
+	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Residual: max(o.KVResidual, 0), Evict: o.Evict}
 }
 
 // Compute is the breakdown for d under o, without a budget.

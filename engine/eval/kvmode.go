@@ -112,7 +112,37 @@ func ParseEviction(s string) (Eviction, error) {
 	return e, nil
 }
 
-// ErrEvictionUnavailable is returned for any eviction request while the
-// engine's caches cannot evict: a bench must not report figures for a
-// policy that did not run.
-var ErrEvictionUnavailable = fmt.Errorf("KV eviction is not available yet: the engine's caches keep every token")
+// ParseEvictions reads a comma-separated list of ParseEviction's forms,
+// each at most once.
+func ParseEvictions(list string) ([]Eviction, error) {
+	var out []Eviction
+	seen := map[Eviction]bool{}
+	for _, item := range strings.Split(list, ",") {
+		e, err := ParseEviction(item)
+		if err != nil {
+			return nil, err
+		}
+		if seen[e] {
+			return nil, fmt.Errorf("eviction %s is listed twice", e)
+		}
+		seen[e] = true
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Apply returns base with this eviction, a percentage budget taken of n
+// tokens (a needle case's prompt, a perplexity chunk). H2O gets
+// kv.DefaultEviction's sinks and recent window.
+func (e Eviction) Apply(base engine.Options, n int) engine.Options {
+	budget := e.Budget
+	if e.Percent {
+		budget = max(1, n*e.Budget/100)
+	}
+	policy := kv.EvictWindow
+	if e.Policy == "h2o" {
+		policy = kv.EvictH2O
+	}
+	base.Evict, base.EvictPercent = kv.DefaultEviction(policy, budget), 0
+	return base
+}

@@ -224,7 +224,9 @@ func greedyLine(ctx context.Context, s *engine.Session, toks NeedleTokens, force
 				continue
 			}
 			// The cache holds the prompt and answer[:n] from here on.
-			s.Truncate(len(toks.Prompt) + n)
+			if err := rewind(ctx, s, toks, n); err != nil {
+				return "", err
+			}
 			onAnswer = false
 		}
 		if err := s.Step(next); err != nil {
@@ -234,6 +236,27 @@ func greedyLine(ctx context.Context, s *engine.Session, toks NeedleTokens, force
 	text.WriteString(dec.Flush())
 	line, _, _ := strings.Cut(text.String(), "\n")
 	return line, nil
+}
+
+// rewind leaves the cache holding the prompt and the answer's first n
+// tokens. A cache that evicted positions holds no prefix to cut back to,
+// so it runs the same steps again from an empty cache: the prompt, then
+// the answer tokens one at a time, as the teacher-forced pass did.
+func rewind(ctx context.Context, s *engine.Session, toks NeedleTokens, n int) error {
+	if !s.Evicted() {
+		s.Truncate(len(toks.Prompt) + n)
+		return nil
+	}
+	s.Reset()
+	if _, err := s.Prefill(ctx, toks.Prompt); err != nil {
+		return err
+	}
+	for _, a := range toks.Answer[:n] {
+		if err := s.Step(a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NeedleCell is the accuracy of a group of results: one (context, depth)

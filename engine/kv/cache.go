@@ -52,6 +52,7 @@ type Cache struct {
 	bytes  int64
 	keyBuf []float32   // one transformed K head vector (Append)
 	lambda [][]float32 // per layer, where SetLambda copies λ (made on first use)
+	ev     *evictState // nil: the cache keeps every position (evict.go)
 }
 
 // New allocates the cache through alloc (nil: make), one call per layer for
@@ -65,7 +66,7 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	}
 	bpth := BytesPerTokenHead(cfg.Type, cfg.HeadDim, cfg.GroupSize)
 	// Divisions, not products, so absurd counts cannot overflow the check.
-	if int64(cfg.Ctx) > maxCacheBytes/2/int64(bpth)/int64(cfg.Layers)/int64(cfg.KVHeads) {
+	if int64(cfg.Slots()) > maxCacheBytes/2/int64(bpth)/int64(cfg.Layers)/int64(cfg.KVHeads) {
 		return nil, fmt.Errorf("kv: cache of %d layers × %d heads × %d positions is too large", cfg.Layers, cfg.KVHeads, cfg.Ctx)
 	}
 	planeBytes := cfg.PlaneBytes()
@@ -82,7 +83,7 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	}
 	for l := range c.layers {
 		lv := &c.layers[l]
-		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.Ctx, Rot: rot, Window: cfg.Window()}
+		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.Slots(), Rot: rot, Window: cfg.Window()}
 		if lv.Window > 0 {
 			lv.tailPos = make([]int32, lv.Window)
 			for r := range lv.tailPos {
@@ -101,6 +102,14 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 			*p = carve(cfg, raw)
 		}
 	}
+	if cfg.Evict.Policy != EvictNone {
+		ev, err := newEvictState(cfg, alloc)
+		if err != nil {
+			return nil, err
+		}
+		c.ev = ev
+		c.bytes += cfg.evictBytes()
+	}
 	return c, nil
 }
 
@@ -108,7 +117,7 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 // views.
 func carve(cfg Config, raw []byte) Plane {
 	p := Plane{Raw: raw}
-	elems := cfg.KVHeads * cfg.Ctx * cfg.HeadDim
+	elems := cfg.KVHeads * cfg.Slots() * cfg.HeadDim
 	var codeBytes int
 	switch cfg.Type {
 	case F16:
@@ -121,7 +130,7 @@ func carve(cfg Config, raw []byte) Plane {
 		codeBytes = elems / 2
 		p.Q4 = unsafe.Slice((*uint32)(unsafe.Pointer(&raw[0])), elems/8)
 	}
-	metaHalves := cfg.KVHeads * cfg.Ctx * 2 * (cfg.HeadDim / cfg.GroupSize)
+	metaHalves := cfg.KVHeads * cfg.Slots() * 2 * (cfg.HeadDim / cfg.GroupSize)
 	p.Meta = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes])), metaHalves)
 	if w := cfg.Window(); w > 0 {
 		p.Tail = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes+2*metaHalves])), cfg.KVHeads*w*cfg.HeadDim)
@@ -167,7 +176,8 @@ func (c *Cache) SetLambda(layer int, lambda []float32) error {
 // Append stores n rows of K and V at positions pos..pos+n-1 of layer,
 // quantizing on store. A row is one position: KVHeads·HeadDim floats, heads
 // concatenated. K is stored as the layer's smoothing and rotation make it
-// (TransformKey).
+// (TransformKey). A cache that evicts (Config.Evict) first drops positions
+// to make room, and stores the rows at their physical slots (evict.go).
 func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 	cfg := c.cfg
 	row := cfg.KVHeads * cfg.HeadDim
@@ -179,6 +189,17 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 	case len(k) < n*row || len(v) < n*row:
 		return fmt.Errorf("kv append: %d rows need %d floats each for K and V, got %d and %d", n, n*row, len(k), len(v))
 	}
+	if c.ev != nil {
+		return c.appendEvicting(layer, pos, k, v, n)
+	}
+	c.appendAt(layer, pos, k, v, n)
+	return nil
+}
+
+// appendAt stores n rows at slots pos..pos+n-1 of layer (positions, unless
+// the cache evicts).
+func (c *Cache) appendAt(layer, pos int, k, v []float32, n int) {
+	cfg := c.cfg
 	lv := &c.layers[layer]
 	lv.forgetTail(pos)
 	for t := 0; t < n; t++ {
@@ -187,7 +208,7 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 		inTail := t >= n-lv.Window
 		for h := 0; h < cfg.KVHeads; h++ {
 			src := (t*cfg.KVHeads + h) * cfg.HeadDim
-			slot := h*cfg.Ctx + pos + t
+			slot := h*lv.Ctx + pos + t
 			key := lv.TransformKey(c.keyBuf, k[src:src+cfg.HeadDim], h)
 			lv.K.store(cfg, slot, key)
 			lv.V.store(cfg, slot, v[src:src+cfg.HeadDim])
@@ -200,7 +221,6 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 			lv.tailPos[(pos+t)%lv.Window] = int32(pos + t)
 		}
 	}
-	return nil
 }
 
 // store quantizes one head vector into slot = head·Ctx + position.

@@ -63,6 +63,9 @@ type Config struct {
 	// Residual positions are also kept as f16, and attention reads them
 	// from there instead of from their codes (residual.go).
 	Residual int
+	// Evict bounds the positions the cache holds (evict.go): zero keeps
+	// every position of Ctx.
+	Evict Eviction
 }
 
 // MaxResidual bounds the residual window: a few hundred positions already
@@ -86,7 +89,7 @@ func (c Config) Window() int {
 	if c.Type == F16 {
 		return 0
 	}
-	return min(c.Residual, c.Ctx)
+	return min(c.Residual, c.Slots())
 }
 
 // Smooths reports whether a cache of c smooths K channels: Smooth on a
@@ -124,18 +127,18 @@ func (c Config) Validate() error {
 	case c.Type != F16 && c.HeadDim%c.GroupSize != 0:
 		return fmt.Errorf("kv: head dim %d is not a multiple of group size %d", c.HeadDim, c.GroupSize)
 	}
-	return nil
+	return c.Evict.validate(c)
 }
 
 // Bytes is the exact size of the cache:
 // n_layer·n_kv_head·2·(ctx·bytes_per_token_head + window·2·head_dim), the
 // second term the f16 residual window's ring.
 func (c Config) Bytes() int64 {
-	return int64(c.Layers) * 2 * int64(c.PlaneBytes())
+	return int64(c.Layers)*2*int64(c.PlaneBytes()) + c.evictBytes()
 }
 
 // PlaneBytes is the size of one plane (K or V of one layer): the codes and
 // metadata of every position, then the residual window's f16 ring.
 func (c Config) PlaneBytes() int {
-	return c.KVHeads * (c.Ctx*BytesPerTokenHead(c.Type, c.HeadDim, c.GroupSize) + c.Window()*2*c.HeadDim)
+	return c.KVHeads * (c.Slots()*BytesPerTokenHead(c.Type, c.HeadDim, c.GroupSize) + c.Window()*2*c.HeadDim)
 }
