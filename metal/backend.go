@@ -54,9 +54,11 @@ func New(dev device.Device) (*Backend, error) {
 // Name is the backend's name, under which its Footprint is registered.
 func (b *Backend) Name() string { return "metal" }
 
-// RotatesHeadDim (backend.KVRotator): the kernels rotate K for power-of-two
-// head dims whose butterflies fit one simdgroup (32 lanes of 8 elements).
-func (b *Backend) RotatesHeadDim(d int) bool { return d > 0 && d&(d-1) == 0 && d/8 <= 32 }
+// RotatesHeadDim (backend.KVRotator): the kernels rotate K and queries
+// with kv.Rotation's transform for every head dim it takes (multiples of 8)
+// whose butterflies and block mixing fit one simdgroup, 32 lanes of 8
+// elements: up to 256.
+func (b *Backend) RotatesHeadDim(d int) bool { return encoder.RotatesHeadDim(d) }
 
 // Device is the device the backend runs on.
 func (b *Backend) Device() device.Device { return b.dev }

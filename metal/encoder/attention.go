@@ -24,6 +24,7 @@ const (
 	// double the DRAM traffic wherever the cache is small: K/V stay read
 	// once per group.
 	attnMaxHG     = 8
+	attnMaxD      = 256 // largest head dim (ATTN_MAXD)
 	attnMinChunk  = 256 // fewest tokens a split owns
 	attnTargetTGs = 256 // pass 1 threadgroups to aim for: several per GPU core
 	attnMaxSplits = 64  // most splits per kv head (the workspace holds this many)
@@ -92,31 +93,80 @@ func DecodeGrid(heads, kvHeads, n, ctx int) (hg, splits int) {
 	return hg, attnSplits(n, kvHeads*(heads/kvHeads/hg), attnMaxSplitsFor(ctx))
 }
 
-// rotationSigns returns kv.Rotation's signs for head dim d as float32s,
-// R⁻¹·e₀ = diag(s)·H·e₀/√D = s/√D, uploaded once per encoder; false (and
-// the error recorded) when d has no rotation.
-func (e *Encoder) rotationSigns(op string, d int) (Region, bool) {
+// rotationConstants returns what the kernels rotate K and queries with for
+// head dim d, as float32s uploaded once per encoder: kv.Rotation's d signs,
+// then for d = P·m with m > 1 its block mixing Q_m (m·m, row-major); false
+// (and the error recorded) when d has no rotation. The signs are read off
+// kv.Rotation: R⁻¹·e₀ has the sign of s_i in element i (Q_m's first row is
+// positive). Q_m is computed as kv.Rotation computes it (rotationDCT).
+func (e *Encoder) rotationConstants(op string, d int) (Region, bool) {
 	e.key = binary.LittleEndian.AppendUint32(append(e.key[:0], 's'), uint32(d))
 	r := e.constant(e.key, func() ([]byte, error) {
-		r, err := kv.NewRotation(d)
+		x, err := RotationConstants(d)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
-		x := make([]float32, d)
-		x[0] = 1
-		r.Invert(x, x)
-		b := make([]byte, 4*d)
+		b := make([]byte, 4*len(x))
 		for i, v := range x {
-			s := float32(1)
-			if v < 0 {
-				s = -1
-			}
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(s))
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 		}
 		return b, nil
 	})
 	return r, r.Buf != nil
 }
+
+// RotationConstants is the buffer rotationConstants uploads for head dim d:
+// d signs, then Q_m when m > 1.
+func RotationConstants(d int) ([]float32, error) {
+	r, err := kv.NewRotation(d)
+	if err != nil {
+		return nil, err
+	}
+	x := make([]float32, d)
+	x[0] = 1
+	r.Invert(x, x)
+	for i, v := range x {
+		x[i] = 1
+		if v < 0 {
+			x[i] = -1
+		}
+	}
+	if p := d & -d; p < d {
+		x = append(x, rotationDCT(d/p)...)
+	}
+	return x, nil
+}
+
+// rotationDCT is kv.Rotation's block mixing for m blocks, the orthonormal
+// m-point DCT-II, row-major: Q[k][n] = c_k·cos(π(2n+1)k/(2m)), c_0 = √(1/m),
+// c_k = √(2/m), in float64 rounded once, the same expression as engine/kv's
+// (TestRotationConstants holds the two to the same bits).
+func rotationDCT(m int) []float32 {
+	q := make([]float32, m*m)
+	for k := range m {
+		c := math.Sqrt(2 / float64(m))
+		if k == 0 {
+			c = math.Sqrt(1 / float64(m))
+		}
+		for n := range m {
+			q[k*m+n] = float32(c * math.Cos(math.Pi*float64((2*n+1)*k)/float64(2*m)))
+		}
+	}
+	return q
+}
+
+// rotationNorm is the rotation's Walsh–Hadamard scale for head dim d,
+// 1/√P (P the largest power of two dividing d), as kv.Rotation rounds it.
+func rotationNorm(d int) float32 { return float32(1 / math.Sqrt(float64(d&-d))) }
+
+// MaxRotatedHeadDim is the largest head dim the kernels rotate: the
+// butterflies and block mixing of kernel_kv_append run across the lanes of
+// one simdgroup, 32 lanes of 8 elements.
+const MaxRotatedHeadDim = 256
+
+// RotatesHeadDim says whether the kernels store and read K rotated for head
+// dim d: kv.Rotation's dims (multiples of 8) up to MaxRotatedHeadDim.
+func RotatesHeadDim(d int) bool { return d > 0 && d%8 == 0 && d <= MaxRotatedHeadDim }
 
 // attnCheck reports (through Failf) what breaks the attention contract;
 // it returns the query heads per threadgroup.
@@ -132,8 +182,8 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 		e.Failf("%s: %d heads not a multiple of %d kv heads", op, a.Heads, a.KVHeads)
 	case a.KVHeads != cfg.KVHeads || d != cfg.HeadDim:
 		e.Failf("%s: %d kv heads of dim %d, the cache has %d of dim %d", op, a.KVHeads, d, cfg.KVHeads, cfg.HeadDim)
-	case d != 64 && d != 128 && d != 256:
-		e.Failf("%s: head dim %d (the kernels take 64, 128 and 256)", op, d)
+	case d%8 != 0 || d > attnMaxD:
+		e.Failf("%s: head dim %d (the kernels take multiples of 8 up to %d)", op, d, attnMaxD)
 	case cfg.Type != kv.F16 && cfg.GroupSize != 32 && cfg.GroupSize != 64:
 		e.Failf("%s: group size %d", op, cfg.GroupSize)
 	case !(a.Scale > 0) || math.IsInf(float64(a.Scale), 0):
@@ -207,7 +257,7 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 	}
 	signs := c.K // unused
 	if c.Cfg.Rotate {
-		signs, _ = e.rotationSigns("attention", c.Cfg.HeadDim)
+		signs, _ = e.rotationConstants("attention", c.Cfg.HeadDim)
 	}
 	return []device.Binding{c.K.bind(2), km.bind(3), c.V.bind(4), vm.bind(5), lambda.bind(6), signs.bind(7)}
 }
@@ -273,7 +323,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	maxS := attnMaxSplitsFor(c.Cfg.Ctx)
 	chunk := (n - lo + s - 1) / s
 	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Cfg.Ctx, lo: lo, n: n, chunk: chunk, splits: s,
-		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: float32(1 / math.Sqrt(float64(d)))}
+		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: rotationNorm(d)}
 	args.setRing(c, c.TailStart(lo, n))
 	export := scores.Buf != nil
 	if export {
@@ -337,7 +387,7 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 	g := a.Heads / a.KVHeads
 	chunks := g / hg
 	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Cfg.Ctx, lo: past, n: rows,
-		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: float32(1 / math.Sqrt(float64(d)))}
+		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: rotationNorm(d)}
 	args.setRing(c, c.TailStart(0, past))
 	sk, sv := ws.Sub(part, stagedBytes), ws.Sub(part+stagedBytes, stagedBytes)
 	consts, inline := attnConsts(c, hg, false), []device.Inline{{Index: 0, Data: args.bytes()}}

@@ -48,6 +48,9 @@ func TestEncoderAttention(t *testing.T) {
 		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 64, Ctx: 200, Smooth: true, Residual: 32}, heads: 4, prefill: true, past: 100, rows: 30, smooth: true},
 		{cfg: kv.Config{Type: kv.Q8, GroupSize: 64, KVHeads: 1, HeadDim: 128, Ctx: 200, Rotate: true, Residual: 64}, heads: 1, prefill: true, past: 90, rows: 8, window: 70,
 			stores: [][2]int{{0, 120}, {85, 5}}},
+		// A head dim that is not a power of two, rotated (P 32, m 3).
+		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 96, Ctx: 300, Smooth: true, Rotate: true, Residual: 64}, heads: 8, n: 280, smooth: true},
+		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 1, HeadDim: 96, Ctx: 100, Rotate: true, Residual: 16}, heads: 4, prefill: true, past: 50, rows: 24},
 	} {
 		c.cfg.Layers = 1
 		name := fmt.Sprintf("%v_d%d_h%d_kv%d_n%d_past%d_rows%d_window%d_res%d", c.cfg.Type, c.cfg.HeadDim, c.heads, c.cfg.KVHeads, c.n, c.past, c.rows, c.window, c.cfg.Window())

@@ -12,6 +12,18 @@ import (
 // to four head vectors of up to 256 elements (8 a lane).
 const kvAppendThreads = 256
 
+// kvAppendLayout is how kernel_kv_append lays out vecs head vectors of d
+// elements: vps whole vectors a simdgroup when d ≤ 256 (0: one thread per
+// chunk of 8 across simdgroups) and the threads the grid needs.
+func kvAppendLayout(vecs, d int) (vps, threads int) {
+	chunks := d / 8
+	if chunks > 32 {
+		return 0, vecs * chunks
+	}
+	vps = 32 / chunks
+	return vps, (vecs + vps - 1) / vps * 32
+}
+
 // KVSetSmoothing writes the layer's K smoothing factors λ (KVHeads·HeadDim
 // powers of two, as kv.Cache.SetLambda takes them; nil: ones, smoothing
 // off) into c.Lambda for the stores and attention encoded after it. The
@@ -55,7 +67,7 @@ func (e *Encoder) KVSetSmoothing(c *KVLayer, lambda []float32) {
 // KVStore quantizes rows rows of k and v (KVHeads·HeadDim floats each,
 // heads concatenated) into positions pos..pos+rows-1 of the layer, the
 // bytes engine/kv's Cache.Append writes: K divided by λ (when c.Smoothed),
-// then rotated (Cfg.Rotate, head dims up to 256), then quantized with
+// then rotated (Cfg.Rotate, head dims up to MaxRotatedHeadDim), then quantized with
 // scale and bias rounded to fp16 first.
 //
 // kernel_kv_append_{f16,q8,q4}: a thread per 8 elements, grid y 0 for K
@@ -75,10 +87,8 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 	case rows < 0 || pos < 0 || pos > cfg.Ctx-rows:
 		e.Failf("kv store: positions [%d, %d) outside the context of %d", pos, pos+rows, cfg.Ctx)
 		return
-	case cfg.Rotate && d > 256:
-		// The rotation's butterflies run across the lanes of one
-		// simdgroup: 32 lanes of 8 elements.
-		e.Failf("kv store: rotation of a head dim of %d (at most 256)", d)
+	case cfg.Rotate && !RotatesHeadDim(d):
+		e.Failf("kv store: rotation of a head dim of %d (at most %d)", d, MaxRotatedHeadDim)
 		return
 	case c.K.Len < c.PlaneBytes() || c.V.Len < c.PlaneBytes():
 		e.Failf("kv store: planes of %d and %d bytes, want %d", c.K.Len, c.V.Len, c.PlaneBytes())
@@ -98,7 +108,7 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 	}
 	if cfg.Rotate {
 		var ok bool
-		if signs, ok = e.rotationSigns("kv store", d); !ok {
+		if signs, ok = e.rotationConstants("kv store", d); !ok {
 			return
 		}
 	}
@@ -109,12 +119,13 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 		return 0
 	}
 	n := rows * row / 8
+	vps, threads := kvAppendLayout(rows*cfg.KVHeads, d)
 	ringFrom := c.storeTail(pos, rows)
 	a := Args(d, cfg.GroupSize, cfg.KVHeads, cfg.Ctx, pos, n, flag(smooth), flag(cfg.Rotate),
-		float32(1/math.Sqrt(float64(d))), cfg.Window(), ringFrom, uint64(c.CodesBytes()), uint64(c.RingOffset()))
+		rotationNorm(d), vps, cfg.Window(), ringFrom, uint64(c.CodesBytes()), uint64(c.RingOffset()))
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_kv_append_" + cfg.Type.String()),
-		Groups:   [3]int{(n + kvAppendThreads - 1) / kvAppendThreads, 2, 1},
+		Groups:   [3]int{(threads + kvAppendThreads - 1) / kvAppendThreads, 2, 1},
 		Threads:  [3]int{kvAppendThreads, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: a}},
 		Buffers:  []device.Binding{k.bind(1), v.bind(2), lambda.bind(3), signs.bind(4), c.K.bind(5), c.V.bind(6)},

@@ -44,7 +44,8 @@ func opsLambda(r *rand.Rand, n int) []float32 {
 // command order), a rewind (rows stored again at an earlier position), then
 // smoothing turned off. Every type, smoothing and rotation, residual windows
 // of 1, 16, 64 and 100 positions (q8, q4: the f16 ring is part of the
-// planes). Tolerance: none, the planes' bytes are equal.
+// planes), head dims 64 to 256 (96 and 192 rotated by the general
+// transform). Tolerance: none, the planes' bytes are equal.
 func TestEncoderKVStore(t *testing.T) {
 	dev, e := emuEncoder(t)
 	cb := cpu.New(1)
@@ -53,8 +54,13 @@ func TestEncoderKVStore(t *testing.T) {
 	i := 0
 	for _, typ := range kv.Types {
 		for _, sr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
-			cfg := kv.Config{Type: typ, GroupSize: []int{32, 64}[i%2], Layers: 2, KVHeads: []int{2, 8, 1}[i%3],
-				HeadDim: []int{64, 128, 256}[i%3], Ctx: 80, Smooth: sr[0], Rotate: sr[1], Residual: []int{16, 64, 1, 0, 100}[i%5]}
+			hd := []int{64, 96, 128, 192, 256}[i%5]
+			gs := 32
+			if i%2 == 1 && hd%64 == 0 {
+				gs = 64
+			}
+			cfg := kv.Config{Type: typ, GroupSize: gs, Layers: 2, KVHeads: []int{2, 8, 1}[i%3],
+				HeadDim: hd, Ctx: 80, Smooth: sr[0], Rotate: sr[1], Residual: []int{16, 64, 1, 0, 100}[i%4]}
 			i++
 			for _, o := range []emulator.Order{emulator.Forward, emulator.Reverse} {
 				t.Run(fmt.Sprintf("%v_gs%d_kvheads%d_d%d_smooth%v_rotate%v_window%d_%v", typ, cfg.GroupSize, cfg.KVHeads, cfg.HeadDim, cfg.Smooth, cfg.Rotate, cfg.Window(), o), func(t *testing.T) {
@@ -146,5 +152,73 @@ func TestEncoderKVContract(t *testing.T) {
 	e.KVSetSmoothing(f, opsLambda(rand.New(rand.NewPCG(3, 4)), 128))
 	if e.Err() != nil || e.List().Len() != 0 || f.Smoothed {
 		t.Errorf("f16 cache: %v, %d dispatches, smoothed %v", e.Err(), e.List().Len(), f.Smoothed)
+	}
+}
+
+// The rotation's constants (signs, Q_m) applied as the kernels apply them
+// (signs, the Walsh–Hadamard butterflies on blocks of P scaled by 1/√P, the
+// blocks mixed by Q_m summed in order) give kv.Rotation's R·x bit for bit,
+// for power-of-two and other head dims; RotatesHeadDim takes exactly
+// kv.Rotation's dims up to 256.
+func TestRotationConstants(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, d := range []int{8, 24, 64, 80, 96, 128, 160, 192, 224, 248, 256} {
+		rot, err := kv.NewRotation(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		consts, err := RotationConstants(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := d & -d
+		m := d / p
+		if want := d + map[bool]int{true: m * m, false: 0}[m > 1]; len(consts) != want {
+			t.Fatalf("d %d: %d constants, want %d", d, len(consts), want)
+		}
+		x := randomFloats(r, d, 1)
+		want := make([]float32, d)
+		rot.Apply(want, x)
+		got := make([]float32, d)
+		for i := range got {
+			got[i] = x[i] * consts[i]
+		}
+		norm := rotationNorm(d)
+		for b := 0; b < d; b += p {
+			blk := got[b : b+p]
+			for h := 1; h < p; h *= 2 {
+				for i := 0; i < p; i += 2 * h {
+					for j := i; j < i+h; j++ {
+						blk[j], blk[j+h] = blk[j]+blk[j+h], blk[j]-blk[j+h]
+					}
+				}
+			}
+			for i := range blk {
+				blk[i] *= norm
+			}
+		}
+		if m > 1 {
+			q, mixed := consts[d:], make([]float32, d)
+			for e := range mixed {
+				b, j := e/p, e%p
+				var acc float32
+				for n := 0; n < m; n++ {
+					acc += q[b*m+n] * got[n*p+j]
+				}
+				mixed[e] = acc
+			}
+			got = mixed
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("d %d (P %d, m %d): element %d is %v, kv.Rotation gives %v", d, p, m, i, got[i], want[i])
+			}
+		}
+	}
+	for d := -8; d <= 520; d++ {
+		_, err := kv.NewRotation(d)
+		if want := err == nil && d <= MaxRotatedHeadDim; RotatesHeadDim(d) != want {
+			t.Errorf("RotatesHeadDim(%d) = %v, want %v", d, RotatesHeadDim(d), want)
+		}
 	}
 }

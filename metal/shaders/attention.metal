@@ -39,7 +39,7 @@
 #include <metal_stdlib>
 using namespace metal;
 
-constant uint attn_d      [[function_constant(100)]]; // head dim: 64, 128 or 256
+constant uint attn_d      [[function_constant(100)]]; // head dim: a multiple of 8 up to 256
 constant uint attn_gs     [[function_constant(101)]]; // metadata group (q4, q8): 32 or 64
 constant uint attn_hg     [[function_constant(102)]]; // query heads per threadgroup: 1..ATTN_MAXH
 constant bool attn_smooth [[function_constant(103)]]; // queries meet K as q∘λ
@@ -63,7 +63,8 @@ constant bool attn_scores [[function_constant(105)]]; // decode: export the raw 
 // constants: those are evaluated for every dispatch of the library (in the
 // emulator), where attn_gs may be unset and zero.
 #define attn_lpt (attn_d/ATTN_EV) // lanes per token in V
-#define attn_tpi (32/attn_lpt)    // tokens per V step of a simdgroup
+#define attn_tpi (32/attn_lpt)    // tokens per V step of a simdgroup (lanes from attn_tpi·attn_lpt on idle)
+#define attn_lpt_pow2 ((attn_lpt & (attn_lpt - 1)) == 0)
 #define attn_ng  (attn_d/attn_gs) // metadata groups per head
 
 // The argument struct (setBytes at buffer(0)), one for every kernel here;
@@ -96,9 +97,12 @@ struct attn_args {
 // element i by 16^(i%8), so that a code masked in place from its 32-bit word
 // (MLX's mask trick, widened from uint16 to uint32 words) multiplies it
 // without a shift. Same operations in the same order as the CPU's
-// prepareQuery and kv.Rotation.Apply.
+// prepareQuery and kv.Rotation.Apply: for D = P·m (P the largest power of
+// two dividing D) the Walsh–Hadamard transform on each block of P, scaled
+// by norm = 1/√P, then for m > 1 the blocks mixed by Q_m (signs + D,
+// row-major) through scratch (attn_hg·D floats).
 inline void attn_prepare_query(
-        threadgroup float * qs, threadgroup float * qsum,
+        threadgroup float * qs, threadgroup float * qsum, threadgroup float * scratch,
         device const float * q, device const float * lambda, device const float * signs,
         float qscale, float norm, bool predivide, bool groups, uint tid, uint ntg) {
     for (uint j = 0; j < attn_hg; ++j) {
@@ -114,10 +118,13 @@ inline void attn_prepare_query(
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    const uint block = attn_d & (0u - attn_d); // P
+    const bool mix = attn_rotate && block < attn_d;
     if (attn_rotate) {
-        // The fast Walsh–Hadamard transform, stage by stage (D a power of two).
+        // The fast Walsh–Hadamard transform, stage by stage: a span h < P
+        // pairs elements of one block.
         const uint half_d = attn_d/2;
-        for (uint h = 1; h < attn_d; h *= 2) {
+        for (uint h = 1; h < block; h *= 2) {
             for (uint k = tid; k < attn_hg*half_d; k += ntg) {
                 const uint j = k/half_d, r = k%half_d;
                 const uint i = j*attn_d + (r/h)*2*h + r%h;
@@ -128,9 +135,23 @@ inline void attn_prepare_query(
             threadgroup_barrier(mem_flags::mem_threadgroup);
         }
     }
+    if (mix) {
+        // Element jj of block b: Σ_n Q_m[b][n]·(element jj of block n)·norm.
+        const uint m = attn_d/block;
+        device const float * qm = signs + attn_d;
+        for (uint k = tid; k < attn_hg*attn_d; k += ntg) {
+            const uint j = k/attn_d, e = k%attn_d, b = e/block, jj = e%block;
+            float acc = 0.0f;
+            for (uint n = 0; n < m; ++n) {
+                acc += qm[b*m + n]*(qs[j*attn_d + n*block + jj]*norm);
+            }
+            scratch[k] = acc;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
     for (uint k = tid; k < attn_hg*attn_d; k += ntg) {
-        float x = qs[k];
-        if (attn_rotate) {
+        float x = mix ? scratch[k] : qs[k];
+        if (attn_rotate && !mix) {
             x *= norm;
         }
         qs[k] = x*qscale;
@@ -492,13 +513,13 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
         // that a simdgroup covers attn_tpi tokens a step with 4- to
         // 16-byte loads (attn_fold adds the sub partials up at the end).
         const uint sub = lane/attn_lpt, li = lane%attn_lpt;
-        if (nb == ATTN_BT) {
+        if (nb == ATTN_BT && attn_lpt_pow2) {
             // A whole block: a constant trip count the compiler can unroll,
             // so that several tokens' V loads are in flight.
             for (uint t = 0; t < ATTN_BT; t += attn_tpi) {
                 KV::accumulate(st.o, st.ob, v, base + b + t + sub, li, p + t + sub);
             }
-        } else {
+        } else if (sub < attn_tpi) {
             for (uint t = 0; t < nb; t += attn_tpi) {
                 if (t + sub < nb) {
                     KV::accumulate(st.o, st.ob, v, base + b + t + sub, li, p + t + sub);
@@ -531,7 +552,26 @@ inline void attn_ring_blocks(thread attn_state & st, device const char * kc, dev
 // attn_fold adds up the V partials of lanes that took different tokens of
 // the same words (lane li + k·attn_lpt into lane li); lanes below attn_lpt
 // then hold the simdgroup's o.
-inline void attn_fold(thread attn_state & st) {
+inline void attn_fold(thread attn_state & st, ushort lane) {
+    if (!attn_lpt_pow2) {
+        // attn_tpi partials a word, not a power of two: one shuffle each.
+        for (uint k = 1; k < attn_tpi; ++k) {
+            const ushort from = ushort(min(uint(lane) + k*attn_lpt, 31u));
+            for (uint j = 0; j < attn_hg; ++j) {
+                for (uint e = 0; e < ATTN_EV; ++e) {
+                    const float x = simd_shuffle(st.o[j*ATTN_EV + e], from);
+                    if (lane < attn_lpt) {
+                        st.o[j*ATTN_EV + e] += x;
+                    }
+                }
+                const float x = simd_shuffle(st.ob[j], from);
+                if (lane < attn_lpt) {
+                    st.ob[j] += x;
+                }
+            }
+        }
+        return;
+    }
     for (uint off = 16; off >= attn_lpt; off /= 2) {
         for (uint j = 0; j < attn_hg; ++j) {
             for (uint e = 0; e < ATTN_EV; ++e) {
@@ -633,7 +673,7 @@ kernel void kernel_attn_decode(
     // [t0, tail) from the codes, [tail, t1) from the residual window's ring.
     const uint tail = max(t0, min(t1, args.tail));
 
-    attn_prepare_query(qs, qsum, q + h0*attn_d, lambda + kvh*attn_d, signs,
+    attn_prepare_query(qs, qsum, p, q + h0*attn_d, lambda + kvh*attn_d, signs,
                        args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
 
     attn_state st;
@@ -646,11 +686,11 @@ kernel void kernel_attn_decode(
     if (ring) {
         attn_settle<KV>(st); // the ring's rows continue o in element terms
         threadgroup_barrier(mem_flags::mem_threadgroup); // qs is rewritten
-        attn_prepare_query(qs, qsum, q + h0*attn_d, lambda + kvh*attn_d, signs,
+        attn_prepare_query(qs, qsum, p, q + h0*attn_d, lambda + kvh*attn_d, signs,
                            args.qscale, args.norm, false, false, tid, ntg);
         attn_ring_blocks(st, kc, vc, args.ring, args.ring_rows, kvh, tail, t1, qs, ps, sc, args.score_stride, sg, lane);
     }
-    attn_fold(st);
+    attn_fold(st, lane);
     threadgroup_barrier(mem_flags::mem_threadgroup); // comb overlays p
 
     for (uint j = 0; j < attn_hg; ++j) {
@@ -735,9 +775,10 @@ kernel void kernel_attn_stage_f32(
         y /= lambda[kvh*attn_d + tid];
     }
     if (attn_rotate) {
+        const uint block = attn_d & (0u - attn_d); // P: the butterflies stay in blocks of P
         x[tid] = y*signs[tid];
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint h = 1; h < attn_d; h *= 2) {
+        for (uint h = 1; h < block; h *= 2) {
             // Thread i < D/2 does the butterfly of pair (a, a+h).
             float a = 0.0f, b = 0.0f;
             uint ia = 0;
@@ -754,6 +795,18 @@ kernel void kernel_attn_stage_f32(
             threadgroup_barrier(mem_flags::mem_threadgroup);
         }
         y = x[tid]*args.norm;
+        if (block < attn_d) {
+            // The blocks mixed by Q_m (signs + D), as kv.Rotation does.
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            x[tid] = y;
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            const uint m = attn_d/block, b = tid/block, jj = tid%block;
+            float acc = 0.0f;
+            for (uint n = 0; n < m; ++n) {
+                acc += signs[attn_d + b*m + n]*x[n*block + jj];
+            }
+            y = acc;
+        }
     }
     sk[dst] = half(y);
 }
@@ -803,7 +856,7 @@ kernel void kernel_attn_prefill(
     // residual window's ring.
     const uint tail = max(lo, min(past, args.tail));
     if (lo < tail) {
-        attn_prepare_query(qs, qsum, qrow, lambda + kvh*attn_d, signs,
+        attn_prepare_query(qs, qsum, p, qrow, lambda + kvh*attn_d, signs,
                            args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
         const attn_plane k = {kc, km}, v = {vc, vm};
         attn_blocks<KV>(st, k, v, kvh*args.ctx, lo, tail, qs, qsum, ps, none, 0, sg, lane);
@@ -811,14 +864,14 @@ kernel void kernel_attn_prefill(
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
     // The ring's and the staged rows meet a plain query (q4 predivides it).
-    attn_prepare_query(qs, qsum, qrow, lambda + kvh*attn_d, signs,
+    attn_prepare_query(qs, qsum, p, qrow, lambda + kvh*attn_d, signs,
                        args.qscale, args.norm, false, false, tid, ntg);
     if (tail < past) {
         attn_ring_blocks(st, kc, vc, args.ring, args.ring_rows, kvh, tail, past, qs, ps, none, 0, sg, lane);
     }
     const attn_plane nk = {sk, (device const half2 *) sk}, nv = {sv, (device const half2 *) sv};
     attn_blocks<attn_f16>(st, nk, nv, kvh*args.n, max(lo, past) - past, r + 1, qs, qsum, ps, none, 0, sg, lane);
-    attn_fold(st);
+    attn_fold(st, lane);
     threadgroup_barrier(mem_flags::mem_threadgroup); // comb overlays p
 
     device float * orow = out + (r*args.heads + h0)*attn_d;

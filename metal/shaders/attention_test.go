@@ -241,6 +241,16 @@ func TestAttnDecode(t *testing.T) {
 		{typ: kv.Q8, gs: 32, d: 128, kvHeads: 2, g: 4, n: 500, smooth: true, residual: 64},
 		{typ: kv.Q8, gs: 64, d: 256, kvHeads: 1, g: 8, n: 20, rot: true, residual: 20},
 		{typ: kv.Q8, gs: 32, d: 64, kvHeads: 2, g: 1, n: 77, smooth: true, rot: true, residual: 1},
+		// Head dims that are not powers of two (V lanes that do not fill a
+		// simdgroup), rotated by kv.Rotation's general transform: P·m =
+		// 32·3, 64·3, 16·5, 32·7, 8·3.
+		{typ: kv.Q4, gs: 32, d: 96, kvHeads: 2, g: 4, n: 700, smooth: true, rot: true, residual: 64},
+		{typ: kv.Q4, gs: 64, d: 192, kvHeads: 1, g: 8, n: 300, rot: true},
+		{typ: kv.Q8, gs: 32, d: 96, kvHeads: 3, g: 2, n: 90, window: 50, rot: true, residual: 16},
+		{typ: kv.Q4, gs: 32, d: 224, kvHeads: 1, g: 2, n: 65, smooth: true, rot: true},
+		{typ: kv.F16, d: 80, kvHeads: 2, g: 2, n: 300, rot: true},
+		{typ: kv.F16, d: 24, kvHeads: 1, g: 1, n: 40, rot: true},
+		{typ: kv.Q8, gs: 64, d: 192, kvHeads: 2, g: 1, n: 1000, window: 700, smooth: true},
 	}
 	for _, c := range cases {
 		ctx := c.n + r.IntN(3)
@@ -287,6 +297,7 @@ func TestAttnDecodeScores(t *testing.T) {
 		{typ: kv.Q8, gs: 64, d: 64, kvHeads: 1, g: 2, n: 40, scoresStride: 40},
 		{typ: kv.F16, d: 256, kvHeads: 2, g: 1, n: 33, scoresStride: 64},
 		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 2, g: 2, n: 150, smooth: true, rot: true, scoresStride: 150, residual: 64},
+		{typ: kv.Q4, gs: 32, d: 96, kvHeads: 1, g: 4, n: 120, rot: true, scoresStride: 128, residual: 32},
 	} {
 		f := newAttnFixture(t, d, r, c, c.n, c.n)
 		p := c.params()
@@ -377,6 +388,11 @@ func TestAttnPrefill(t *testing.T) {
 		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 1, g: 2, n: 300, rows: 30, window: 50, smooth: true, residual: 32},
 		{typ: kv.Q8, gs: 32, d: 256, kvHeads: 1, g: 2, n: 300, rows: 5, window: 64, smooth: true, residual: 64},
 		{typ: kv.Q8, gs: 64, d: 64, kvHeads: 2, g: 1, n: 31, rows: 17, rot: true, residual: 16},
+		// Head dims that are not powers of two, rotated.
+		{typ: kv.Q4, gs: 32, d: 96, kvHeads: 2, g: 4, n: 80, rows: 20, smooth: true, rot: true, residual: 32},
+		{typ: kv.Q8, gs: 64, d: 192, kvHeads: 1, g: 2, n: 40, rows: 9, window: 30, rot: true},
+		{typ: kv.F16, d: 80, kvHeads: 1, g: 8, n: 33, rows: 17, rot: true},
+		{typ: kv.Q4, gs: 32, d: 160, kvHeads: 2, g: 1, n: 10, rows: 3, rot: true, residual: 64},
 	}
 	for _, c := range cases {
 		ctx := c.n + c.rows + 1

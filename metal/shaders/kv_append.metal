@@ -5,8 +5,12 @@
 // {scale, bias} per group of gs, [head][pos][group].
 //
 // The bytes are the CPU cache's (engine/kv Cache.Append): K is divided by λ
-// (smoothing), then rotated (R = H·diag(s)/√d, the butterflies in the CPU's
-// order), then quantized as engine/kv/quant.go does: min/max per group,
+// (smoothing), then rotated as kv.Rotation does for d = P·m (P the largest
+// power of two dividing d, m odd): signs, a Walsh–Hadamard transform scaled
+// by 1/√P on each block of P elements (the butterflies in the CPU's order),
+// then for m > 1 each element j of the blocks replaced by the orthonormal
+// m-point DCT-II Q_m of the m blocks' elements j (the sum in the CPU's
+// order); then quantized as engine/kv/quant.go does: min/max per group,
 // scale = max((max - min)/L, 2^-14) and bias = min rounded to fp16 first,
 // codes clamp(rint((x - bias)/scale), 0, L) from the rounded values.
 //
@@ -17,9 +21,13 @@
 //
 // One thread per 8 consecutive elements of a head vector (one q4 word), a
 // head vector in d/8 consecutive lanes: a group's min/max and the rotation's
-// butterflies across chunks are simd shuffles, no threadgroup memory and no
-// barrier. Grid: (ceil(rows·kv_heads·d/8 / threads), 2): y = 0 stores K,
-// y = 1 stores V. Threads: a multiple of 32.
+// butterflies and block mixing across chunks are simd shuffles, no
+// threadgroup memory and no barrier. For d ≤ 256 a simdgroup holds
+// vps = 32/(d/8) whole head vectors (lanes from vps·d/8 on idle), so that a
+// vector's shuffles stay in its simdgroup; larger head dims (no rotation)
+// run vectors across simdgroups, one thread per chunk. Grid: (ceil(threads
+// needed / threads), 2): y = 0 stores K, y = 1 stores V. Threads: a
+// multiple of 32.
 #include <metal_stdlib>
 using namespace metal;
 
@@ -32,20 +40,24 @@ struct kv_append_args {
     uint  pos;      // position of the first row
     uint  n;        // chunks of 8 to store per plane: rows·kv_heads·d/8
     uint  smooth;   // divide K by λ
-    uint  rotate;   // rotate K (d/8 a power of two, at most 32)
-    float norm;     // the rotation's 1/√d, as the CPU rounds it
+    uint  rotate;   // rotate K (d/8 at most 32)
+    float norm;     // the rotation's 1/√P, as the CPU rounds it
+    uint  vps;      // head vectors per simdgroup (0: one thread per chunk)
     uint  window;   // residual window: ring rows per head (0: none)
     uint  ring_from;// first row of the batch stored in the ring too
     ulong meta;     // byte offset of the metadata in a plane
     ulong ring;     // byte offset of the ring in a plane (4-byte aligned)
 };
 
-// kv_append_rotate applies H·x·norm to the head vector held 8 elements a
-// lane by the d/8 lanes of its chunks (c: this lane's chunk). The stages run
-// as engine/kv's hadamard runs them (span 1, 2, 4, ...), each element the
-// same a+b or a-b of the same operands, so the result is the CPU's bit for
-// bit.
-inline void kv_append_rotate(thread float4 & x0, thread float4 & x1, uint c, uint chunks, float norm) {
+// kv_append_rotate applies the Walsh–Hadamard transform, times norm, to each
+// block of a head vector held 8 elements a lane, a block in the
+// block_lanes = P/8 lanes of its chunks (c: this lane's chunk). The stages
+// run as engine/kv's hadamard runs them (span 1, 2, 4, ...), each element
+// the same a+b or a-b of the same operands, so the result is the CPU's bit
+// for bit. Blocks start at multiples of block_lanes lanes (head vectors at
+// multiples of d/8 lanes, a multiple of P/8), so the partner lane c^m is in
+// the block.
+inline void kv_append_rotate(thread float4 & x0, thread float4 & x1, uint c, uint block_lanes, float norm) {
     // Spans 1 and 2 inside each float4, span 4 between them.
     float4 a = float4(x0.x, x0.z, x1.x, x1.z);
     float4 b = float4(x0.y, x0.w, x1.y, x1.w);
@@ -62,7 +74,7 @@ inline void kv_append_rotate(thread float4 & x0, thread float4 & x1, uint c, uin
     x1 = x0 - x1;
     x0 = s;
     // Spans 8, 16, ...: the partner chunk is the lane c^m lanes away.
-    for (uint m = 1; m < chunks; m <<= 1) {
+    for (uint m = 1; m < block_lanes; m <<= 1) {
         const float4 p0 = simd_shuffle_xor(x0, (ushort) m);
         const float4 p1 = simd_shuffle_xor(x1, (ushort) m);
         if (c & m) {
@@ -75,6 +87,27 @@ inline void kv_append_rotate(thread float4 & x0, thread float4 & x1, uint c, uin
     }
     x0 *= norm;
     x1 *= norm;
+}
+
+// kv_append_mix replaces, for m > 1 blocks, this lane's 8 elements of block
+// b = c/block_lanes by Σ_n Q_m[b][n]·(the same elements of block n), read
+// from lane first + n·block_lanes + c%block_lanes (first: the head vector's
+// first lane), summed over n in order from zero as engine/kv's mixBlocks
+// does. q is Q_m row-major. Every lane of the simdgroup runs the shuffles.
+inline void kv_append_mix(thread float4 & x0, thread float4 & x1, uint c, uint first, uint block_lanes, uint m,
+                          device const float * q) {
+    const uint b = c/block_lanes, j = c%block_lanes;
+    float4 y0 = float4(0.0f), y1 = float4(0.0f);
+    for (uint n = 0; n < m; ++n) {
+        const ushort from = ushort(first + n*block_lanes + j);
+        const float4 p0 = simd_shuffle(x0, from);
+        const float4 p1 = simd_shuffle(x1, from);
+        const float w = q[b*m + n];
+        y0 += w*p0;
+        y1 += w*p1;
+    }
+    x0 = y0;
+    x1 = y1;
 }
 
 // kv_append_codes is clamp(rint((x - bias)/scale), 0, L); NaN gives 0.
@@ -90,24 +123,33 @@ kernel void kernel_kv_append(
         device const float      * k      [[buffer(1)]],
         device const float      * v      [[buffer(2)]],
         device const float      * lambda [[buffer(3)]], // kv_heads·d (read when smooth)
-        device const float      * signs  [[buffer(4)]], // d ±1 (read when rotate)
+        device const float      * signs  [[buffer(4)]], // d ±1, then Q_m (m·m, m > 1) (read when rotate)
         device       char       * kp     [[buffer(5)]],
         device       char       * vp     [[buffer(6)]],
         uint2 tg  [[threadgroup_position_in_grid]],
         uint  tid [[thread_index_in_threadgroup]],
         uint  ntg [[threads_per_threadgroup]]) {
-    const uint gid = tg.x*ntg + tid;
-    if (gid >= args.n) {
+    const uint gid    = tg.x*ntg + tid;
+    const uint chunks = args.d/8;
+    uint vec, c, lane = gid % 32; // vec: row·kv_heads + head; c: chunk of the head vector
+    if (args.vps > 0) {
+        if (lane >= args.vps*chunks) {
+            return; // no head vector here: no live lane needs this one
+        }
+        vec = (gid/32)*args.vps + lane/chunks;
+        c = lane % chunks;
+    } else {
+        vec = gid/chunks;
+        c = gid - vec*chunks;
+    }
+    if (vec*chunks >= args.n) {
         return; // whole head vectors end here: no live lane needs this one
     }
     const bool is_k   = tg.y == 0;
-    const uint chunks = args.d/8;
-    const uint vec    = gid/chunks;         // row·kv_heads + head
-    const uint c      = gid - vec*chunks;   // chunk of the head vector
     const uint row    = vec/args.kv_heads;
     const uint h      = vec - row*args.kv_heads;
 
-    device const float4 * src = (device const float4 *) ((is_k ? k : v) + (ulong) gid*8);
+    device const float4 * src = (device const float4 *) ((is_k ? k : v) + ((ulong) vec*chunks + c)*8);
     float4 x0 = src[0];
     float4 x1 = src[1];
     if (is_k && args.smooth) {
@@ -119,7 +161,11 @@ kernel void kernel_kv_append(
         device const float4 * s = (device const float4 *) (signs + c*8);
         x0 *= s[0];
         x1 *= s[1];
-        kv_append_rotate(x0, x1, c, chunks, args.norm);
+        const uint block = args.d & (0u - args.d); // P
+        kv_append_rotate(x0, x1, c, block/8, args.norm);
+        if (block < args.d) {
+            kv_append_mix(x0, x1, c, lane - c, block/8, args.d/block, signs + args.d);
+        }
     }
 
     device char * plane = is_k ? kp : vp;

@@ -13,20 +13,14 @@ import (
 	"nibble/metal/encoder"
 )
 
-// kvAppendSigns are the rotation's signs for head dim d, read off
-// kv.Rotation: R⁻¹·e₀ = diag(s)·H·e₀/√d = s/√d.
+// kvAppendSigns are the rotation's constants for head dim d (signs, then
+// the block mixing Q_m), as the encoder uploads them.
 func kvAppendSigns(t *testing.T, d int) []float32 {
-	rot, err := kv.NewRotation(d)
+	x, err := encoder.RotationConstants(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := make([]float32, d)
-	e[0] = 1
-	rot.Invert(e, e)
-	for i, v := range e {
-		e[i] = float32(math.Copysign(1, float64(v)))
-	}
-	return e
+	return x
 }
 
 // kvAppendRows are rows of K or V as attention produces them: normal
@@ -87,9 +81,17 @@ func TestKVAppend(t *testing.T) {
 			}
 		}
 	}
-	// Head dims that are not powers of two (no rotation), and the last
-	// position of a long context.
+	// Head dims that are not powers of two, rotated (P·m: 32·3, 16·5, 64·3,
+	// 8·3, 32·7, 8·31) and not, and the last position of a long context.
 	cases = append(cases,
+		kcase{kv.Q4, 32, 3, 96, 60, 7, 20, true, true, 128, 16},
+		kcase{kv.Q8, 32, 2, 96, 30, 0, 30, false, true, 64, 0},
+		kcase{kv.F16, 32, 5, 80, 20, 3, 11, false, true, 96, 0},
+		kcase{kv.Q4, 64, 4, 192, 40, 30, 9, true, true, 256, 64},
+		kcase{kv.Q8, 64, 1, 192, 10, 9, 1, false, true, 32, 0},
+		kcase{kv.F16, 32, 7, 24, 12, 2, 10, false, true, 64, 0},
+		kcase{kv.Q4, 32, 2, 224, 33, 1, 32, true, true, 1024, 8},
+		kcase{kv.F16, 32, 3, 248, 9, 0, 9, true, true, 32, 0},
 		kcase{kv.Q4, 32, 2, 96, 50, 3, 5, true, false, 64, 4},
 		kcase{kv.Q8, 64, 3, 192, 40, 39, 1, true, false, 96, 7},
 		kcase{kv.F16, 32, 5, 80, 20, 0, 20, false, false, 128, 0},
@@ -148,9 +150,10 @@ func TestKVAppend(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				kp, vp := buffer(t, d, before), buffer(t, d, before)
 				n := c.rows * c.kvHeads * c.hd / 8
-				a := kvAppendArgs(c.hd, cfg.GroupSize, c.kvHeads, c.ctx, c.pos, n, smooth, c.rotate, w, max(0, c.rows-w), codes, ring.RingOffset())
+				vps, threads := kvAppendLayout(c.rows*c.kvHeads, c.hd)
+				a := kvAppendArgs(c.hd, cfg.GroupSize, c.kvHeads, c.ctx, c.pos, n, smooth, c.rotate, vps, w, max(0, c.rows-w), codes, ring.RingOffset())
 				run(t, d, o, device.Dispatch{
-					Pipeline: p, Groups: [3]int{(n + c.threads - 1) / c.threads, 2, 1}, Threads: [3]int{c.threads, 1, 1},
+					Pipeline: p, Groups: [3]int{(threads + c.threads - 1) / c.threads, 2, 1}, Threads: [3]int{c.threads, 1, 1},
 					Inline: []device.Inline{{Index: 0, Data: a}},
 					Buffers: []device.Binding{
 						{Index: 1, Buffer: buffer(t, d, f32Bytes(kr))}, {Index: 2, Buffer: buffer(t, d, f32Bytes(vr))},
@@ -165,16 +168,26 @@ func TestKVAppend(t *testing.T) {
 	}
 }
 
+// kvAppendLayout is the encoder's: vps head vectors of d elements a
+// simdgroup (0: one thread per chunk) and the threads the grid needs.
+func kvAppendLayout(vecs, d int) (vps, threads int) {
+	if d/8 > 32 {
+		return 0, vecs * d / 8
+	}
+	vps = 32 / (d / 8)
+	return vps, (vecs + vps - 1) / vps * 32
+}
+
 // kvAppendArgs packs kv_append_args (the ulongs last, from offset 48).
-func kvAppendArgs(hd, gs, kvHeads, ctx, pos, n int, smooth, rotate bool, window, ringFrom, meta, ring int) []byte {
+func kvAppendArgs(hd, gs, kvHeads, ctx, pos, n int, smooth, rotate bool, vps, window, ringFrom, meta, ring int) []byte {
 	b := func(v bool) int {
 		if v {
 			return 1
 		}
 		return 0
 	}
-	return encoder.Args(hd, gs, kvHeads, ctx, pos, n, b(smooth), b(rotate), float32(1/math.Sqrt(float64(hd))),
-		window, ringFrom, uint64(meta), uint64(ring))
+	return encoder.Args(hd, gs, kvHeads, ctx, pos, n, b(smooth), b(rotate), float32(1/math.Sqrt(float64(hd&-hd))),
+		vps, window, ringFrom, uint64(meta), uint64(ring))
 }
 
 func kvAppendCompare(t *testing.T, plane string, got, want []byte, codes, ring int) {

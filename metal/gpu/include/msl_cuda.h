@@ -454,7 +454,12 @@ template <class T> MSL_FN T shfl_down(unsigned m, T v, unsigned o) {
   }
 }
 template <class T> MSL_FN T shfl_idx(unsigned m, T v, int l) {
-  if constexpr (sizeof(T) == 4) {
+  if constexpr (is_vec<T>::value) {
+    T r;
+#pragma unroll
+    for (int i = 0; i < elem<T>::n; i++) r[i] = shfl_idx(m, v[i], l);
+    return r;
+  } else if constexpr (sizeof(T) == 4) {
     return as_type<T>(__shfl_sync(m, as_type<uint>(v), l));
   } else {
     return T(__shfl_sync(m, int(v), l));
