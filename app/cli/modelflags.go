@@ -40,7 +40,7 @@ func (mf *modelFlags) register(fs *flag.FlagSet) {
 const kvModesUsage = "KV modes to compare, comma-separated: f16, q8 and q4 as sessions run them (q4 with K rotated, q8 without), and q8 or q4 ending in -rot or -plain for K rotated or not"
 
 // rotateUsage is --kv-rotate's help, for every command that has it.
-const rotateUsage = "store K rotated (docs/ARCHITECTURE.md, Rotation): `auto` (q4 only, where the backend rotates the head dim), on or off"
+const rotateUsage = "store K rotated (docs/ARCHITECTURE.md, Rotation): `MODE` auto (the default: q4 only, where the backend rotates the head dim), on or off"
 
 // rotateFlag is --kv-rotate: auto, on or off (true and false, from when
 // it was a switch, mean on and off).
