@@ -92,6 +92,10 @@ func TestKVAppend(t *testing.T) {
 		kcase{kv.F16, 32, 7, 24, 12, 2, 10, false, true, 64, 0},
 		kcase{kv.Q4, 32, 2, 224, 33, 1, 32, true, true, 1024, 8},
 		kcase{kv.F16, 32, 3, 248, 9, 0, 9, true, true, 32, 0},
+		// Head vectors wider than a simdgroup (no rotation): one thread a
+		// chunk across simdgroups.
+		kcase{kv.Q4, 32, 3, 512, 20, 4, 7, true, false, 128, 5},
+		kcase{kv.Q8, 64, 1, 320, 6, 0, 6, false, false, 64, 0},
 		kcase{kv.Q4, 32, 2, 96, 50, 3, 5, true, false, 64, 4},
 		kcase{kv.Q8, 64, 3, 192, 40, 39, 1, true, false, 96, 7},
 		kcase{kv.F16, 32, 5, 80, 20, 0, 20, false, false, 128, 0},
