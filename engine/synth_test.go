@@ -13,12 +13,15 @@ import (
 )
 
 // A model written by nibble synth passes the loader's llama.cpp-style checks
-// (names, shapes, types) and generates, for both families.
+// (names, shapes, types) and generates, for every family.
 func TestSynthModelsLoadAndGenerate(t *testing.T) {
-	for _, arch := range []string{"llama", "qwen2"} {
+	for _, arch := range synth.Archs {
 		t.Run(arch, func(t *testing.T) {
 			o := synth.DefaultOptions(arch)
 			o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF = 2, 128, 4, 2, 256
+			if arch != "phi3" {
+				o.Window = 8 // shorter than the prompt and generation
+			}
 			o.Type, o.Seed, o.VocabData = ggml.Q4_0, 5, vocab.LlamaSPM
 			path := filepath.Join(t.TempDir(), arch+".gguf")
 			if err := synth.Generate(path, o); err != nil {
@@ -31,7 +34,8 @@ func TestSynthModelsLoadAndGenerate(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			if m.HP.Arch != arch || m.HP.TiedOutput != (arch == "llama") || m.HP.QKVBias != (arch == "qwen2") {
+			if m.HP.Arch != arch || m.HP.TiedOutput != o.TiedOutput || m.HP.QKVBias != (arch == "qwen2") ||
+				m.HP.QKNorm != (arch == "qwen3" || arch == "gemma3") || m.HP.AttnSoftcap != map[bool]float32{true: 50}[arch == "gemma2"] || m.HP.Window != o.Window {
 				t.Fatalf("hparams %+v", m.HP)
 			}
 			s, err := NewSession(m, b, Options{Ctx: 128})

@@ -305,6 +305,24 @@ func (p *pair) SwiGLU(dst, gate, up backend.Tensor, n int) {
 	p.check("swiglu", dst, n)
 }
 
+func (p *pair) GeluGLU(dst, gate, up backend.Tensor, n int) {
+	p.ref.GeluGLU(pt(dst).r, pt(gate).r, pt(up).r, n)
+	p.got.GeluGLU(pt(dst).g, pt(gate).g, pt(up).g, n)
+	p.check("gelu_glu", dst, n)
+}
+
+func (p *pair) Scale(x backend.Tensor, s float32, n int) {
+	p.ref.Scale(pt(x).r, s, n)
+	p.got.Scale(pt(x).g, s, n)
+	p.check("scale", x, n)
+}
+
+func (p *pair) Softcap(x backend.Tensor, c float32, n int) {
+	p.ref.Softcap(pt(x).r, c, n)
+	p.got.Softcap(pt(x).g, c, n)
+	p.check("softcap", x, n)
+}
+
 func (p *pair) Add(dst, x backend.Tensor, n int) {
 	p.ref.Add(pt(dst).r, pt(x).r, n)
 	p.got.Add(pt(dst).g, pt(x).g, n)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"nibble/engine/ggml"
@@ -16,25 +17,27 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "synth",
-		Usage: "--arch llama|qwen2 --layers N --embd N --heads N [--kv-heads N] --ff N [--vocab-from GGUF] [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] -o OUT.gguf",
+		Usage: "--arch llama|qwen2|qwen3|gemma2|gemma3|phi3 --layers N --embd N --heads N [--kv-heads N] [--head-dim N] --ff N [--window N] [--vocab-from GGUF] [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] -o OUT.gguf",
 		Run:   synthCmd,
 	})
 }
 
 func synthCmd(env *Env, args []string) error {
 	fs := NewFlags(env, "synth")
-	arch := fs.String("arch", "llama", "architecture: llama or qwen2")
+	arch := fs.String("arch", "llama", "architecture: "+strings.Join(synth.Archs, ", "))
 	layers := fs.Int("layers", 0, "number of transformer blocks")
 	embd := fs.Int("embd", 0, "embedding width")
 	heads := fs.Int("heads", 0, "attention heads")
 	kvHeads := fs.Int("kv-heads", 0, "key/value heads (default: heads)")
+	headDim := fs.Int("head-dim", 0, "attention head dim, written as key_length (default: embd/heads)")
+	window := fs.Int("window", 0, "sliding window written as attention.sliding_window (default: 4096 gemma2, 1024 gemma3, none otherwise)")
 	ff := fs.Int("ff", 0, "feed-forward width")
 	vocabFrom := fs.String("vocab-from", "", "GGUF whose tokenizer is copied (`FILE.gguf`; default: the built-in 32000-token Llama SentencePiece vocabulary)")
 	typ := fs.String("type", "f16", "type of the 2D weights: f16, q8_0 or q4_0")
 	seed := fs.Uint64("seed", 1, "random seed (same seed, same file)")
 	ctx := fs.Int("ctx", 4096, "context length written to the metadata")
-	ropeBase := fs.Float64("rope-base", 0, "RoPE base (default 500000 llama, 1000000 qwen2)")
-	tied := fs.Bool("tied", false, "tie output to token_embd (default true for llama, false for qwen2)")
+	ropeBase := fs.Float64("rope-base", 0, "RoPE base (default 500000 llama, 1000000 qwen2/qwen3/gemma3, 10000 gemma2/phi3)")
+	tied := fs.Bool("tied", false, "tie output to token_embd (default false for qwen2 and phi3, true otherwise; gemma always)")
 	attnScale := fs.Float64("attn-scale", 0, "factor on q·k written as attention.scale (0: the usual 1/sqrt(head dim))")
 	keyOutliers := fs.Int("key-outliers", 0, "outlier channels per KV head in attn_k (a stress case for quantized KV caches)")
 	keyOutlierGain := fs.Float64("key-outlier-gain", 30, "how much --key-outliers scales those channels")
@@ -56,6 +59,8 @@ func synthCmd(env *Env, args []string) error {
 		intBound{"--embd", *embd, 1},
 		intBound{"--heads", *heads, 1},
 		intBound{"--kv-heads", *kvHeads, 0},
+		intBound{"--head-dim", *headDim, 0},
+		intBound{"--window", *window, 0},
 		intBound{"--ff", *ff, 1},
 		intBound{"--ctx", *ctx, 1},
 		intBound{"--key-outliers", *keyOutliers, 0},
@@ -70,7 +75,7 @@ func synthCmd(env *Env, args []string) error {
 		o.TiedOutput = *tied
 	}
 	o.Layers, o.Embd, o.Heads, o.FF = *layers, *embd, *heads, *ff
-	o.KVHeads = *kvHeads
+	o.KVHeads, o.HeadDim, o.Window = *kvHeads, *headDim, *window
 	if o.KVHeads == 0 {
 		o.KVHeads = o.Heads
 	}

@@ -124,9 +124,25 @@ func (st *slot) attendNew(k, v []float32, lo, hi int) {
 }
 
 // softmax turns the block's scores (log2 domain) into probabilities
-// against the new running max and rescales each head's accumulator once.
+// against the new running max and rescales each head's accumulator once,
+// soft-capping the scores first when the layer asks for it.
 func (st *slot) softmax(nb int) {
+	if st.softcap > 0 {
+		st.capScores(nb)
+	}
 	kern.softmax(st.sc, st.ml, st.o, st.g, st.d, nb)
+}
+
+// capScores applies c·tanh(s/c) to the block's scores. They hold
+// s·log2(e), so the cap in that domain is c' = c·log2(e):
+// log2(e)·c·tanh(s/c) = c'·tanh(x/c').
+func (st *slot) capScores(nb int) {
+	c := float64(st.softcap) * log2e
+	for j := 0; j < st.g; j++ {
+		for t, x := range st.sc[j*blockTokens : j*blockTokens+nb] {
+			st.sc[j*blockTokens+t] = float32(c * math.Tanh(float64(x)/c))
+		}
+	}
 }
 
 func softmaxGo(sc, ml, o []float32, g, d, nb int) {

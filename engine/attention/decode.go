@@ -22,7 +22,7 @@ func Decode(pool *parallel.Pool, ws *Workspace, out, q []float32, c *kv.Cache, l
 // Scale·q_h·k_t for query head h and every visible position t in
 // [max(0, n-Window), n) (absolute positions; other entries are not
 // written), with k_t in the original space, from the residual window's f16
-// ring where it holds t. The scores are copied from the fused pass's blocks,
+// ring where it holds t, before any soft-cap. The scores are copied from the fused pass's blocks,
 // so K is not read again. scores nil turns the export off.
 func DecodeScores(pool *parallel.Pool, ws *Workspace, out, q []float32, c *kv.Cache, layer, n int, p Params, scores []float32, stride int) error {
 	if err := ws.check(p, c, layer); err != nil {
@@ -65,6 +65,7 @@ func (ws *Workspace) decodeItem(st *slot, item int) {
 	st.o = ws.partO[part*g*d : (part+1)*g*d]
 	st.ml = ws.partML[part*2*g : (part+1)*2*g]
 	resetAccumulators(st.o, st.ml)
+	st.softcap = j.p.Softcap
 	if t0 < t1 {
 		// A worker mostly claims consecutive splits of one kv head: the
 		// prepared query is reused until the head changes.

@@ -93,7 +93,8 @@ func storedKV(c *kv.Cache, n int) (k, v []float32) {
 }
 
 // decodeReference64 is naive float64 attention of q (one position) against
-// keys and values [max(0, n-Window), n) of k and v (positions × KVHeads·D).
+// keys and values [max(0, n-Window), n) of k and v (positions × KVHeads·D),
+// scores soft-capped where p says.
 func decodeReference64(q, k, v []float32, n int, p Params) []float64 {
 	d, g, row := p.HeadDim, p.group(), p.KVHeads*p.HeadDim
 	lo := p.visible(n - 1)
@@ -109,6 +110,9 @@ func decodeReference64(q, k, v []float32, n int, p Params) []float64 {
 				dot += float64(qh[e]) * float64(x)
 			}
 			s[t] = dot * float64(p.Scale)
+			if c := float64(p.Softcap); c > 0 {
+				s[t] = c * math.Tanh(s[t]/c)
+			}
 			m = math.Max(m, s[t])
 		}
 		var sum float64

@@ -22,6 +22,7 @@ type Params struct {
 	Heads, KVHeads, HeadDim int
 	Scale                   float32 // applied to q·k, usually 1/sqrt(HeadDim)
 	Window                  int     // sliding window in tokens (the query's own included); 0 = none
+	Softcap                 float32 // scores s become Softcap·tanh(s/Softcap) before the softmax; 0 = none
 }
 
 const (
@@ -46,6 +47,8 @@ func (p Params) validate() error {
 		return fmt.Errorf("attention: head dim %d must be a positive multiple of 8 (at most %d)", p.HeadDim, maxHeadDim)
 	case p.Window < 0:
 		return fmt.Errorf("attention: negative window %d", p.Window)
+	case !(p.Softcap >= 0) || math.IsInf(float64(p.Softcap), 0):
+		return fmt.Errorf("attention: soft-cap %g must be finite and ≥ 0", p.Softcap)
 	}
 	return nil
 }

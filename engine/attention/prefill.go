@@ -82,6 +82,7 @@ func (ws *Workspace) prefillItem(st *slot, item int) {
 	lo := j.p.visible(pos)
 	qoff := (row*ws.p.Heads + kvh*g) * d
 	resetAccumulators(st.o, st.ml)
+	st.softcap = j.p.Softcap
 	st.prepareQuery(j.q[qoff:qoff+g*d], j.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
 	st.qFor = -1
 	if lo < j.past {

@@ -73,6 +73,7 @@ type slot struct {
 	vbuf      []float32 // 32×D: a block of V as floats (SIMD kernels)
 	wbuf      []float32 // G×33×ms: per head p·{scale, bias} per token, then their sums (SIMD)
 	qFor      int       // decode: the kv head whose query q holds this step; -1: none
+	softcap   float32   // this call's Params.Softcap
 	exp       []float32 // decode score export from this group's first head on ([G][expStride]); nil: off
 	expStride int
 }

@@ -51,6 +51,7 @@ type RoPE struct {
 	Base        float32   // theta base
 	FreqFactors []float32 // per-pair divisors (Llama 3.1 rope_freqs), or nil
 	PosScale    float32   // linear position scale (1 = none)
+	AttnFactor  float32   // multiplies cos and sin (LongRoPE's attention factor); 0 = 1
 }
 
 // Attention is the attention of one layer, passed with every call: the
@@ -60,6 +61,9 @@ type Attention struct {
 	Heads, KVHeads, HeadDim int
 	Scale                   float32 // applied to q·k, usually 1/sqrt(HeadDim)
 	Window                  int     // sliding window in tokens, the query's own included; 0 = full causal
+	// Softcap c > 0 replaces each score s = Scale·q·k by c·tanh(s/c) before
+	// the softmax (Gemma 2); 0 = none.
+	Softcap float32
 }
 
 // KVCache is a backend-owned cache created by NewKVCache.
@@ -178,7 +182,8 @@ type Backend interface {
 	// RoPE rotates the first r.Dims elements of each of the heads heads
 	// (headDim apart) of rows rows of x, row i at position pos[i]: pairs
 	// (2j, 2j+1), or (j, j+Dims/2) for NeoX, by pos·PosScale·
-	// Base^(-2j/Dims)/FreqFactors[j] radians.
+	// Base^(-2j/Dims)/FreqFactors[j] radians, the rotated pair scaled by
+	// AttnFactor when it is set.
 	RoPE(x Tensor, heads, headDim, rows int, pos []int32, r *RoPE)
 	// KVSetSmoothing sets the layer's K channel smoothing factors
 	// (KVHeads·HeadDim powers of two from a kv.Calibration; nil: none) for
@@ -199,6 +204,13 @@ type Backend interface {
 	AttendPrefill(out, q, k, v Tensor, c KVCache, layer, past, rows int, a *Attention)
 	// SwiGLU: dst[i] = silu(gate[i])·up[i] for i < n.
 	SwiGLU(dst, gate, up Tensor, n int)
+	// GeluGLU: dst[i] = gelu_tanh(gate[i])·up[i] for i < n, with
+	// gelu_tanh(x) = x/2·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
+	GeluGLU(dst, gate, up Tensor, n int)
+	// Scale: x[i] *= s for i < n.
+	Scale(x Tensor, s float32, n int)
+	// Softcap: x[i] = c·tanh(x[i]/c) for i < n (c > 0).
+	Softcap(x Tensor, c float32, n int)
 	// Add: dst[i] += x[i] for i < n.
 	Add(dst, x Tensor, n int)
 	Copy(dst Tensor, dstOff int, src Tensor, srcOff, n int)

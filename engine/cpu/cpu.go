@@ -77,7 +77,7 @@ func (k *kvCache) Close() error {
 func (k *kvCache) Config() kv.Config { return k.c.Config() }
 
 func attnParams(a *backend.Attention) attention.Params {
-	return attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window}
+	return attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window, Softcap: a.Softcap}
 }
 
 // ReadsKVResidual: the CPU attention kernels read the f16 residual window.
@@ -181,6 +181,11 @@ func (b *Backend) RoPE(x backend.Tensor, heads, headDim, rows int, pos []int32, 
 			for i, w := range freq {
 				s, c := math.Sincos(float64(pos[row]) * w)
 				cs[2*i], cs[2*i+1] = float32(c), float32(s)
+			}
+			if mscale := r.AttnFactor; mscale != 0 && mscale != 1 {
+				for i := range cs {
+					cs[i] *= mscale
+				}
 			}
 			for h := 0; h < heads; h++ {
 				v := d[(row*heads+h)*headDim:]

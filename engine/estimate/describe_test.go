@@ -328,7 +328,7 @@ func TestFromCatalog(t *testing.T) {
 		t.Fatalf("weights %d", d.WeightsBytes)
 	}
 	gemma := catalogDesc(t, "gemma-3-12b-it")
-	if gemma.Runnable || gemma.HParams.Window != 1024 || gemma.HParams.HeadDim != 256 {
+	if !gemma.Runnable || gemma.HParams.Window != 1024 || gemma.HParams.HeadDim != 256 {
 		t.Fatalf("gemma %+v", gemma)
 	}
 }
@@ -338,11 +338,11 @@ func TestFromCatalog(t *testing.T) {
 func TestFromFileOtherArch(t *testing.T) {
 	w := gguf.NewWriter()
 	for k, v := range map[string]any{
-		"general.architecture": "gemma2", "general.file_type": uint32(15),
-		"gemma2.block_count": uint32(2), "gemma2.embedding_length": uint32(256),
-		"gemma2.attention.head_count": uint32(4), "gemma2.attention.head_count_kv": uint32(2),
-		"gemma2.attention.key_length": uint32(128), "gemma2.feed_forward_length": uint32(512),
-		"gemma2.context_length": uint32(8192), "gemma2.attention.sliding_window": uint32(4096),
+		"general.architecture": "olmo2", "general.file_type": uint32(15),
+		"olmo2.block_count": uint32(2), "olmo2.embedding_length": uint32(256),
+		"olmo2.attention.head_count": uint32(4), "olmo2.attention.head_count_kv": uint32(2),
+		"olmo2.attention.key_length": uint32(128), "olmo2.feed_forward_length": uint32(512),
+		"olmo2.context_length": uint32(8192), "olmo2.attention.sliding_window": uint32(4096),
 		"tokenizer.ggml.tokens": []string{"a", "b", "c"},
 	} {
 		if err := w.Set(k, v); err != nil {

@@ -27,3 +27,10 @@ func Exp2(x float32) float32 {
 
 // SiLU is x·sigmoid(x).
 func SiLU(x float32) float32 { return x / (1 + Exp2(-x*log2e)) }
+
+// GeluTanh is the tanh approximation of GELU, x/2·(1 + tanh(u)) with
+// u = sqrt(2/π)·(x + 0.044715·x³), computed as x·sigmoid(2u).
+func GeluTanh(x float32) float32 {
+	const k = 2 * 0.7978845608028654 * log2e // 2·sqrt(2/π)·log2(e)
+	return x / (1 + Exp2(-k*(x+0.044715*x*x*x)))
+}

@@ -12,12 +12,12 @@ import (
 // HParams are the architecture numbers a forward pass and the memory
 // estimator need. They come from GGUF metadata or from the model catalog.
 type HParams struct {
-	Arch       string // llama, qwen2 (mistral files use "llama")
+	Arch       string // llama, qwen2, qwen3, gemma2, gemma3, phi3 (mistral files use "llama")
 	Layers     int
 	Embd       int
 	Heads      int
 	KVHeads    int
-	HeadDim    int
+	HeadDim    int // attention.key_length (= value_length), else Embd/Heads
 	FF         int
 	Vocab      int
 	CtxTrain   int
@@ -26,12 +26,37 @@ type HParams struct {
 	RopeNeox   bool
 	RopeScale  float32 // linear position scale factor (1 = none)
 	RMSEps     float32
-	Window     int  // sliding-window attention in tokens, 0 = none
+	Window     int  // sliding-window attention in tokens, 0 = none; which layers use it: SWAPattern
 	TiedOutput bool // logits use token_embd when there is no output.weight
 	QKVBias    bool
 	// AttnScale multiplies q·k (llama.cpp's <arch>.attention.scale); 0 means
-	// the usual 1/sqrt(HeadDim).
+	// the family's default, usually 1/sqrt(HeadDim).
 	AttnScale float32
+
+	// The fields below describe the newer families (Qwen3, Gemma 2 and 3,
+	// Phi-3); they are zero for llama and qwen2.
+
+	QKNorm    bool // per-head RMSNorm of q and k before RoPE (attn_q_norm, attn_k_norm)
+	PostNorms bool // post_attention_norm and post_ffw_norm on the blocks' outputs
+	GeluFFN   bool // GELU-tanh gated feed-forward instead of SwiGLU
+	EmbdScale bool // embeddings multiplied by sqrt(Embd)
+	// AttnSoftcap c caps attention logits to c·tanh(s/c) before the softmax;
+	// FinalSoftcap does the same to the output logits. 0 = none.
+	AttnSoftcap, FinalSoftcap float32
+	// SWAPattern p says which layers use Window: p = 0, every layer; else
+	// layer il iff il%p < p-1 (llama.cpp's swa pattern: Gemma 2 is 2,
+	// Gemma 3 is 6).
+	SWAPattern int
+	// RopeBaseLocal is the RoPE base of sliding-window layers (Gemma 3's
+	// 10000, not in the file); 0 = RopeBase. Local layers also use no
+	// position scaling there.
+	RopeBaseLocal float32
+	// RopeCtxOrig is Phi-3's rope.scaling.original_context_length: a cache
+	// longer than it uses rope_factors_long, else rope_factors_short.
+	RopeCtxOrig int
+	// RopeAttnFactor scales RoPE's cos and sin (LongRoPE's attention
+	// factor, rope.scaling.attn_factor); 0 = 1.
+	RopeAttnFactor float32
 }
 
 // QKScale is the factor attention applies to q·k.
@@ -39,13 +64,26 @@ func (hp HParams) QKScale() float32 {
 	if hp.AttnScale > 0 {
 		return hp.AttnScale
 	}
+	if gemma27B(hp) {
+		// llama.cpp: Gemma 2 and 3 27B scale by 1/sqrt(n_embd/n_head)
+		// (their query_pre_attn_scalar), every other size by the head dim.
+		return float32(1 / math.Sqrt(float64(hp.Embd/hp.Heads)))
+	}
 	return float32(1 / math.Sqrt(float64(hp.HeadDim)))
 }
 
-// Families this engine runs, with their RoPE flavour.
-var families = map[string]struct{ neox, bias bool }{
-	"llama": {false, false},
-	"qwen2": {true, true},
+// gemma27B recognises the 27B Gemma models by layer count, as llama.cpp does.
+func gemma27B(hp HParams) bool {
+	return hp.Arch == "gemma2" && hp.Layers == 46 || hp.Arch == "gemma3" && hp.Layers == 62
+}
+
+// SlidingLayer reports whether layer il attends over Window tokens only.
+func (hp HParams) SlidingLayer(il int) bool {
+	if hp.Window <= 0 {
+		return false
+	}
+	p := hp.SWAPattern
+	return p == 0 || il%p < p-1
 }
 
 // Supported reports whether arch has a forward pass here.
@@ -54,21 +92,20 @@ func Supported(arch string) bool { _, ok := families[arch]; return ok }
 // HParamsFromGGUF reads the hyper-parameters of a family this engine runs.
 func HParamsFromGGUF(f *gguf.File) (HParams, error) {
 	if arch := f.Arch(); !Supported(arch) {
-		return HParams{}, fmt.Errorf("architecture %q is not supported (want llama, mistral or qwen2)", arch)
+		return HParams{}, fmt.Errorf("architecture %q is not supported (want llama, mistral, qwen2, qwen3, gemma2, gemma3 or phi3)", arch)
 	}
 	return ReadHParams(f)
 }
 
 // ReadHParams reads the standard metadata keys of any architecture (the
 // estimator sizes models this engine cannot run yet from it); family flags
-// are set for the families it runs.
+// and keys are read for the families it runs.
 func ReadHParams(f *gguf.File) (HParams, error) {
 	arch := f.Arch()
 	if arch == "" {
 		return HParams{}, fmt.Errorf("general.architecture is missing")
 	}
-	fam := families[arch]
-	hp := HParams{Arch: arch, RopeNeox: fam.neox, QKVBias: fam.bias, RopeScale: 1}
+	hp := FamilyHParams(arch)
 	need := func(key string, dst *int) error {
 		v, ok := f.Uint(arch + "." + key)
 		if !ok {
@@ -100,6 +137,9 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	if v, ok := f.Uint(arch + ".attention.key_length"); ok {
 		hp.HeadDim = int(v)
 	}
+	if v, ok := f.Uint(arch + ".attention.value_length"); ok && int(v) != hp.HeadDim {
+		return HParams{}, fmt.Errorf("model %s: value length %d differs from key length %d, which this engine does not support", arch, v, hp.HeadDim)
+	}
 	hp.RopeDims = hp.HeadDim
 	if v, ok := f.Uint(arch + ".rope.dimension_count"); ok {
 		hp.RopeDims = int(v)
@@ -113,6 +153,12 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 			hp.RopeScale = float32(1 / v)
 		}
 	}
+	if v, ok := f.Uint(arch + ".rope.scaling.original_context_length"); ok {
+		hp.RopeCtxOrig = int(v)
+	}
+	if v, ok := f.Float(arch + ".rope.scaling.attn_factor"); ok {
+		hp.RopeAttnFactor = float32(v)
+	}
 	hp.RMSEps = 1e-5
 	if v, ok := f.Float(arch + ".attention.layer_norm_rms_epsilon"); ok {
 		hp.RMSEps = float32(v)
@@ -123,13 +169,24 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	if v, ok := f.Uint(arch + ".attention.sliding_window"); ok {
 		hp.Window = int(v)
 	}
+	// Only a family that soft-caps (its default is set) reads the caps, as
+	// llama.cpp reads them for Gemma 2 alone.
+	if v, ok := f.Float(arch + ".attn_logit_softcapping"); ok && hp.AttnSoftcap > 0 {
+		hp.AttnSoftcap = float32(v)
+	}
+	if v, ok := f.Float(arch + ".final_logit_softcapping"); ok && hp.FinalSoftcap > 0 {
+		hp.FinalSoftcap = float32(v)
+	}
+	if families[arch].ignoresWindow {
+		hp.Window = 0
+	}
 	if n, ok := f.ArrayLen("tokenizer.ggml.tokens"); ok {
 		hp.Vocab = n
 	} else if v, ok := f.Uint(arch + ".vocab_size"); ok {
 		hp.Vocab = int(v)
 	}
 	_, hasOutput := f.Tensor("output.weight")
-	hp.TiedOutput = !hasOutput
+	hp.TiedOutput = !hasOutput || families[arch].tied
 	if t, ok := f.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 && hp.Vocab == 0 {
 		hp.Vocab = int(t.Dims[1])
 	}
@@ -138,6 +195,7 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 
 // Validate rejects shapes the forward pass cannot run.
 func (hp HParams) Validate() error {
+	finite := func(x float32) bool { return !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) }
 	switch {
 	case hp.Layers <= 0 || hp.Embd <= 0 || hp.Heads <= 0 || hp.KVHeads <= 0 || hp.FF <= 0 || hp.Vocab <= 0:
 		return fmt.Errorf("model %s: layers %d, embd %d, heads %d, kv heads %d, ff %d, vocab %d must all be positive",
@@ -150,8 +208,14 @@ func (hp HParams) Validate() error {
 		return fmt.Errorf("model %s: rope dims %d invalid for head dim %d", hp.Arch, hp.RopeDims, hp.HeadDim)
 	case hp.RopeBase <= 0 || math.IsNaN(float64(hp.RopeBase)):
 		return fmt.Errorf("model %s: rope base %g invalid", hp.Arch, hp.RopeBase)
-	case hp.AttnScale < 0 || math.IsNaN(float64(hp.AttnScale)) || math.IsInf(float64(hp.AttnScale), 0):
+	case hp.AttnScale < 0 || !finite(hp.AttnScale):
 		return fmt.Errorf("model %s: attention scale %g invalid", hp.Arch, hp.AttnScale)
+	case hp.AttnSoftcap < 0 || !finite(hp.AttnSoftcap) || hp.FinalSoftcap < 0 || !finite(hp.FinalSoftcap):
+		return fmt.Errorf("model %s: soft-caps %g (attention) and %g (final) must be finite and ≥ 0", hp.Arch, hp.AttnSoftcap, hp.FinalSoftcap)
+	case hp.Window < 0 || hp.SWAPattern < 0:
+		return fmt.Errorf("model %s: sliding window %d (pattern %d) invalid", hp.Arch, hp.Window, hp.SWAPattern)
+	case hp.RopeAttnFactor < 0 || !finite(hp.RopeAttnFactor):
+		return fmt.Errorf("model %s: rope attention factor %g invalid", hp.Arch, hp.RopeAttnFactor)
 	}
 	return nil
 }

@@ -26,91 +26,157 @@ const (
 	FFNDown
 	OutputNorm
 	Output
+	AttnQNorm        // per-head RMSNorm of q (Qwen3, Gemma 3), [head dim]
+	AttnKNorm        // per-head RMSNorm of k
+	AttnPostNorm     // Gemma's post_attention_norm
+	FFNPostNorm      // Gemma's post_ffw_norm
+	AttnQKV          // Phi-3's fused q|k|v projection, bound as three views
+	FFNGateUp        // Phi-3's fused gate|up projection, bound as two views
+	RopeFactorsLong  // Phi-3 LongRoPE per-pair divisors for long contexts
+	RopeFactorsShort // and for contexts within the trained one
 )
 
 // IsNorm reports whether k is an RMSNorm weight.
-func (k TensorKind) IsNorm() bool { return k == AttnNorm || k == FFNNorm || k == OutputNorm }
+func (k TensorKind) IsNorm() bool {
+	switch k {
+	case AttnNorm, FFNNorm, OutputNorm, AttnQNorm, AttnKNorm, AttnPostNorm, FFNPostNorm:
+		return true
+	}
+	return false
+}
 
 // IsBias reports whether k is a projection bias.
 func (k TensorKind) IsBias() bool { return k == AttnQBias || k == AttnKBias || k == AttnVBias }
 
-// TensorSpec is one tensor of a llama-family GGUF: the loader requires it
-// with exactly these dims, and the writers of test and synthetic models
-// declare it so.
+// IsRopeFactors reports whether k holds per-pair RoPE divisors, read on the
+// host as floats rather than bound as a weight.
+func (k TensorKind) IsRopeFactors() bool {
+	return k == RopeFreqs || k == RopeFactorsLong || k == RopeFactorsShort
+}
+
+// TensorSpec is one tensor of a model file: the loader requires it with
+// exactly these dims, and the writers of test and synthetic models declare
+// it so.
 type TensorSpec struct {
 	Name     string
 	Kind     TensorKind
 	Layer    int      // block index, -1 outside the blocks
 	Dims     []uint64 // GGUF order: ne[0] (the input features) first
 	Optional bool     // bound only when present; writers leave it out
+	// Views split a fused tensor by rows: each is bound as a weight of its
+	// own at an offset into the tensor's bytes (no copy); the fused tensor
+	// itself is not bound.
+	Views []View
 }
 
-// TensorLayout lists the tensors a model of hp has, as llama.cpp's llama
-// and qwen2 loaders require them: output.weight only for untied models,
-// q/k/v biases only for families that have them, rope_freqs optional. The
-// order is the one synth and the test writers put in files: rope_freqs
-// (where converters put it), token_embd, each block in forward-pass order
-// with each bias after its weight, output_norm, output. Other writers order
-// tensors differently; the loader finds them by name.
+// View is rows [Row, Row+Rows) of a fused tensor, bound as a Kind weight.
+type View struct {
+	Kind      TensorKind
+	Row, Rows int
+}
+
+// TensorLayout lists the tensors a model of hp has, as llama.cpp's loader
+// for its architecture requires them (one table per family, in the family's
+// file). The order is the one synth and the test writers put in files;
+// other writers order tensors differently, and the loader finds them by
+// name.
 func TensorLayout(hp HParams) []TensorSpec {
-	var (
-		embd  = uint64(hp.Embd)
-		qDim  = uint64(hp.QDim())
-		kvDim = uint64(hp.KVDim())
-		ff    = uint64(hp.FF)
-		vocab = uint64(hp.Vocab)
-	)
-	specs := make([]TensorSpec, 0, 3+hp.Layers*12)
-	add := func(name string, k TensorKind, layer int, dims ...uint64) {
-		specs = append(specs, TensorSpec{Name: name, Kind: k, Layer: layer, Dims: dims})
+	if fam, ok := families[hp.Arch]; ok {
+		return fam.layout(hp)
 	}
-	add("rope_freqs.weight", RopeFreqs, -1, uint64(hp.RopeDims/2))
-	specs[0].Optional = true
-	add("token_embd.weight", TokEmbd, -1, embd, vocab)
-	for l := range hp.Layers {
-		p := fmt.Sprintf("blk.%d.", l)
-		add(p+"attn_norm.weight", AttnNorm, l, embd)
-		add(p+"attn_q.weight", AttnQ, l, embd, qDim)
-		if hp.QKVBias {
-			add(p+"attn_q.bias", AttnQBias, l, qDim)
-		}
-		add(p+"attn_k.weight", AttnK, l, embd, kvDim)
-		if hp.QKVBias {
-			add(p+"attn_k.bias", AttnKBias, l, kvDim)
-		}
-		add(p+"attn_v.weight", AttnV, l, embd, kvDim)
-		if hp.QKVBias {
-			add(p+"attn_v.bias", AttnVBias, l, kvDim)
-		}
-		add(p+"attn_output.weight", AttnOutput, l, qDim, embd)
-		add(p+"ffn_norm.weight", FFNNorm, l, embd)
-		add(p+"ffn_gate.weight", FFNGate, l, embd, ff)
-		add(p+"ffn_up.weight", FFNUp, l, embd, ff)
-		add(p+"ffn_down.weight", FFNDown, l, ff, embd)
-	}
-	add("output_norm.weight", OutputNorm, -1, embd)
-	if !hp.TiedOutput {
-		add("output.weight", Output, -1, embd, vocab)
-	}
-	return specs
+	return llamaLayout(hp)
 }
 
-// FamilyHParams is hp for arch with the family's flags set (RoPE flavour,
-// QKV biases), for writers that build a model from sizes rather than read
-// one; the caller fills in the sizes.
+// table builds a TensorLayout: the family layouts add to it in file order.
+type table struct {
+	hp    HParams
+	specs []TensorSpec
+}
+
+func newTable(hp HParams) *table { return &table{hp: hp, specs: make([]TensorSpec, 0, 4+hp.Layers*14)} }
+
+func (t *table) add(name string, k TensorKind, layer int, dims ...uint64) *TensorSpec {
+	if layer >= 0 {
+		name = fmt.Sprintf("blk.%d.%s", layer, name)
+	}
+	t.specs = append(t.specs, TensorSpec{Name: name, Kind: k, Layer: layer, Dims: dims})
+	return &t.specs[len(t.specs)-1]
+}
+
+// Sizes of hp as GGUF dims.
+func (t *table) embd() uint64  { return uint64(t.hp.Embd) }
+func (t *table) qDim() uint64  { return uint64(t.hp.QDim()) }
+func (t *table) kvDim() uint64 { return uint64(t.hp.KVDim()) }
+func (t *table) ff() uint64    { return uint64(t.hp.FF) }
+
+// ropeFactors adds optional per-pair RoPE divisors.
+func (t *table) ropeFactors(name string, k TensorKind) {
+	t.add(name, k, -1, uint64(t.hp.RopeDims/2)).Optional = true
+}
+
+// embedding adds token_embd.
+func (t *table) embedding() { t.add("token_embd.weight", TokEmbd, -1, t.embd(), uint64(t.hp.Vocab)) }
+
+// attention adds a block's attention weights: norm, q/k/v (with biases
+// where hp has them, each after its weight), q/k norms where hp has them,
+// and the output projection.
+func (t *table) attention(l int) {
+	hp := t.hp
+	t.add("attn_norm.weight", AttnNorm, l, t.embd())
+	t.add("attn_q.weight", AttnQ, l, t.embd(), t.qDim())
+	if hp.QKVBias {
+		t.add("attn_q.bias", AttnQBias, l, t.qDim())
+	}
+	t.add("attn_k.weight", AttnK, l, t.embd(), t.kvDim())
+	if hp.QKVBias {
+		t.add("attn_k.bias", AttnKBias, l, t.kvDim())
+	}
+	t.add("attn_v.weight", AttnV, l, t.embd(), t.kvDim())
+	if hp.QKVBias {
+		t.add("attn_v.bias", AttnVBias, l, t.kvDim())
+	}
+	if hp.QKNorm {
+		t.add("attn_q_norm.weight", AttnQNorm, l, uint64(hp.HeadDim))
+		t.add("attn_k_norm.weight", AttnKNorm, l, uint64(hp.HeadDim))
+	}
+	t.add("attn_output.weight", AttnOutput, l, t.qDim(), t.embd())
+}
+
+// feedForward adds a block's gated feed-forward weights.
+func (t *table) feedForward(l int) {
+	t.add("ffn_norm.weight", FFNNorm, l, t.embd())
+	t.add("ffn_gate.weight", FFNGate, l, t.embd(), t.ff())
+	t.add("ffn_up.weight", FFNUp, l, t.embd(), t.ff())
+	t.add("ffn_down.weight", FFNDown, l, t.ff(), t.embd())
+}
+
+// output adds output_norm and, for an untied model, output.
+func (t *table) output() []TensorSpec {
+	t.add("output_norm.weight", OutputNorm, -1, t.embd())
+	if !t.hp.TiedOutput {
+		t.add("output.weight", Output, -1, t.embd(), uint64(t.hp.Vocab))
+	}
+	return t.specs
+}
+
+// FamilyHParams is hp for arch with the family's flags and defaults set
+// (RoPE flavour, biases, norms, soft-caps, window pattern), for writers
+// that build a model from sizes rather than read one; the caller fills in
+// the sizes.
 func FamilyHParams(arch string) HParams {
-	fam := families[arch]
-	return HParams{Arch: arch, RopeNeox: fam.neox, QKVBias: fam.bias, RopeScale: 1}
+	hp := families[arch].flags
+	hp.Arch, hp.RopeScale = arch, 1
+	return hp
 }
 
-// weight is the field of m that holds s, or nil for rope_freqs (kept as
-// floats, not as a Weight).
-func (m *Model) weight(s *TensorSpec) *backend.Weight {
+// weight is the field of m or l that holds a weight of kind k, or nil for
+// the kinds kept as floats or bound only as views.
+func (m *Model) weight(k TensorKind, layer int) *backend.Weight {
 	var l *Layer
-	if s.Layer >= 0 {
-		l = &m.Layers[s.Layer]
+	if layer >= 0 {
+		l = &m.Layers[layer]
 	}
-	switch s.Kind {
+	switch k {
 	case TokEmbd:
 		return &m.TokEmbd
 	case OutputNorm:
@@ -131,8 +197,14 @@ func (m *Model) weight(s *TensorSpec) *backend.Weight {
 		return &l.Wv
 	case AttnVBias:
 		return &l.Bv
+	case AttnQNorm:
+		return &l.QNorm
+	case AttnKNorm:
+		return &l.KNorm
 	case AttnOutput:
 		return &l.Wo
+	case AttnPostNorm:
+		return &l.AttnPostNorm
 	case FFNNorm:
 		return &l.FFNNorm
 	case FFNGate:
@@ -141,6 +213,8 @@ func (m *Model) weight(s *TensorSpec) *backend.Weight {
 		return &l.Up
 	case FFNDown:
 		return &l.Down
+	case FFNPostNorm:
+		return &l.FFNPostNorm
 	}
 	return nil
 }

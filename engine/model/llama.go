@@ -1,204 +1,34 @@
 package model
 
-import (
-	"fmt"
+// Llama, Mistral (files of arch "llama") and Qwen2: pre-norm blocks,
+// SwiGLU, adjacent-pair RoPE for llama (its converters permute Q/K), NeoX
+// RoPE and q/k/v biases for qwen2.
 
-	"nibble/engine/backend"
-	"nibble/engine/kv"
-)
-
-// State is one sequence's working memory: its KV cache and the activation
-// tensors of a forward pass, all allocated up front for maxBatch rows.
-type State struct {
-	m        *Model
-	b        backend.Backend
-	Cache    backend.KVCache
-	maxBatch int
-	attn     backend.Attention
-	rope     backend.RoPE
-
-	x, h, q, k, v, att, gate, up, last, logits backend.Tensor
-	allLogits                                  backend.Tensor // maxBatch×vocab, made on first ForwardAll
-	pos                                        []int32
-	// Channel smoothing calibration (nil when the cache does not smooth):
-	// the K rows of a batch at position 0 are read back one at a time into
-	// kRow and summed in calib; lambda receives the factors.
-	calib        *kv.Calibration
-	kRow, lambda []float32
-}
-
-// NewState allocates a cache of kvc and activations for batches of maxBatch
-// on the model's backend.
-func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
-	hp, b := m.HP, m.Backend
-	if maxBatch <= 0 {
-		return nil, fmt.Errorf("batch size %d must be positive", maxBatch)
-	}
-	kvc.Layers, kvc.KVHeads, kvc.HeadDim = hp.Layers, hp.KVHeads, hp.HeadDim
-	if err := kvc.Validate(); err != nil {
-		return nil, err
-	}
-	s := &State{m: m, b: b, maxBatch: maxBatch}
-	s.attn = backend.Attention{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
-		Scale: hp.QKScale(), Window: hp.Window}
-	s.rope = backend.RoPE{Neox: hp.RopeNeox, Dims: hp.RopeDims, Base: hp.RopeBase, FreqFactors: m.RopeFreqs, PosScale: hp.RopeScale}
-	cache, err := b.NewKVCache(kvc, hp.Heads, maxBatch)
-	if err != nil {
-		return nil, err
-	}
-	s.Cache = cache
-	t := make([]backend.Tensor, 0, 10)
-	for _, n := range activations(hp, maxBatch) {
-		t = append(t, b.Alloc(n))
-	}
-	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits = t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]
-	s.pos = make([]int32, maxBatch)
-	if kvc.Smooths() {
-		s.calib = kv.NewCalibration(hp.KVHeads, hp.HeadDim)
-		s.kRow, s.lambda = make([]float32, hp.KVDim()), make([]float32, hp.KVDim())
-	}
-	return s, nil
-}
-
-// Close gives the cache and the activation tensors back to the backend, so
-// its allocation count returns to what it was before NewState. The state
-// must not be used afterwards; closing twice is harmless.
-func (s *State) Close() error {
-	if s.Cache == nil {
-		return nil
-	}
-	err := s.Cache.Close()
-	for _, t := range []backend.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits} {
-		if t != nil {
-			s.b.Free(t)
-		}
-	}
-	s.Cache = nil
-	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
-	return err
-}
-
-// Ctx is the cache's capacity in positions.
-func (s *State) Ctx() int { return s.Cache.Config().Ctx }
-
-// Forward runs tokens at positions pos.. through the model, storing their
-// K/V in the cache, and leaves the last token's logits in logits (len Vocab).
-// Positions [0, pos) must already be in the cache.
-func (s *State) Forward(tokens []int32, pos int, logits []float32) error {
-	return s.forward(tokens, pos, logits, nil)
-}
-
-// ForwardAll is Forward that passes every row's logits to each (tests and
-// quality probes). Its first call allocates a maxBatch×vocab tensor.
-func (s *State) ForwardAll(tokens []int32, pos int, each func(row int, logits []float32)) error {
-	return s.forward(tokens, pos, nil, each)
-}
-
-func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int, []float32)) error {
-	n := len(tokens)
-	switch {
-	case s.Cache == nil:
-		return fmt.Errorf("forward: the state is closed")
-	case n == 0 || n > s.maxBatch:
-		return fmt.Errorf("forward: %d tokens (batch holds 1..%d)", n, s.maxBatch)
-	case pos < 0 || pos+n > s.Ctx():
-		return fmt.Errorf("forward: positions %d..%d exceed the context of %d", pos, pos+n, s.Ctx())
-	}
-	m, b, hp := s.m, s.b, s.m.HP
-	// Ops never fail on data: every token is checked before the first op.
-	for i, t := range tokens {
-		if t < 0 || int(t) >= hp.Vocab {
-			return fmt.Errorf("forward: token %d (at position %d) is outside the vocabulary of %d", t, pos+i, hp.Vocab)
-		}
-	}
-	for i := range tokens {
-		s.pos[i] = int32(pos + i)
-	}
-	E := hp.Embd
-	b.Embed(s.x, m.TokEmbd, tokens)
-	for li := range m.Layers {
-		l := &m.Layers[li]
-		// Attention block.
-		b.RMSNorm(s.h, s.x, l.AttnNorm, hp.RMSEps, n)
-		b.MatMul(s.q, l.Wq, s.h, n)
-		b.MatMul(s.k, l.Wk, s.h, n)
-		b.MatMul(s.v, l.Wv, s.h, n)
-		if l.Bq != nil {
-			b.AddBias(s.q, l.Bq, n)
-			b.AddBias(s.k, l.Bk, n)
-			b.AddBias(s.v, l.Bv, n)
-		}
-		b.RoPE(s.q, hp.Heads, hp.HeadDim, n, s.pos[:n], &s.rope)
-		b.RoPE(s.k, hp.KVHeads, hp.HeadDim, n, s.pos[:n], &s.rope)
-		if pos == 0 && s.calib != nil {
-			lambda, err := s.calibrate(n)
-			if err != nil {
-				return err
-			}
-			b.KVSetSmoothing(s.Cache, li, lambda)
-		}
-		if n == 1 {
-			b.KVStore(s.Cache, li, s.k, s.v, pos, 1)
-			b.AttendDecode(s.att, s.q, s.Cache, li, pos+1, &s.attn)
-		} else {
-			// Hybrid prefill: attend in float over the new rows, then quantize them into the cache.
-			b.AttendPrefill(s.att, s.q, s.k, s.v, s.Cache, li, pos, n, &s.attn)
-			b.KVStore(s.Cache, li, s.k, s.v, pos, n)
-		}
-		b.MatMul(s.h, l.Wo, s.att, n)
-		b.Add(s.x, s.h, n*E)
-		// Feed-forward block.
-		b.RMSNorm(s.h, s.x, l.FFNNorm, hp.RMSEps, n)
-		b.MatMul(s.gate, l.Gate, s.h, n)
-		b.MatMul(s.up, l.Up, s.h, n)
-		b.SwiGLU(s.gate, s.gate, s.up, n*hp.FF)
-		b.MatMul(s.h, l.Down, s.gate, n)
-		b.Add(s.x, s.h, n*E)
-	}
-	if each != nil {
-		if s.allLogits == nil {
-			s.allLogits = b.Alloc(s.maxBatch * hp.Vocab)
-		}
-		all := s.allLogits
-		b.RMSNorm(s.h, s.x, m.OutputNorm, hp.RMSEps, n)
-		b.MatMul(all, m.Output, s.h, n)
-		if err := b.Sync(); err != nil {
+// forwardLlama is the forward pass of llama, mistral and qwen2.
+func forwardLlama(s *State, p *pass) error {
+	s.embed(p)
+	for li := range s.m.Layers {
+		if err := s.attention(p, li); err != nil {
 			return err
 		}
-		row := make([]float32, hp.Vocab)
-		for i := 0; i < n; i++ {
-			b.Read(row, all, i*hp.Vocab)
-			each(i, row)
-		}
-		return nil
+		s.residual(p)
+		s.feedForward(p, li)
+		s.residual(p)
 	}
-	b.Copy(s.last, 0, s.x, (n-1)*E, E)
-	b.RMSNorm(s.last, s.last, m.OutputNorm, hp.RMSEps, 1)
-	b.MatMul(s.logits, m.Output, s.last, 1)
-	if err := b.Sync(); err != nil {
-		return err
-	}
-	b.Read(logits[:hp.Vocab], s.logits, 0)
-	return nil
+	return s.output(p)
 }
 
-// calibrate returns the channel smoothing factors for the n K rows of a
-// batch that starts the cache (nil when there are too few rows or nothing
-// to correct). It is the pass's explicit host step (docs/ARCHITECTURE.md,
-// "Channel smoothing"): it syncs the backend, reads the rows back and
-// computes λ here, so every backend smooths alike. It costs one sync per
-// layer, on the first batch of a sequence only.
-func (s *State) calibrate(n int) ([]float32, error) {
-	if n < kv.MinCalibrationRows {
-		return nil, nil
+// llamaLayout is the tensor table of llama.cpp's llama and qwen2 loaders:
+// rope_freqs optional (where converters put it), token_embd, each block in
+// forward-pass order with each bias after its weight (qwen2), output_norm,
+// and output only for untied models.
+func llamaLayout(hp HParams) []TensorSpec {
+	t := newTable(hp)
+	t.ropeFactors("rope_freqs.weight", RopeFreqs)
+	t.embedding()
+	for l := range hp.Layers {
+		t.attention(l)
+		t.feedForward(l)
 	}
-	if err := s.b.Sync(); err != nil {
-		return nil, err
-	}
-	s.calib.Reset()
-	for r := 0; r < n; r++ {
-		s.b.Read(s.kRow, s.k, r*len(s.kRow))
-		s.calib.Add(s.kRow)
-	}
-	return s.calib.Lambda(s.lambda), nil
+	return t.output()
 }

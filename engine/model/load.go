@@ -18,19 +18,26 @@ type Model struct {
 	Path    string
 	Backend backend.Backend // the backend the weights were mapped on
 	weights backend.Mapping
+	fam     family
 
 	TokEmbd    backend.Weight
 	OutputNorm backend.Weight
 	Output     backend.Weight // token_embd when tied
 	Layers     []Layer
 	RopeFreqs  []float32 // Llama 3.1 per-pair divisors, or nil
+	// Phi-3 LongRoPE per-pair divisors (rope_factors_long/short), or nil.
+	RopeFactorsLong, RopeFactorsShort []float32
 }
 
-// Layer holds one transformer block's weights.
+// Layer holds one transformer block's weights; a family leaves the ones it
+// has not nil.
 type Layer struct {
 	AttnNorm, Wq, Wk, Wv, Wo backend.Weight
-	Bq, Bk, Bv               backend.Weight // qwen2 only
+	Bq, Bk, Bv               backend.Weight // qwen2
+	QNorm, KNorm             backend.Weight // qwen3, gemma3: per-head, [head dim]
+	AttnPostNorm             backend.Weight // gemma2, gemma3
 	FFNNorm, Gate, Up, Down  backend.Weight
+	FFNPostNorm              backend.Weight // gemma2, gemma3
 }
 
 // Open maps a GGUF file, checks every tensor the family needs has the name
@@ -64,13 +71,13 @@ func (m *Model) Close() error {
 }
 
 // FromFile binds the weights of an opened GGUF, every tensor TensorLayout
-// lists, as handles of b.
+// lists (the views of fused tensors one by one), as handles of b.
 func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 	hp, err := HParamsFromGGUF(f)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{HP: hp, File: f, Backend: b, Layers: make([]Layer, hp.Layers)}
+	m := &Model{HP: hp, File: f, Backend: b, Layers: make([]Layer, hp.Layers), fam: families[hp.Arch]}
 	var (
 		descs []backend.WeightDesc
 		dsts  []*backend.Weight
@@ -84,16 +91,30 @@ func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.Kind == RopeFreqs {
+		if s.Kind.IsRopeFactors() {
 			// Read on the host: the RoPE op takes the divisors as floats.
 			// Converters write them as F32; divisors of another type are not applied.
 			if t.Type == ggml.F32 {
-				m.RopeFreqs = float32s(f.TensorData(t))
+				*m.ropeFactors(s.Kind) = float32s(f.TensorData(t))
 			}
 			continue
 		}
-		descs = append(descs, d)
-		dsts = append(dsts, m.weight(&s))
+		if s.Views == nil {
+			descs = append(descs, d)
+			dsts = append(dsts, m.weight(s.Kind, s.Layer))
+			continue
+		}
+		rowBytes := int64(d.Type.RowBytes(d.Cols))
+		for _, v := range s.Views {
+			if v.Row < 0 || v.Rows <= 0 || v.Row+v.Rows > d.Rows {
+				return nil, fmt.Errorf("tensor %q: view of rows [%d, %d) outside its %d rows", s.Name, v.Row, v.Row+v.Rows, d.Rows)
+			}
+			vd := d
+			vd.Name = fmt.Sprintf("%s[%d:%d]", s.Name, v.Row, v.Row+v.Rows)
+			vd.Rows, vd.Offset = v.Rows, d.Offset+int64(v.Row)*rowBytes
+			descs = append(descs, vd)
+			dsts = append(dsts, m.weight(v.Kind, s.Layer))
+		}
 	}
 	mapped, err := b.MapWeights(f.Mapping(), descs)
 	if err != nil {
@@ -107,6 +128,17 @@ func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 		m.Output = m.TokEmbd
 	}
 	return m, nil
+}
+
+// ropeFactors is the field of m that holds divisors of kind k.
+func (m *Model) ropeFactors(k TensorKind) *[]float32 {
+	switch k {
+	case RopeFactorsLong:
+		return &m.RopeFactorsLong
+	case RopeFactorsShort:
+		return &m.RopeFactorsShort
+	}
+	return &m.RopeFreqs
 }
 
 // describe checks that tensor t (nil: missing) has dims and locates it in

@@ -77,7 +77,7 @@ func copyTokenizer(w *gguf.Writer, o *Options) (int, error) {
 
 func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 	a := o.Arch + "."
-	hd := uint32(o.Embd / o.Heads)
+	hd := uint32(o.headDim())
 	kvs := []struct {
 		key string
 		v   any
@@ -101,11 +101,31 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 		{a + "attention.key_length", hd},
 		{a + "attention.value_length", hd},
 	}
-	if o.AttnScale > 0 {
+	add := func(key string, v any) {
 		kvs = append(kvs, struct {
 			key string
 			v   any
-		}{a + "attention.scale", o.AttnScale})
+		}{a + key, v})
+	}
+	if o.AttnScale > 0 {
+		add("attention.scale", o.AttnScale)
+	}
+	// The family keys llama.cpp reads (and the engine, engine/model).
+	if o.Arch == "gemma2" {
+		add("attn_logit_softcapping", float32(50))
+		add("final_logit_softcapping", float32(30))
+	}
+	if o.Window > 0 {
+		add("attention.sliding_window", uint32(o.Window))
+	}
+	if o.Arch == "phi3" {
+		add("attention.sliding_window", uint32(0))
+		if o.LongRoPEOrigCtx > 0 {
+			add("rope.scaling.original_context_length", uint32(o.LongRoPEOrigCtx))
+			add("rope.scaling.attn_factor", o.longRoPEAttnFactor())
+		} else {
+			add("rope.scaling.original_context_length", uint32(o.Ctx))
+		}
 	}
 	for _, kv := range kvs {
 		if err := w.Set(kv.key, kv.v); err != nil {

@@ -50,7 +50,7 @@ func outlierChannels(n, hd int) map[int]bool {
 // embd 256 and shrink as sqrt(256/embd) so the residual stream keeps the same
 // scale in larger models.
 func layout(o *Options, vocab int) []tensorSpec {
-	hd := o.Embd / o.Heads
+	hd := o.headDim()
 	hp := model.FamilyHParams(o.Arch)
 	hp.Layers, hp.Embd, hp.Heads, hp.KVHeads, hp.HeadDim, hp.RopeDims = o.Layers, o.Embd, o.Heads, o.KVHeads, hd, hd
 	hp.FF, hp.Vocab, hp.TiedOutput = o.FF, vocab, o.TiedOutput
@@ -62,11 +62,16 @@ func layout(o *Options, vocab int) []tensorSpec {
 	)
 	var specs []tensorSpec
 	for _, s := range model.TensorLayout(hp) {
-		if s.Optional {
+		longRoPE := o.LongRoPEOrigCtx > 0 && (s.Kind == model.RopeFactorsLong || s.Kind == model.RopeFactorsShort)
+		if s.Optional && !longRoPE {
 			continue
 		}
 		typ, d := o.Type, proj
 		switch {
+		case s.Kind == model.RopeFactorsShort:
+			typ, d = ggml.F32, dist{1, 0.05}
+		case s.Kind == model.RopeFactorsLong:
+			typ, d = ggml.F32, dist{4, 0.5}
 		case s.Kind.IsNorm():
 			typ, d = ggml.F32, norm
 		case s.Kind.IsBias():

@@ -1,5 +1,6 @@
 // Package synth writes random-weight GGUF models with real tokenizers, in
-// the layout llama.cpp loads (llama and qwen2 architectures). They stand in
+// the layout llama.cpp loads (llama, qwen2, qwen3, gemma2, gemma3 and phi3
+// architectures, with the tensor tables of engine/model). They stand in
 // for real models of any size in tests and benchmarks: same shapes, same
 // tensor types, same code paths, no downloads.
 package synth
@@ -7,24 +8,41 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"nibble/engine/ggml"
 )
 
 // Options describe the model to generate.
 type Options struct {
-	Arch                             string // "llama" or "qwen2"
+	Arch                             string // llama, qwen2, qwen3, gemma2, gemma3 or phi3
 	Layers, Embd, Heads, KVHeads, FF int
-	VocabFrom                        string    // GGUF whose tokenizer.* metadata is copied
-	VocabData                        []byte    // or the bytes of such a GGUF (takes precedence)
-	Type                             ggml.Type // of 2D weights: F16, Q8_0 or Q4_0
-	Seed                             uint64
-	Ctx                              int     // context length; 0 means 4096
-	RopeBase                         float32 // 0 means 500000 (llama) or 1000000 (qwen2)
+	// HeadDim is written as attention.key_length and value_length; 0 means
+	// Embd/Heads (Qwen3 and Gemma models often differ).
+	HeadDim int
+	// Window is the sliding window (attention.sliding_window); 0 means the
+	// family's usual: 4096 for Gemma 2 (its even layers), 1024 for Gemma 3
+	// (5 of every 6 layers), none for the others (every layer where set).
+	// Phi-3 files get 0, the key llama.cpp requires, and refuse another.
+	Window    int
+	VocabFrom string    // GGUF whose tokenizer.* metadata is copied
+	VocabData []byte    // or the bytes of such a GGUF (takes precedence)
+	Type      ggml.Type // of 2D weights: F16, Q8_0 or Q4_0
+	Seed      uint64
+	Ctx       int     // context length; 0 means 4096
+	RopeBase  float32 // 0 means the family's (defaultRopeBase)
 	// TiedOutput leaves out output.weight so logits use token_embd. A bool
 	// cannot say "unset", so Generate takes it as given; DefaultOptions and
-	// the CLI pick the per-arch default (tied for llama, untied for qwen2).
+	// the CLI pick the per-arch default (untied for qwen2 and phi3, tied for
+	// the others; Gemma is always tied).
 	TiedOutput bool
+	// LongRoPEOrigCtx, when positive (phi3 only), makes a LongRoPE model
+	// trained at this context and extended to Ctx: rope_factors_short
+	// (about 1) and rope_factors_long (about 4) random per pair,
+	// rope.scaling.original_context_length and the attention factor
+	// sqrt(1 + ln(Ctx/orig)/ln(orig)) that Phi-3's converter writes.
+	LongRoPEOrigCtx int
 	// AttnScale, when positive, is written as <arch>.attention.scale: the
 	// factor on q·k in place of 1/sqrt(head dim) (1.0 as in some Gemma models).
 	AttnScale float32
@@ -41,23 +59,56 @@ type Options struct {
 func DefaultOptions(arch string) Options {
 	o := Options{Arch: arch, Type: ggml.F16, Ctx: 4096}
 	o.RopeBase = defaultRopeBase(arch)
-	o.TiedOutput = arch == "llama"
+	o.TiedOutput = arch != "qwen2" && arch != "phi3"
 	return o
 }
 
+// Archs are the architectures Generate writes.
+var Archs = []string{"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}
+
 func defaultRopeBase(arch string) float32 {
-	if arch == "qwen2" {
+	switch arch {
+	case "qwen2", "qwen3", "gemma3":
 		return 1000000
+	case "gemma2", "phi3":
+		return 10000
 	}
 	return 500000
 }
 
-// rmsEps follows the tiny fixtures: 1e-5 for llama, 1e-6 for qwen2.
-func rmsEps(arch string) float32 {
-	if arch == "qwen2" {
-		return 1e-6
+// defaultWindow is the sliding window of the families that have one.
+func defaultWindow(arch string) int {
+	switch arch {
+	case "gemma2":
+		return 4096
+	case "gemma3":
+		return 1024
 	}
-	return 1e-5
+	return 0
+}
+
+// rmsEps follows the tiny fixtures: 1e-5 for llama and phi3, 1e-6 for the
+// others.
+func rmsEps(arch string) float32 {
+	if arch == "llama" || arch == "phi3" {
+		return 1e-5
+	}
+	return 1e-6
+}
+
+// longRoPEAttnFactor is the attention factor of a LongRoPE model (Phi-3's
+// converter and transformers compute it alike).
+func (o *Options) longRoPEAttnFactor() float32 {
+	orig := float64(o.LongRoPEOrigCtx)
+	return float32(math.Sqrt(1 + math.Log(float64(o.Ctx)/orig)/math.Log(orig)))
+}
+
+// headDim is HeadDim or its default.
+func (o *Options) headDim() int {
+	if o.HeadDim > 0 {
+		return o.HeadDim
+	}
+	return o.Embd / o.Heads
 }
 
 // Limits keep a typo from asking for a petabyte file.
@@ -72,14 +123,20 @@ const (
 
 // check validates o and fills the defaults of Ctx and RopeBase.
 func (o *Options) check() error {
-	if o.Arch != "llama" && o.Arch != "qwen2" {
-		return fmt.Errorf("synth: arch %q: want llama or qwen2", o.Arch)
+	if !slices.Contains(Archs, o.Arch) {
+		return fmt.Errorf("synth: arch %q: want one of %s", o.Arch, strings.Join(Archs, ", "))
 	}
 	if o.Ctx == 0 {
 		o.Ctx = 4096
 	}
 	if o.RopeBase == 0 {
 		o.RopeBase = defaultRopeBase(o.Arch)
+	}
+	if o.Window == 0 {
+		o.Window = defaultWindow(o.Arch)
+	}
+	if strings.HasPrefix(o.Arch, "gemma") {
+		o.TiedOutput = true // llama.cpp's Gemma has no output.weight
 	}
 	bounds := []struct {
 		name   string
@@ -93,14 +150,20 @@ func (o *Options) check() error {
 			return fmt.Errorf("synth: %s = %d: want 1..%d", b.name, b.v, b.max)
 		}
 	}
-	if o.Embd%o.Heads != 0 {
-		return fmt.Errorf("synth: embd %d is not divisible by heads %d", o.Embd, o.Heads)
+	if o.HeadDim == 0 && o.Embd%o.Heads != 0 {
+		return fmt.Errorf("synth: embd %d is not divisible by heads %d (or give a head dim)", o.Embd, o.Heads)
 	}
 	if o.Heads%o.KVHeads != 0 {
 		return fmt.Errorf("synth: heads %d is not divisible by kv-heads %d", o.Heads, o.KVHeads)
 	}
-	if hd := o.Embd / o.Heads; hd%8 != 0 {
-		return fmt.Errorf("synth: head dim %d (embd %d / heads %d) is not a multiple of 8", hd, o.Embd, o.Heads)
+	if hd := o.headDim(); hd%8 != 0 || hd < 8 || hd > 512 {
+		return fmt.Errorf("synth: head dim %d is not a multiple of 8 in [8, 512]", hd)
+	}
+	if o.HeadDim != 0 && o.Arch == "phi3" && o.HeadDim != o.Embd/o.Heads {
+		return fmt.Errorf("synth: phi3 has head dim embd/heads = %d, not %d", o.Embd/o.Heads, o.HeadDim)
+	}
+	if o.Window < 0 || o.Window > maxCtx || o.Window > 0 && o.Arch == "phi3" {
+		return fmt.Errorf("synth: window %d: want 0..%d (0 for phi3, whose window llama.cpp ignores)", o.Window, maxCtx)
 	}
 	switch o.Type {
 	case ggml.F16:
@@ -118,8 +181,14 @@ func (o *Options) check() error {
 	if o.AttnScale < 0 || math.IsNaN(float64(o.AttnScale)) || math.IsInf(float64(o.AttnScale), 0) {
 		return fmt.Errorf("synth: attention scale %g: want a finite value ≥ 0 (0 is 1/sqrt(head dim))", o.AttnScale)
 	}
-	if o.KeyOutliers < 0 || o.KeyOutliers > o.Embd/o.Heads {
-		return fmt.Errorf("synth: key outliers %d: want 0..%d (the head dim)", o.KeyOutliers, o.Embd/o.Heads)
+	if o.KeyOutliers < 0 || o.KeyOutliers > o.headDim() {
+		return fmt.Errorf("synth: key outliers %d: want 0..%d (the head dim)", o.KeyOutliers, o.headDim())
+	}
+	if o.LongRoPEOrigCtx != 0 && (o.Arch != "phi3" || o.LongRoPEOrigCtx < 2 || o.LongRoPEOrigCtx >= o.Ctx) {
+		return fmt.Errorf("synth: LongRoPE original context %d: phi3 only, in [2, ctx %d)", o.LongRoPEOrigCtx, o.Ctx)
+	}
+	if o.KeyOutliers > 0 && o.Arch == "phi3" {
+		return fmt.Errorf("synth: key outliers need a separate attn_k, which phi3 fuses into attn_qkv")
 	}
 	if o.KeyOutliers > 0 && !(o.KeyOutlierGain > 0 && o.KeyOutlierGain <= 1000) {
 		return fmt.Errorf("synth: key outlier gain %g: want (0, 1000]", o.KeyOutlierGain)

@@ -1,0 +1,152 @@
+package model
+
+import (
+	"fmt"
+
+	"nibble/engine/backend"
+	"nibble/engine/kv"
+)
+
+// State is one sequence's working memory: its KV cache and the activation
+// tensors of a forward pass, all allocated up front for maxBatch rows.
+type State struct {
+	m        *Model
+	b        backend.Backend
+	Cache    backend.KVCache
+	maxBatch int
+	specs    []LayerSpec         // per layer, from the model's HParams when the state was made
+	attn     []backend.Attention // per layer: the spec's scale, window and soft-cap
+
+	x, h, q, k, v, att, gate, up, last, logits backend.Tensor
+	allLogits                                  backend.Tensor // maxBatch×vocab, made on first ForwardAll
+	pos                                        []int32
+	// Channel smoothing calibration (nil when the cache does not smooth):
+	// the K rows of a batch at position 0 are read back one at a time into
+	// kRow and summed in calib; lambda receives the factors.
+	calib        *kv.Calibration
+	kRow, lambda []float32
+}
+
+// NewState allocates a cache of kvc and activations for batches of maxBatch
+// on the model's backend.
+func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
+	hp, b := m.HP, m.Backend
+	if maxBatch <= 0 {
+		return nil, fmt.Errorf("batch size %d must be positive", maxBatch)
+	}
+	kvc.Layers, kvc.KVHeads, kvc.HeadDim = hp.Layers, hp.KVHeads, hp.HeadDim
+	if err := kvc.Validate(); err != nil {
+		return nil, err
+	}
+	s := &State{m: m, b: b, maxBatch: maxBatch, specs: make([]LayerSpec, hp.Layers), attn: make([]backend.Attention, hp.Layers)}
+	factors := m.ropeFactorsFor(kvc.Ctx)
+	for il := range s.specs {
+		ls := hp.Layer(il)
+		ls.Rope.FreqFactors = factors
+		s.specs[il] = ls
+		s.attn[il] = backend.Attention{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
+			Scale: ls.Scale, Window: ls.Window, Softcap: ls.Softcap}
+	}
+	cache, err := b.NewKVCache(kvc, hp.Heads, maxBatch)
+	if err != nil {
+		return nil, err
+	}
+	s.Cache = cache
+	t := make([]backend.Tensor, 0, 10)
+	for _, n := range activations(hp, maxBatch) {
+		t = append(t, b.Alloc(n))
+	}
+	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits = t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]
+	s.pos = make([]int32, maxBatch)
+	if kvc.Smooths() {
+		s.calib = kv.NewCalibration(hp.KVHeads, hp.HeadDim)
+		s.kRow, s.lambda = make([]float32, hp.KVDim()), make([]float32, hp.KVDim())
+	}
+	return s, nil
+}
+
+// Close gives the cache and the activation tensors back to the backend, so
+// its allocation count returns to what it was before NewState. The state
+// must not be used afterwards; closing twice is harmless.
+func (s *State) Close() error {
+	if s.Cache == nil {
+		return nil
+	}
+	err := s.Cache.Close()
+	for _, t := range []backend.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits} {
+		if t != nil {
+			s.b.Free(t)
+		}
+	}
+	s.Cache = nil
+	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+	return err
+}
+
+// Ctx is the cache's capacity in positions.
+func (s *State) Ctx() int { return s.Cache.Config().Ctx }
+
+// Forward runs tokens at positions pos.. through the model, storing their
+// K/V in the cache, and leaves the last token's logits in logits (len Vocab).
+// Positions [0, pos) must already be in the cache.
+func (s *State) Forward(tokens []int32, pos int, logits []float32) error {
+	return s.forward(tokens, pos, logits, nil)
+}
+
+// ForwardAll is Forward that passes every row's logits to each (tests and
+// quality probes). Its first call allocates a maxBatch×vocab tensor.
+func (s *State) ForwardAll(tokens []int32, pos int, each func(row int, logits []float32)) error {
+	return s.forward(tokens, pos, nil, each)
+}
+
+// pass is one forward call: n tokens at positions pos.., and where the
+// logits go (logits for the last row, or each for every row).
+type pass struct {
+	tokens []int32
+	n, pos int
+	logits []float32
+	each   func(int, []float32)
+}
+
+func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int, []float32)) error {
+	n := len(tokens)
+	switch {
+	case s.Cache == nil:
+		return fmt.Errorf("forward: the state is closed")
+	case n == 0 || n > s.maxBatch:
+		return fmt.Errorf("forward: %d tokens (batch holds 1..%d)", n, s.maxBatch)
+	case pos < 0 || pos+n > s.Ctx():
+		return fmt.Errorf("forward: positions %d..%d exceed the context of %d", pos, pos+n, s.Ctx())
+	}
+	// Ops never fail on data: every token is checked before the first op.
+	for i, t := range tokens {
+		if t < 0 || int(t) >= s.m.HP.Vocab {
+			return fmt.Errorf("forward: token %d (at position %d) is outside the vocabulary of %d", t, pos+i, s.m.HP.Vocab)
+		}
+	}
+	for i := range tokens {
+		s.pos[i] = int32(pos + i)
+	}
+	return s.m.fam.forward(s, &pass{tokens: tokens, n: n, pos: pos, logits: logits, each: each})
+}
+
+// calibrate returns the channel smoothing factors for the n K rows of a
+// batch that starts the cache (nil when there are too few rows or nothing
+// to correct). It is the pass's explicit host step (docs/ARCHITECTURE.md,
+// "Channel smoothing"): it syncs the backend, reads the rows back and
+// computes λ here, so every backend smooths alike. It costs one sync per
+// layer, on the first batch of a sequence only.
+func (s *State) calibrate(n int) ([]float32, error) {
+	if n < kv.MinCalibrationRows {
+		return nil, nil
+	}
+	if err := s.b.Sync(); err != nil {
+		return nil, err
+	}
+	s.calib.Reset()
+	for r := 0; r < n; r++ {
+		s.b.Read(s.kRow, s.k, r*len(s.kRow))
+		s.calib.Add(s.kRow)
+	}
+	return s.calib.Lambda(s.lambda), nil
+}
