@@ -64,7 +64,8 @@ func ExampleSave() {
 	//   "model_files": [],
 	//   "remote_endpoints": [],
 	//   "active_remote": "",
-	//   "document_max_bytes": 67108864
+	//   "document_max_bytes": 67108864,
+	//   "when_context_does_not_fit": "refuse"
 	// }
 }
 

@@ -66,6 +66,11 @@ type Settings struct {
 	// DocumentMaxBytes is the largest document file that may be attached
 	// to a chat (0: DefaultDocumentMaxBytes).
 	DocumentMaxBytes int64 `json:"document_max_bytes"`
+	// WhenContextDoesNotFit is what a load whose context's KV cache does
+	// not fit does: "refuse" (with advice), or "evict": load with an H2O
+	// cache of the largest budget that fits, which keeps the most useful
+	// tokens (docs/ARCHITECTURE.md, "Eviction (H2O)").
+	WhenContextDoesNotFit string `json:"when_context_does_not_fit"`
 }
 
 // Sampling holds the sampler defaults (see engine/sample.Params).
@@ -118,7 +123,8 @@ func Defaults() Settings {
 		// No remote endpoint until the user adds one.
 		RemoteEndpoints: []RemoteEndpoint{},
 		// Documents' size limit.
-		DocumentMaxBytes: DefaultDocumentMaxBytes,
+		DocumentMaxBytes:      DefaultDocumentMaxBytes,
+		WhenContextDoesNotFit: "refuse",
 		QuickActions: []QuickAction{
 			{"Summarize", "Summarize the following text in a few sentences:\n\n" + Placeholder},
 			{"Explain", "Explain the following in simple terms:\n\n" + Placeholder},
@@ -200,6 +206,7 @@ func (s Settings) Validate() error {
 	}
 
 	oneOf("theme", s.Theme, []string{"system", "light", "dark"}, bad)
+	oneOf("when_context_does_not_fit", s.WhenContextDoesNotFit, []string{"refuse", "evict"}, bad)
 	if err := checkHotkey(s.Hotkey); err != nil {
 		bad("hotkey", "%q: %v", s.Hotkey, err)
 	}

@@ -128,6 +128,9 @@ func capTrained(maxCtx, ctxTrain int) int {
 var (
 	ctxFlag = regexp.MustCompile(`--ctx (\d+)`)
 	kvFlag  = regexp.MustCompile(`--kv (\w+)`)
+	// evictFlag is the estimator's eviction advice, which the app follows
+	// through a setting rather than a flag.
+	evictFlag = regexp.MustCompile(`: --evict h2o:\d+ holds`)
 )
 
 // appAdvice puts the estimator's advice, written for the command line, in
@@ -137,6 +140,7 @@ func appAdvice(adv []string) []string {
 	for _, a := range adv {
 		a = ctxFlag.ReplaceAllString(a, "$1 tokens")
 		a = kvFlag.ReplaceAllString(a, "$1 KV")
+		a = evictFlag.ReplaceAllString(a, " (Settings, When the context does not fit): H2O holds")
 		a = strings.TrimSpace(a)
 		if r, n := utf8.DecodeRuneInString(a); n > 0 {
 			a = string(unicode.ToUpper(r)) + a[n:]

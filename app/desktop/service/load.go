@@ -71,7 +71,26 @@ func (s *Service) plan(req LoadRequest) (*loadPlan, error) {
 	// Threads as the scheduler the load will run on has them.
 	p.opts = estimate.Options{Ctx: p.ctx, KV: p.kv, Backend: s.backendChoice().Backend, Threads: c.Threads}
 	p.budget, p.source = s.budget()
+	if c.WhenContextDoesNotFit == "evict" {
+		p.evictIfTooLong()
+	}
 	return p, nil
+}
+
+// evictIfTooLong gives a plan whose context does not fit an H2O cache of
+// the largest budget that does (Settings: "keep the most useful tokens"),
+// where the model and backend can evict; otherwise it leaves the plan to be
+// refused with advice.
+func (p *loadPlan) evictIfTooLong() {
+	if p.budget.Bytes <= 0 || p.desc.HParams.Window > 0 || p.opts.Backend != "cpu" {
+		return
+	}
+	if e, err := estimate.Compute(p.desc, p.opts); err != nil || e.Total <= p.budget.Bytes {
+		return
+	}
+	if n, _ := estimate.MaxEvictBudget(p.desc, p.opts, p.budget.Bytes); n > 0 {
+		p.opts.Evict = kv.DefaultEviction(kv.EvictH2O, n)
+	}
 }
 
 // CheckLoad is the estimate of loading req here (its zero fields take the
@@ -198,7 +217,7 @@ func (s *Service) loadPlanned(p *loadPlan) error {
 	sched := s.schedulerForSettings()
 	s.setState(StateLoading, "")
 	b := p.budget
-	_, err := sched.Load(p.path, engine.Options{Ctx: p.ctx, KV: p.kv, Budget: &b})
+	_, err := sched.Load(p.path, engine.Options{Ctx: p.ctx, KV: p.kv, Budget: &b, Evict: p.opts.Evict})
 	if err != nil {
 		err = fmt.Errorf("loading %s: %w", p.path, err)
 		if hadPrev {

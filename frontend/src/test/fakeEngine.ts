@@ -116,6 +116,7 @@ export function settings(over: Partial<Settings> = {}): Settings {
     remote_endpoints: [],
     active_remote: '',
     document_max_bytes: 64 * 2 ** 20,
+    when_context_does_not_fit: 'refuse',
     ...over,
   };
 }

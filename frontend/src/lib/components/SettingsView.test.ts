@@ -57,6 +57,16 @@ describe('settings', () => {
     expect(screen.queryByTestId('settings-error')).toBeNull();
   });
 
+  it('saves what a load does when the context does not fit', async () => {
+    update.mockImplementation(async (s) => s);
+    await open();
+    expect((screen.getByTestId('setting-when-too-long') as HTMLSelectElement).value).toBe('refuse');
+    await fireEvent.change(screen.getByTestId('setting-when-too-long'), { target: { value: 'evict' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    await vi.waitFor(() => expect(update).toHaveBeenCalled());
+    expect(update.mock.calls[0]?.[0].when_context_does_not_fit).toBe('evict');
+  });
+
   it('keeps an untouched memory limit exact', async () => {
     update.mockImplementation(async (s) => s);
     await open();

@@ -7,6 +7,9 @@ import type { KVType, Settings as SettingsData } from '../types';
 
 export type Theme = 'system' | 'light' | 'dark';
 
+/** What a load does when its context's KV cache does not fit. */
+export type WhenTooLong = 'refuse' | 'evict';
+
 /** The form as typed: numbers stay text until Save reads them. */
 export interface Form {
   systemPrompt: string;
@@ -17,6 +20,7 @@ export interface Form {
   theme: Theme;
   /** The largest document file, in MiB. */
   documentMiB: string;
+  whenTooLong: WhenTooLong;
 }
 
 /** The JSON fields of settings.Settings each form field sets. */
@@ -28,6 +32,7 @@ export const fieldNames: Record<keyof Form, string> = {
   memoryGiB: 'memory_limit',
   theme: 'theme',
   documentMiB: 'document_max_bytes',
+  whenTooLong: 'when_context_does_not_fit',
 };
 
 const GiB = 2 ** 30;
@@ -56,7 +61,7 @@ export function applyTheme(theme: string): void {
 export class Settings {
   /** What the Go side has in force. */
   saved = $state<SettingsData | null>(null);
-  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system', documentMiB: '64' });
+  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system', documentMiB: '64', whenTooLong: 'refuse' });
   loadError = $state<string | null>(null);
   /** Every line of the last refusal, else empty. */
   errors = $state<string[]>([]);
@@ -85,6 +90,7 @@ export class Settings {
       memoryGiB: giB(s.memory_limit ?? 0),
       theme: (s.theme || 'system') as Theme,
       documentMiB: miB(s.document_max_bytes || defaultDocumentBytes),
+      whenTooLong: s.when_context_does_not_fit === 'evict' ? 'evict' : 'refuse',
     };
     applyTheme(s.theme);
   }
@@ -123,6 +129,7 @@ export class Settings {
         kv_type: f.kv,
         memory_limit: limit,
         theme: f.theme,
+        when_context_does_not_fit: f.whenTooLong,
         // An untouched limit keeps its exact bytes, as the memory limit does.
         document_max_bytes:
           f.documentMiB === miB(base.document_max_bytes || defaultDocumentBytes) ? base.document_max_bytes : Math.round(docMiB * MiB),

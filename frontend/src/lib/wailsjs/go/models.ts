@@ -938,6 +938,7 @@ export namespace settings {
 	    remote_endpoints: RemoteEndpoint[];
 	    active_remote: string;
 	    document_max_bytes: number;
+	    when_context_does_not_fit: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new Settings(source);
@@ -963,6 +964,7 @@ export namespace settings {
 	        this.remote_endpoints = this.convertValues(source["remote_endpoints"], RemoteEndpoint);
 	        this.active_remote = source["active_remote"];
 	        this.document_max_bytes = source["document_max_bytes"];
+	        this.when_context_does_not_fit = source["when_context_does_not_fit"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
