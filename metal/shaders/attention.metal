@@ -673,19 +673,23 @@ kernel void kernel_attn_decode(
     // [t0, tail) from the codes, [tail, t1) from the residual window's ring.
     const uint tail = max(t0, min(t1, args.tail));
 
-    attn_prepare_query(qs, qsum, p, q + h0*attn_d, lambda + kvh*attn_d, signs,
-                       args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
-
     attn_state st;
     attn_state_init(st);
     const attn_plane k = {kc, km}, v = {vc, vm};
     threadgroup float * ps = p + sg*attn_hg*ATTN_BT;
     device float * sc = attn_scores ? scores + h0*args.score_stride : (device float *) nullptr;
-    attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, tail, qs, qsum, ps, sc, args.score_stride, sg, lane);
-    const bool ring = tail < t1; // the same for the whole threadgroup
+    // Both the same for the whole threadgroup.
+    const bool codes = t0 < tail, ring = tail < t1;
+    if (codes) {
+        attn_prepare_query(qs, qsum, p, q + h0*attn_d, lambda + kvh*attn_d, signs,
+                           args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
+        attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, tail, qs, qsum, ps, sc, args.score_stride, sg, lane);
+    }
     if (ring) {
-        attn_settle<KV>(st); // the ring's rows continue o in element terms
-        threadgroup_barrier(mem_flags::mem_threadgroup); // qs is rewritten
+        if (codes) {
+            attn_settle<KV>(st); // the ring's rows continue o in element terms
+            threadgroup_barrier(mem_flags::mem_threadgroup); // qs is rewritten
+        }
         attn_prepare_query(qs, qsum, p, q + h0*attn_d, lambda + kvh*attn_d, signs,
                            args.qscale, args.norm, false, false, tid, ntg);
         attn_ring_blocks(st, kc, vc, args.ring, args.ring_rows, kvh, tail, t1, qs, ps, sc, args.score_stride, sg, lane);
