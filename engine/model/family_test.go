@@ -118,3 +118,28 @@ func TestFamilyLayoutsMatchFixtures(t *testing.T) {
 		checkLayout(t, name, f, hp)
 	}
 }
+
+// Gemma's q·k scale is 1/sqrt(head_dim), except the 27B models (Gemma 2 of
+// 46 layers, Gemma 3 of 62), which llama.cpp scales by 1/sqrt(n_embd/n_head);
+// a file's attention.scale wins over both.
+func TestGemmaAttentionScale(t *testing.T) {
+	for _, c := range []struct {
+		arch           string
+		layers, embd   int
+		heads, headDim int
+		fileScale      float32
+		want           float64
+	}{
+		{"gemma2", 26, 2304, 8, 256, 0, 1 / math.Sqrt(256)},
+		{"gemma2", 46, 4608, 32, 128, 0, 1 / math.Sqrt(144)},
+		{"gemma3", 62, 5376, 32, 128, 0, 1 / math.Sqrt(168)},
+		{"gemma3", 34, 2560, 8, 256, 0, 1 / math.Sqrt(256)},
+		{"gemma3", 62, 5376, 32, 128, 0.5, 0.5},
+	} {
+		hp := FamilyHParams(c.arch)
+		hp.Layers, hp.Embd, hp.Heads, hp.HeadDim, hp.AttnScale = c.layers, c.embd, c.heads, c.headDim, c.fileScale
+		if got := hp.QKScale(); got != float32(c.want) {
+			t.Errorf("%s %d layers: scale %g, want %g", c.arch, c.layers, got, c.want)
+		}
+	}
+}
