@@ -328,7 +328,7 @@ func TestFromCatalog(t *testing.T) {
 		t.Fatalf("weights %d", d.WeightsBytes)
 	}
 	gemma := catalogDesc(t, "gemma-3-12b-it")
-	if !gemma.Runnable || gemma.HParams.Window != 1024 || gemma.HParams.HeadDim != 256 {
+	if !gemma.Runnable || gemma.HParams.Window != 1024 || gemma.HParams.HeadDim != 256 || gemma.HParams.SWAPattern != 6 || gemma.HParams.RopeBaseLocal != 10000 {
 		t.Fatalf("gemma %+v", gemma)
 	}
 }
