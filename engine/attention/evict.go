@@ -24,6 +24,9 @@ type ScoreScratch struct {
 	raw   []float32 // decode: [query head][slot] scores, then exp(s - max)
 	inv   []float32 // decode: per query head, 1/Σ exp(s - max)
 	rowML []float32 // prefill: [row][query head]{m, l}, log2 domain
+	// prefill: each row's prepared queries ([row][query head], D floats
+	// and metaStride(D) group sums), made once for all key blocks.
+	prepQ, prepS []float32
 
 	// The decode step in progress, read by the persistent closures.
 	acc        []float32
@@ -35,7 +38,8 @@ type ScoreScratch struct {
 // ScoreScratchBytes is what NewScoreScratch allocates for a cache of slots
 // positions and prefill batches of maxBatch rows.
 func ScoreScratchBytes(p Params, slots, maxBatch int) int64 {
-	return 4 * (int64(p.Heads)*int64(slots) + int64(p.Heads) + 2*int64(maxBatch)*int64(p.Heads))
+	perRow := int64(p.Heads) * int64(2+p.HeadDim+metaStride(p.HeadDim))
+	return 4 * (int64(p.Heads)*int64(slots) + int64(p.Heads) + int64(maxBatch)*perRow)
 }
 
 // NewScoreScratch allocates through alloc (nil: make) the scratch for
@@ -56,7 +60,10 @@ func NewScoreScratch(p Params, slots, maxBatch int, alloc func(nbytes int) []byt
 	sc := &ScoreScratch{heads: p.Heads, kvHeads: p.KVHeads, slots: slots, maxBatch: maxBatch}
 	sc.raw, all = all[:p.Heads*slots:p.Heads*slots], all[p.Heads*slots:]
 	sc.inv, all = all[:p.Heads:p.Heads], all[p.Heads:]
-	sc.rowML = all
+	n := 2 * maxBatch * p.Heads
+	sc.rowML, all = all[:n:n], all[n:]
+	n = maxBatch * p.Heads * p.HeadDim
+	sc.prepQ, sc.prepS = all[:n:n], all[n:]
 	sc.normalize, sc.accumulate = sc.normalizeHeads, sc.accumulateSlots
 	return sc, nil
 }
@@ -125,6 +132,7 @@ type columnJob struct {
 	// Key blocks: [0, codeBlocks) over cached slots [0, tail) read from
 	// codes, then ring blocks over [tail, past), then new-row blocks.
 	codeBlocks, ringBlocks, newBlocks int
+	prepQ, prepS                      []float32 // ScoreScratch's
 }
 
 // PrefillAccumulate is Prefill that, when the cache scores positions, also
@@ -149,11 +157,25 @@ func PrefillAccumulate(pool *parallel.Pool, ws *Workspace, sc *ScoreScratch, out
 	blocks := func(n int) int { return (n + blockTokens - 1) / blockTokens }
 	ws.job = job{p: p, lv: lv, q: q, rows: rows, past: past, tail: tail, permuted: lv.Type == kv.Q4 && kern.q4Permuted,
 		column: columnJob{rowML: rowML, acc: c.Scores(layer), pending: c.PendingScores(layer, rows), slots: sc.slots,
-			codeBlocks: blocks(tail), ringBlocks: blocks(past - tail), newBlocks: blocks(rows)}}
+			codeBlocks: blocks(tail), ringBlocks: blocks(past - tail), newBlocks: blocks(rows), prepQ: sc.prepQ, prepS: sc.prepS}}
 	cj := &ws.job.column
+	ws.run(pool, rows*p.KVHeads, ws.prepareTask)
 	ws.run(pool, p.KVHeads*(cj.codeBlocks+cj.ringBlocks+cj.newBlocks), ws.columnTask)
 	ws.job = job{}
 	return nil
+}
+
+// prepareRow prepares the queries of one (row, kv head) for the column
+// pass, once for all its key blocks.
+func (ws *Workspace) prepareRow(st *slot, item int) {
+	j, cj := &ws.job, &ws.job.column
+	g, d, ms := st.g, st.d, st.ms
+	row, kvh := item/ws.p.KVHeads, item%ws.p.KVHeads
+	at := row*ws.p.Heads + kvh*g
+	st.prepareQuery(j.q[at*d:(at+g)*d], j.p.Scale, groupOf(j.lv), j.permuted, j.lv, kvh)
+	st.qFor = -1
+	copy(cj.prepQ[at*d:(at+g)*d], st.q[:g*d])
+	copy(cj.prepS[at*ms:(at+g)*ms], st.qsI[:g*ms])
 }
 
 // columnItem sums, for kv head kvh and one block of keys, the attention
@@ -185,9 +207,11 @@ func (ws *Workspace) columnItem(st *slot, item int) {
 	if kind == 1 {
 		widenTail(st.vbuf[:nb*d], lv, &lv.K, kvh, t0, j.permuted)
 	}
+	ownQ, ownS := st.q, st.qsI
+	defer func() { st.q, st.qsI = ownQ, ownS }()
 	for r := firstRow; r < j.rows; r++ {
-		qoff := (r*ws.p.Heads + kvh*g) * d
-		st.prepareQuery(j.q[qoff:qoff+g*d], j.p.Scale, groupOf(lv), j.permuted, lv, kvh)
+		at := r*ws.p.Heads + kvh*g
+		st.q, st.qsI = cj.prepQ[at*d:(at+g)*d], cj.prepS[at*st.ms:(at+g)*st.ms]
 		switch kind {
 		case 0:
 			st.codeScores(lv, kvh, t0, nb)

@@ -36,7 +36,7 @@ type Workspace struct {
 	worker                                        func(lo, hi int)
 	job                                           job
 	decodeTask, mergeTask, stageTask, prefillTask func(st *slot, item int)
-	columnTask                                    func(st *slot, item int)
+	prepareTask, columnTask                       func(st *slot, item int)
 }
 
 // job is the arguments of the step in progress.
@@ -136,7 +136,7 @@ func NewWorkspace(p Params, ctx, maxBatch, threads int, alloc func(nbytes int) [
 	ws.worker = ws.runSlots
 	ws.decodeTask, ws.mergeTask = ws.decodeItem, ws.mergeHead
 	ws.stageTask, ws.prefillTask = ws.stageRow, ws.prefillItem
-	ws.columnTask = ws.columnItem
+	ws.prepareTask, ws.columnTask = ws.prepareRow, ws.columnItem
 	if err := p.validate(); err != nil {
 		ws.err = err
 		return ws
