@@ -20,7 +20,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "run",
-		Usage: "-m MODEL [-p PROMPT | --chat] [-n N] [--ctx N] [--kv f16|q8|q4] [--kv-rotate auto|on|off] [--keep N] [--temp T] [--seed S] [--backend cpu|metal|auto] [--json]",
+		Usage: "-m MODEL [-p PROMPT | --chat] [-n N] [--ctx N] [--kv f16|q8|q4] [--kv-rotate auto|on|off] [--evict h2o:N|window:N] [--keep N] [--temp T] [--seed S] [--backend cpu|metal|auto] [--json]",
 		Run:   runCmd,
 	})
 }
