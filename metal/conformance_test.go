@@ -120,3 +120,31 @@ func TestMapWeightsAndFootprint(t *testing.T) {
 		}
 	}
 }
+
+// Attention with score soft-capping (Gemma 2) is refused at Sync, naming
+// it: the kernels compute plain scores.
+func TestAttentionSoftcapRefused(t *testing.T) {
+	b := newBackend(t)
+	cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 1, HeadDim: 64, Ctx: 8}
+	c, err := b.NewKVCache(cfg, 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q, out := b.Alloc(2*64), b.Alloc(2*64)
+	k, v := b.Alloc(64), b.Alloc(64)
+	b.KVStore(c, 0, k, v, 0, 1)
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	a := &backend.Attention{Heads: 2, KVHeads: 1, HeadDim: 64, Scale: 0.125, Softcap: 50}
+	for name, op := range map[string]func(){
+		"decode":  func() { b.AttendDecode(out, q, c, 0, 1, a) },
+		"prefill": func() { b.AttendPrefill(out, q, k, v, c, 0, 1, 1, a) },
+	} {
+		op()
+		if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "soft-capping") {
+			t.Errorf("%s: Sync error %v, want one naming soft-capping", name, err)
+		}
+	}
+}
