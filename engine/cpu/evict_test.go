@@ -88,31 +88,34 @@ func TestEvictedPositionsMatchAFullCache(t *testing.T) {
 					t.Fatal("no eviction")
 				}
 				kept := [][]int{ec.Kept(0, 0), ec.Kept(0, 1)}
-				if len(kept[0]) != budget || kept[0][len(kept[0])-1] != steps-1 {
+				held := len(kept[0])
+				if held > budget || held < budget-budget/32 || len(kept[1]) != held || kept[0][held-1] != steps-1 {
 					t.Fatalf("kept %v", kept[0])
 				}
 				// The reference: the kept rows in order, stored once, at
-				// slots 0..budget-1 of a cache that never evicts.
+				// slots 0..held-1 of a cache that never evicts.
 				ref, err := b.NewKVCache(base, heads, budget)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer ref.Close()
 				rk, rv := b.Alloc(budget*kvHeads*d), b.Alloc(budget*kvHeads*d)
-				for i := 0; i < budget; i++ {
+				for i := 0; i < held; i++ {
 					for h := 0; h < kvHeads; h++ {
 						p := kept[h][i]
 						copy(f(rk)[(i*kvHeads+h)*d:], kRows[p][h*d:(h+1)*d])
 						copy(f(rv)[(i*kvHeads+h)*d:], vRows[p][h*d:(h+1)*d])
 					}
 				}
-				b.KVStore(ref, 0, rk, rv, 0, budget)
+				b.KVStore(ref, 0, rk, rv, 0, held)
 				if err := b.Sync(); err != nil {
 					t.Fatal(err)
 				}
-				// One more decode step on both: the same query at the logical
-				// position steps; the reference stores it at slot budget-1...
-				// so store both at their ends and compare.
+				// The same new rows on both, at logical position steps on
+				// the evicting cache and after its held slots on the
+				// reference: a prefill batch read, then a decode step (which
+				// may make the evicting cache drop positions: the reference
+				// is rebuilt from what it then holds).
 				compare := func(name string, rows int) {
 					t.Helper()
 					fill(qT, rows*heads*d)
@@ -130,7 +133,7 @@ func TestEvictedPositionsMatchAFullCache(t *testing.T) {
 						t.Fatal(err)
 					}
 					b.Read(got, out, 0)
-					b.AttendPrefill(out, qT, kT, vT, ref, 0, budget, rows, att)
+					b.AttendPrefill(out, qT, kT, vT, ref, 0, held, rows, att)
 					if err := b.Sync(); err != nil {
 						t.Fatal(err)
 					}
@@ -155,15 +158,15 @@ func TestEvictedPositionsMatchAFullCache(t *testing.T) {
 						}
 						defer ref2.Close()
 						kRows[pos], vRows[pos] = slices.Clone(f(kT)[:kvHeads*d]), slices.Clone(f(vT)[:kvHeads*d])
-						for i := 0; i < budget; i++ {
+						for i := range now[0] {
 							for h := 0; h < kvHeads; h++ {
 								p := now[h][i]
 								copy(f(rk)[(i*kvHeads+h)*d:], kRows[p][h*d:(h+1)*d])
 								copy(f(rv)[(i*kvHeads+h)*d:], vRows[p][h*d:(h+1)*d])
 							}
 						}
-						b.KVStore(ref2, 0, rk, rv, 0, budget)
-						b.AttendDecode(out, qT, ref2, 0, budget, att)
+						b.KVStore(ref2, 0, rk, rv, 0, len(now[0]))
+						b.AttendDecode(out, qT, ref2, 0, len(now[0]), att)
 						if err := b.Sync(); err != nil {
 							t.Fatal(err)
 						}

@@ -71,6 +71,14 @@ func DefaultEviction(p EvictPolicy, budget int) Eviction {
 	return e
 }
 
+// Slack is how many positions beyond the need an eviction drops: 1/32 of
+// the budget. Moving the kept positions down costs about what reading them
+// does, so a decode step that made room for its one row every time would
+// nearly double the cache's memory traffic; with the slack it makes room
+// once every Slack tokens, and the cache holds between Budget−Slack and
+// Budget positions.
+func (e Eviction) Slack() int { return e.Budget / 32 }
+
 // MaxBatch is the largest prefill batch a session gives a cache evicting
 // at this budget: an eighth of it. The rows of a batch attend to the cache
 // before it makes room for them, so a row sees at most the budget plus the
@@ -285,8 +293,11 @@ func (c *Cache) appendEvicting(layer, pos int, k, v []float32, n int) error {
 	}
 	phys := l.length - l.evicted
 	if over := phys + n - ev.slots; over > 0 {
-		c.evict(layer, phys, over)
-		phys -= over
+		// A little more than needed, so that decode compacts once every
+		// Slack tokens rather than on every one.
+		drop := min(phys, over+ev.e.Slack())
+		c.evict(layer, phys, drop)
+		phys -= drop
 	}
 	c.appendAt(layer, phys, k, v, n)
 	pending := ev.pendLayer == layer && ev.pendRows == n
