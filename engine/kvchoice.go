@@ -3,10 +3,12 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"nibble/engine/backend"
 	"nibble/engine/kv"
+	"nibble/engine/model"
 )
 
 // kvProbeText is the built-in text ChooseKV runs: plain English prose of
@@ -126,6 +128,43 @@ const (
 // none (0, or a backend that reads no window) every position beyond the
 // batch reads quantized K and V.
 func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error) {
+	p, err := NewKVProbe(m, b, o)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	for {
+		done, err := p.Step()
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return p.Result(), nil
+		}
+	}
+}
+
+// KVProbe is ChooseKV one forward batch at a time, so that the engine
+// service can run it in the background between replies: each Step runs one
+// batch of one of the runs (f16, then each candidate) and returns.
+type KVProbe struct {
+	m      *Model
+	o      KVChoiceOptions
+	prompt []int32
+	runs   []kv.Config   // f16, then one per candidate
+	cands  []KVCandidate // the candidates, in the order they are measured
+	c      *KVChoice
+
+	run, pos int
+	st       *model.State
+	rows     [][]float32 // the current run's logits, one row per prompt position
+	base     [][]float32 // the f16 run's
+	done     bool
+}
+
+// NewKVProbe checks m, b and o and prepares the probe; nothing runs until
+// Step. Close releases what a probe left unfinished holds.
+func NewKVProbe(m *Model, b backend.Backend, o KVChoiceOptions) (*KVProbe, error) {
 	if err := onBackend(m, b); err != nil {
 		return nil, fmt.Errorf("kv choice: %w", err)
 	}
@@ -148,44 +187,117 @@ func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error)
 	if len(prompt) < 2*o.Batch {
 		return nil, fmt.Errorf("kv choice: %d prompt tokens, want at least %d", len(prompt), 2*o.Batch)
 	}
-	start := time.Now()
 	hd := m.HP.HeadDim
-	c := &KVChoice{Tokens: len(prompt), ScaleRatio: float64(m.HP.QKScale()) * math.Sqrt(float64(hd))}
-	base, _, err := probeRun(m, prompt, kv.Config{Type: kv.F16, GroupSize: kv.DefaultGroupSize}, o.Batch, 0, nil)
-	if err != nil {
-		return nil, fmt.Errorf("kv choice (f16): %w", err)
-	}
+	p := &KVProbe{m: m, o: o, prompt: prompt,
+		c: &KVChoice{Tokens: len(prompt), ScaleRatio: float64(m.HP.QKScale()) * math.Sqrt(float64(hd))}}
 	defaultQ4, err := Options{KV: kv.Q4}.resolveRotate(b, hd)
 	if err != nil {
 		return nil, fmt.Errorf("kv choice: %w", err)
 	}
-	cands := []KVCandidate{{Type: kv.Q4, Rotate: defaultQ4.KVRotated}, {Type: kv.Q8}}
+	p.cands = []KVCandidate{{Type: kv.Q4, Rotate: defaultQ4.KVRotated}, {Type: kv.Q8}}
 	if defaultQ4.KVRotated {
-		cands = append(cands, KVCandidate{Type: kv.Q4, Info: true})
+		p.cands = append(p.cands, KVCandidate{Type: kv.Q4, Info: true})
 	}
-	scaled := c.ScaleRatio > o.MaxScaleRatio
-	picked := -1
-	for _, cand := range cands {
+	p.runs = []kv.Config{{Type: kv.F16, GroupSize: kv.DefaultGroupSize}}
+	for _, cand := range p.cands {
 		residual := o.Residual
 		if residual < 0 {
 			residual = backend.DefaultKVResidual(b, cand.Type)
 		}
-		cfg := kv.Config{Type: cand.Type, GroupSize: kv.DefaultGroupSize, Rotate: cand.Rotate, Smooth: true, Residual: residual}
-		rows, _, err := probeRun(m, prompt, cfg, o.Batch, 0, nil)
+		p.runs = append(p.runs, kv.Config{Type: cand.Type, GroupSize: kv.DefaultGroupSize, Rotate: cand.Rotate, Smooth: true, Residual: residual})
+	}
+	return p, nil
+}
+
+// Progress is the forward batches run so far and in all.
+func (p *KVProbe) Progress() (done, total int) {
+	per := (len(p.prompt) + p.o.Batch - 1) / p.o.Batch
+	return p.run*per + (p.pos+p.o.Batch-1)/p.o.Batch, len(p.runs) * per
+}
+
+// Result is the choice once Step has said done, else nil.
+func (p *KVProbe) Result() *KVChoice {
+	if !p.done {
+		return nil
+	}
+	return p.c
+}
+
+// Close frees the state of a run in progress.
+func (p *KVProbe) Close() {
+	if p.st != nil {
+		p.st.Close()
+		p.st = nil
+	}
+}
+
+// Step runs the next forward batch; done is true once every run is
+// measured and the choice made. After an error the probe is closed.
+func (p *KVProbe) Step() (done bool, err error) {
+	if p.done {
+		return true, nil
+	}
+	start := time.Now()
+	defer func() { p.c.Elapsed += time.Since(start) }()
+	if err := p.step(); err != nil {
+		p.Close()
+		if p.run == 0 {
+			return false, fmt.Errorf("kv choice (f16): %w", err)
+		}
+		return false, fmt.Errorf("kv choice (%s): %w", p.cands[p.run-1].Label(), err)
+	}
+	return p.done, nil
+}
+
+func (p *KVProbe) step() error {
+	if p.st == nil {
+		cfg := p.runs[p.run]
+		cfg.Ctx = len(p.prompt) + 1
+		st, err := p.m.NewState(cfg, min(p.o.Batch, len(p.prompt)))
 		if err != nil {
-			return nil, fmt.Errorf("kv choice (%s): %w", cand.Label(), err)
+			return err
 		}
-		cand.Quality = *compareRuns(base, nil, rows, nil)
-		cand.Passed = cand.Quality.Top1Agreement >= o.MinTop1 && cand.Quality.Cosine >= o.MinCosine
-		if scaled && cand.Type == kv.Q4 && !cand.Rotate {
-			cand.Skipped = fmt.Sprintf("attention scale %.2f× the usual 1/sqrt(%d)", c.ScaleRatio, hd)
+		p.st, p.rows = st, nil
+	}
+	end := min(len(p.prompt), p.pos+p.o.Batch)
+	if err := p.st.ForwardAll(p.prompt[p.pos:end], p.pos, func(_ int, l []float32) { p.rows = append(p.rows, slices.Clone(l)) }); err != nil {
+		return err
+	}
+	p.pos = end
+	if p.pos < len(p.prompt) {
+		return nil
+	}
+	p.Close()
+	if p.run == 0 {
+		p.base = p.rows
+	} else {
+		cand := p.cands[p.run-1]
+		cand.Quality = *compareRuns(p.base, nil, p.rows, nil)
+		cand.Passed = cand.Quality.Top1Agreement >= p.o.MinTop1 && cand.Quality.Cosine >= p.o.MinCosine
+		if p.c.ScaleRatio > p.o.MaxScaleRatio && cand.Type == kv.Q4 && !cand.Rotate {
+			cand.Skipped = fmt.Sprintf("attention scale %.2f× the usual 1/sqrt(%d)", p.c.ScaleRatio, p.m.HP.HeadDim)
 		}
-		c.Candidates = append(c.Candidates, cand)
-		if picked < 0 && cand.Passed && cand.Skipped == "" && !cand.Info {
-			picked = len(c.Candidates) - 1
+		p.c.Candidates = append(p.c.Candidates, cand)
+	}
+	p.rows = nil
+	p.run, p.pos = p.run+1, 0
+	if p.run == len(p.runs) {
+		p.choose()
+		p.base, p.done = nil, true
+	}
+	return nil
+}
+
+// choose picks the first eligible candidate that passed, else q8, and says why.
+func (p *KVProbe) choose() {
+	c, o := p.c, p.o
+	picked := -1
+	for i, cand := range c.Candidates {
+		if cand.Passed && cand.Skipped == "" && !cand.Info {
+			picked = i
+			break
 		}
 	}
-	c.Elapsed = time.Since(start)
 	bar := fmt.Sprintf("top-1 ≥ %.0f%% and cosine ≥ %g", 100*o.MinTop1, o.MinCosine)
 	first, q8 := c.Candidates[0], 1
 	switch {
@@ -203,5 +315,4 @@ func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error)
 		c.Reason = fmt.Sprintf("no quantized mode keeps %s; q8 is the closest", bar)
 	}
 	c.Type, c.Rotate = c.Candidates[picked].Type, c.Candidates[picked].Rotate
-	return c, nil
 }

@@ -90,7 +90,8 @@ type Scheduler struct {
 	b      backend.Backend
 	slots  []*slot
 	clock  uint64
-	cursor int // round-robin position
+	cursor int        // round-robin position
+	idle   []*idleJob // background work, run while no request runs (background.go)
 }
 
 // loaded is the model and the settings it was loaded with.
@@ -171,6 +172,18 @@ func (s *Scheduler) run() {
 	defer close(s.done)
 	for {
 		s.admit()
+		if !s.busy() && len(s.idle) > 0 {
+			select {
+			case op := <-s.ops:
+				op()
+			case <-s.wake:
+			case <-s.quit:
+				return
+			default:
+				s.stepIdle()
+			}
+			continue
+		}
 		if !s.busy() {
 			select {
 			case op := <-s.ops:
@@ -283,29 +296,35 @@ func (s *Scheduler) Load(path string, o engine.Options) (ModelInfo, error) {
 func (s *Scheduler) Reconfigure(o engine.Options) (ModelInfo, error) {
 	var info ModelInfo
 	err := s.do(func() error {
-		l := s.current()
-		switch {
-		case s.isClosing():
-			return ErrClosed
-		case l == nil:
-			return ErrNoModel
-		}
-		// Check before giving anything up.
-		if _, _, err := engine.Estimate(l.m, s.b, o); err != nil {
-			return err
-		}
-		s.endAll(ErrUnloaded)
-		s.closeSessions()
 		var err error
-		info, err = s.install(l.m, o)
-		if err != nil { // the memory went elsewhere meanwhile: keep the model usable
-			var err2 error
-			if info, err2 = s.install(l.m, l.opts); err2 != nil {
-				s.unload(ErrUnloaded)
-			}
-		}
+		info, err = s.reconfigure(o)
 		return err
 	})
+	return info, err
+}
+
+// reconfigure is Reconfigure on the owner goroutine.
+func (s *Scheduler) reconfigure(o engine.Options) (ModelInfo, error) {
+	l := s.current()
+	switch {
+	case s.isClosing():
+		return ModelInfo{}, ErrClosed
+	case l == nil:
+		return ModelInfo{}, ErrNoModel
+	}
+	// Check before giving anything up.
+	if _, _, err := engine.Estimate(l.m, s.b, o); err != nil {
+		return ModelInfo{}, err
+	}
+	s.endAll(ErrUnloaded)
+	s.closeSessions()
+	info, err := s.install(l.m, o)
+	if err != nil { // the memory went elsewhere meanwhile: keep the model usable
+		var err2 error
+		if info, err2 = s.install(l.m, l.opts); err2 != nil {
+			s.unload(ErrUnloaded)
+		}
+	}
 	return info, err
 }
 
@@ -349,6 +368,7 @@ func (s *Scheduler) install(m *engine.Model, o engine.Options) (ModelInfo, error
 
 func (s *Scheduler) unload(reason error) error {
 	l := s.current()
+	s.endIdle(reason)
 	if l == nil {
 		s.failQueue(reason)
 		return nil

@@ -1,0 +1,144 @@
+package scheduler
+
+import (
+	"context"
+
+	"nibble/engine"
+)
+
+// idleJob is background work on the loaded model that the owner runs one
+// unit at a time, only while no request is running or waiting, so a reply
+// never waits for more than one unit of it.
+type idleJob struct {
+	ctx   context.Context
+	model *engine.Model // the model it was started on: it ends when that goes
+	step  func() (done bool, err error)
+	close func()
+	end   chan error // gets the job's outcome once; buffered
+}
+
+// ProbeKV runs engine.ChooseKV on the loaded model in the background: one
+// forward batch at a time, and only while no request runs or waits.
+// progress, when set, is called on the owner goroutine after each batch
+// with the batches done and in all (it must not block). ProbeKV returns
+// when the probe ends, when ctx is cancelled (ctx's error), or when the
+// model is unloaded or replaced (ErrUnloaded; ErrClosed on Close). A
+// Reconfigure does not stop it: the probe measures the model, not the
+// sessions.
+func (s *Scheduler) ProbeKV(ctx context.Context, o engine.KVChoiceOptions, progress func(done, total int)) (*engine.KVChoice, error) {
+	var probe *engine.KVProbe
+	job := &idleJob{ctx: ctx, end: make(chan error, 1)}
+	err := s.do(func() error {
+		l := s.current()
+		if l == nil {
+			return ErrNoModel
+		}
+		var err error
+		if probe, err = engine.NewKVProbe(l.m, s.b, o); err != nil {
+			return err
+		}
+		job.model = l.m
+		job.step = func() (bool, error) {
+			done, err := probe.Step()
+			if err == nil && progress != nil {
+				progress(probe.Progress())
+			}
+			return done, err
+		}
+		job.close = probe.Close
+		s.idle = append(s.idle, job)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.waitJob(job); err != nil {
+		return nil, err
+	}
+	return probe.Result(), nil
+}
+
+// ReconfigureWhenIdle reconfigures the loaded model once no request is
+// running or waiting, so no reply is cut short by it: adjust gets the model
+// as it is then and returns the options to apply, or false to leave it as
+// it is (then applied is false). It fails with ErrUnloaded when the model
+// it was asked for has been unloaded or replaced by then; options that do
+// not fit fail as Reconfigure's do, the old ones staying in force.
+func (s *Scheduler) ReconfigureWhenIdle(ctx context.Context, adjust func(ModelInfo) (engine.Options, bool)) (info ModelInfo, applied bool, err error) {
+	job := &idleJob{ctx: ctx, end: make(chan error, 1), close: func() {}}
+	err = s.do(func() error {
+		l := s.current()
+		if l == nil {
+			return ErrNoModel
+		}
+		job.model = l.m
+		job.step = func() (bool, error) {
+			cur := s.current()
+			o, ok := adjust(cur.info)
+			if !ok {
+				info = cur.info
+				return true, nil
+			}
+			var err error
+			info, err = s.reconfigure(o)
+			applied = err == nil
+			return true, err
+		}
+		s.idle = append(s.idle, job)
+		return nil
+	})
+	if err != nil {
+		return ModelInfo{}, false, err
+	}
+	if err := s.waitJob(job); err != nil {
+		if ctx.Err() != nil { // the job may still be running: leave its results alone
+			return ModelInfo{}, false, err
+		}
+		return info, applied, err
+	}
+	return info, applied, nil
+}
+
+// waitJob waits for job's outcome, or for its context.
+func (s *Scheduler) waitJob(job *idleJob) error {
+	select {
+	case err := <-job.end:
+		return err
+	case <-job.ctx.Done():
+		s.nudge() // the owner drops it at its next look
+		return job.ctx.Err()
+	case <-s.done:
+		return ErrClosed
+	}
+}
+
+// stepIdle runs one unit of the first background job, and ends it when it
+// is done, failed, cancelled or its model is gone.
+func (s *Scheduler) stepIdle() {
+	job := s.idle[0]
+	var done bool
+	var err error
+	l := s.current()
+	switch {
+	case job.ctx.Err() != nil:
+		err = job.ctx.Err()
+	case l == nil || l.m != job.model:
+		err = ErrUnloaded
+	default:
+		done, err = job.step()
+	}
+	if done || err != nil {
+		s.idle = s.idle[1:]
+		job.close()
+		job.end <- err
+	}
+}
+
+// endIdle ends every background job with reason (an unload).
+func (s *Scheduler) endIdle(reason error) {
+	for _, job := range s.idle {
+		job.close()
+		job.end <- reason
+	}
+	s.idle = nil
+}
