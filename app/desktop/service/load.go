@@ -25,6 +25,11 @@ type loadPlan struct {
 	opts   estimate.Options
 	budget estimate.Budget
 	source string
+	// auto: the KV setting is auto, so the KV check runs after the load
+	// unless kept gives its earlier result (keptNote: why it was not used).
+	auto     bool
+	kept     *engine.KVChoice
+	keptNote string
 }
 
 // plan checks the file and fills in req's defaults: the settings' context
@@ -71,6 +76,12 @@ func (s *Service) plan(req LoadRequest) (*loadPlan, error) {
 	// Threads as the scheduler the load will run on has them.
 	p.opts = estimate.Options{Ctx: p.ctx, KV: p.kv, Backend: s.backendChoice().Backend, Threads: c.Threads}
 	p.budget, p.source = s.budget()
+	// The demo model's random weights fail any KV check (they are noise
+	// to a quantizer, docs/ARCHITECTURE.md): it keeps the default q4.
+	if p.auto = kvAuto(req.KV, c) && !demo.Is(s.dirs.Cache, path); p.auto {
+		p.kv, p.kept, p.keptNote = s.autoKV(path, *d, p.opts, p.budget, p.source)
+		p.opts.KV = p.kv
+	}
 	if c.WhenContextDoesNotFit == "evict" {
 		p.evictIfTooLong()
 	}
@@ -161,6 +172,9 @@ func (s *Service) LoadModel(req LoadRequest) (Status, error) {
 	if err := s.loadPlanned(p); err != nil {
 		return s.Status(), err
 	}
+	if p.auto {
+		s.startKVCheck(p.path, p.kept, p.keptNote)
+	}
 	var remember error
 	if err := s.store.Update(func(c *settings.Settings) error {
 		c.LastModel = p.path
@@ -214,6 +228,7 @@ func (s *Service) loadPlanned(p *loadPlan) error {
 		return scheduler.ErrClosed
 	}
 	prev, hadPrev := s.engine().Info()
+	s.stopKVCheck() // the load ends it anyway; nothing stale stays shown
 	sched := s.schedulerForSettings()
 	s.setState(StateLoading, "")
 	b := p.budget
@@ -262,7 +277,8 @@ func (s *Service) schedulerForSettings() *scheduler.Scheduler {
 }
 
 // ApplyContext changes the loaded model's context budget and KV type
-// ("" or "auto": q4). One that will not fit is refused with a
+// ("" or "auto": the KV check's kept choice when it fits, else q4; the
+// check starts when the model has none). One that will not fit is refused with a
 // *NotFitError carrying the advice, and the old settings stay in force.
 // Replies running on the model end (their caches are rebuilt). The new
 // values are remembered in the settings.
@@ -286,6 +302,12 @@ func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
 		return s.Status(), fmt.Errorf("apply context: %s: %s", filepath.Base(info.Path), lm.Problem)
 	}
 	b, src := s.budget()
+	auto := (kvName == "" || kvName == "auto") && !demo.Is(s.dirs.Cache, info.Path)
+	var kept *engine.KVChoice
+	var keptNote string
+	if auto {
+		t, kept, keptNote = s.autoKV(info.Path, *d, loadedOptions(info, ctx, t), b, src)
+	}
 	est, err := evaluate(*d, loadedOptions(info, ctx, t), b, src)
 	if err != nil {
 		return s.Status(), fmt.Errorf("apply context: %w", err)
@@ -303,6 +325,9 @@ func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
 	if _, err := s.engine().Reconfigure(o); err != nil {
 		s.emit(EventStatus, s.Status())
 		return s.Status(), fmt.Errorf("apply context: %w", err)
+	}
+	if auto && (s.kvCheckFor(info.Path) == nil || kept != nil) {
+		s.startKVCheck(info.Path, kept, keptNote)
 	}
 	var remember error
 	if err := s.store.Update(func(c *settings.Settings) error {

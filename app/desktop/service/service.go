@@ -81,6 +81,7 @@ type Service struct {
 	reqs     map[string]context.CancelFunc
 	nextID   uint64
 	closed   bool
+	kvc      *kvCheckState // the loaded model's KV check (kvcheck.go)
 	// settingsWarning is what was wrong with settings.json at start.
 	settingsWarning string
 
@@ -159,6 +160,7 @@ func (s *Service) Close() error {
 			cancel()
 		}
 		s.mu.Unlock()
+		s.stopKVCheck()
 		s.stopWatch()
 		s.stopServer()
 		s.closeRemoteClients()
@@ -245,6 +247,7 @@ func (s *Service) Status() Status {
 	if info, ok := s.engine().Info(); ok {
 		m := modelOf(info)
 		m.Demo = isDemo
+		m.KVCheck = s.kvCheckFor(info.Path)
 		st.Model = &m
 	}
 	if ep, ok := s.activeRemote(); ok {

@@ -102,7 +102,10 @@ func newServiceWith(t *testing.T, prep func(settings.Dirs)) (*Service, *recorder
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Update(func(s *settings.Settings) error { s.ContextTokens = 1024; s.Threads = 2; return nil }); err != nil {
+	// KV q4, not auto: the KV check would run in the background of every
+	// test and may move a random-weight model to q8 (kvcheck_test.go
+	// tests auto).
+	if err := store.Update(func(s *settings.Settings) error { s.ContextTokens = 1024; s.Threads = 2; s.KVType = "q4"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	rec := newRecorder()

@@ -38,8 +38,13 @@ type Model struct {
 	Ctx      int    `json:"ctx"`      // context budget in force
 	CtxTrain int    `json:"ctxTrain"` // the model's trained context
 	KV       string `json:"kv"`       // KV cache type
-	Slots    int    `json:"slots"`
-	Template string `json:"template"`
+	// KVLabel names the cache as the model's info shows it: "q4 KV
+	// (rotated)", "q8 KV".
+	KVLabel string `json:"kvLabel"`
+	// KVCheck is the KV quality check of this model (KV setting auto).
+	KVCheck  *KVCheck `json:"kvCheck,omitempty"`
+	Slots    int      `json:"slots"`
+	Template string   `json:"template"`
 	// TemplateProblem says why the file's own chat template is not used.
 	TemplateProblem string `json:"templateProblem,omitempty"`
 	MemoryBytes     int64  `json:"memoryBytes"` // one session's estimated total
@@ -60,7 +65,7 @@ func modelOf(info scheduler.ModelInfo) Model {
 		name = filepath.Base(info.Path)
 	}
 	return Model{Name: name, Path: info.Path, Arch: info.Arch, Backend: info.Backend,
-		Ctx: info.Options.Ctx, CtxTrain: info.CtxTrain, KV: info.Options.KV.String(), Slots: info.Slots,
+		Ctx: info.Options.Ctx, CtxTrain: info.CtxTrain, KV: info.Options.KV.String(), KVLabel: info.Options.KVLabel(), Slots: info.Slots,
 		Template: info.Template, TemplateProblem: info.TemplateProblem, MemoryBytes: info.Estimate.Total}
 }
 

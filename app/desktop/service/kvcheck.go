@@ -1,0 +1,312 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"nibble/app/settings"
+	"nibble/engine"
+	"nibble/engine/estimate"
+	"nibble/engine/kv"
+	"nibble/engine/scheduler"
+)
+
+// KVChoicesFile keeps the KV check's result per model file, in the data
+// folder, so a model is checked once.
+const KVChoicesFile = "kv-choices.json"
+
+// KV check states (KVCheck.State).
+const (
+	KVCheckRunning = "running"
+	KVCheckDone    = "done"
+	KVCheckFailed  = "failed"
+)
+
+// KVCheck is the KV quality check of the loaded model (KV setting "auto";
+// docs/ARCHITECTURE.md, "Choosing the mode per model"): while it runs,
+// Done of Total forward batches; then the figures, the choice and why.
+type KVCheck struct {
+	State string `json:"state"`
+	Done  int    `json:"done"`
+	Total int    `json:"total"`
+	// Cached: the result was kept from an earlier check of the same file.
+	Cached bool `json:"cached"`
+	// Chosen is the mode picked (q4-rot, q4-plain, q8), Summary the
+	// engine's one line, Reason why.
+	Chosen     string       `json:"chosen,omitempty"`
+	Summary    string       `json:"summary,omitempty"`
+	Reason     string       `json:"reason,omitempty"`
+	ScaleRatio float64      `json:"scaleRatio,omitempty"` // q·k scale over 1/sqrt(head dim)
+	Tokens     int          `json:"tokens,omitempty"`
+	ElapsedMs  float64      `json:"elapsedMs,omitempty"`
+	Rows       []KVCheckRow `json:"rows,omitempty"`
+	// Note says what the check changed, or why it could not: "KV switched
+	// to q8: …", or q8 does not fit and q4 stays.
+	Note  string `json:"note,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// KVCheckRow is one measured mode against f16.
+type KVCheckRow struct {
+	Mode   string  `json:"mode"`
+	Top1   float64 `json:"top1"` // top-1 agreement, 0..1
+	Cosine float64 `json:"cosine"`
+	Passed bool    `json:"passed"`
+	// Skipped says why a mode that passed may not be chosen; Info marks
+	// a row measured for information only.
+	Skipped string `json:"skipped,omitempty"`
+	Info    bool   `json:"info,omitempty"`
+}
+
+// kvCheckState is the check of one loaded file.
+type kvCheckState struct {
+	path   string
+	check  KVCheck
+	cancel context.CancelFunc
+	last   int // percent last reported
+}
+
+// kvChoiceEntry is one file's kept result; a file that changed size or
+// time, or a different backend, is checked again.
+type kvChoiceEntry struct {
+	Size    int64           `json:"size"`
+	ModTime int64           `json:"mtime_ns"`
+	Backend string          `json:"backend"`
+	Choice  engine.KVChoice `json:"choice"`
+}
+
+// kvChoices guards the file of kept results.
+var kvChoicesMu sync.Mutex
+
+func (s *Service) kvChoicesPath() string { return filepath.Join(s.dirs.Data, KVChoicesFile) }
+
+func readKVChoices(path string) map[string]kvChoiceEntry {
+	m := map[string]kvChoiceEntry{}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return m
+	}
+	if json.Unmarshal(data, &m) != nil { // a damaged file: check again
+		return map[string]kvChoiceEntry{}
+	}
+	return m
+}
+
+// cachedKVChoice is the kept result for the model file at path on the
+// engine's backend, or nil.
+func (s *Service) cachedKVChoice(path string) *engine.KVChoice {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	kvChoicesMu.Lock()
+	e, ok := readKVChoices(s.kvChoicesPath())[path]
+	kvChoicesMu.Unlock()
+	if !ok || e.Size != st.Size() || e.ModTime != st.ModTime().UnixNano() || e.Backend != s.backendChoice().Backend {
+		return nil
+	}
+	return &e.Choice
+}
+
+// keepKVChoice writes c as the result for the file at path.
+func (s *Service) keepKVChoice(path string, c *engine.KVChoice) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("keep the KV check: %w", err)
+	}
+	kvChoicesMu.Lock()
+	defer kvChoicesMu.Unlock()
+	m := readKVChoices(s.kvChoicesPath())
+	m[path] = kvChoiceEntry{Size: st.Size(), ModTime: st.ModTime().UnixNano(), Backend: s.backendChoice().Backend, Choice: *c}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("keep the KV check: %w", err)
+	}
+	tmp := s.kvChoicesPath() + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("keep the KV check: %w", err)
+	}
+	if err := os.Rename(tmp, s.kvChoicesPath()); err != nil {
+		return fmt.Errorf("keep the KV check: %w", err)
+	}
+	return nil
+}
+
+// checkOf is the KVCheck showing choice c.
+func checkOf(c *engine.KVChoice, cached bool) KVCheck {
+	k := KVCheck{State: KVCheckDone, Cached: cached, Chosen: c.Chosen().Label(), Summary: c.Summary(), Reason: c.Reason,
+		ScaleRatio: c.ScaleRatio, Tokens: c.Tokens, ElapsedMs: float64(c.Elapsed.Microseconds()) / 1000}
+	for _, cand := range c.Candidates {
+		k.Rows = append(k.Rows, KVCheckRow{Mode: cand.Label(), Top1: cand.Quality.Top1Agreement, Cosine: cand.Quality.Cosine,
+			Passed: cand.Passed, Skipped: cand.Skipped, Info: cand.Info})
+	}
+	return k
+}
+
+// autoKV is the KV type "auto" gives the file at path at ctx under o: the
+// kept check's choice when there is one and it fits the budget, else q4;
+// note says why a kept q8 was not used.
+func (s *Service) autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (t kv.Type, c *engine.KVChoice, note string) {
+	c = s.cachedKVChoice(path)
+	if c == nil || c.Type == kv.Q4 {
+		return kv.Q4, c, ""
+	}
+	o.KV = c.Type
+	if e, err := evaluate(d, o, b, src); err == nil && e.Verdict != estimate.WillNotFit.String() {
+		return c.Type, c, ""
+	}
+	return kv.Q4, c, fmt.Sprintf("The KV check prefers %s (%s), but a %s cache of %d tokens does not fit here: keeping q4.", c.Type, c.Reason, c.Type, o.Ctx)
+}
+
+// kvCheckFor is the check to show for the loaded model at path, if any.
+func (s *Service) kvCheckFor(path string) *KVCheck {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kvc == nil || s.kvc.path != path {
+		return nil
+	}
+	k := s.kvc.check
+	return &k
+}
+
+// stopKVCheck ends the check in progress (a new load, or none is wanted).
+func (s *Service) stopKVCheck() {
+	s.mu.Lock()
+	kc := s.kvc
+	s.kvc = nil
+	s.mu.Unlock()
+	if kc != nil && kc.cancel != nil {
+		kc.cancel()
+	}
+}
+
+// startKVCheck shows the KV check of the model at path, loaded with KV
+// "auto": a kept result at once (the load already used its choice, or
+// keptNote says why not), otherwise the check runs in the background on
+// the engine's scheduler.
+func (s *Service) startKVCheck(path string, kept *engine.KVChoice, keptNote string) {
+	s.stopKVCheck()
+	if kept != nil {
+		kc := &kvCheckState{path: path, check: checkOf(kept, true)}
+		kc.check.Note = keptNote
+		s.mu.Lock()
+		s.kvc = kc
+		s.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	kc := &kvCheckState{path: path, check: KVCheck{State: KVCheckRunning}, cancel: cancel, last: -1}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		return
+	}
+	s.kvc = kc
+	s.streams.Add(1)
+	s.mu.Unlock()
+	sched := s.engine()
+	go func() {
+		defer s.streams.Done()
+		defer cancel()
+		s.runKVCheck(ctx, sched, kc)
+	}()
+}
+
+// updateKVCheck changes kc's shown check (when it is still the current
+// one) and reports the status.
+func (s *Service) updateKVCheck(kc *kvCheckState, f func(*KVCheck)) {
+	s.mu.Lock()
+	current := s.kvc == kc
+	if current {
+		f(&kc.check)
+	}
+	s.mu.Unlock()
+	if current {
+		s.emit(EventStatus, s.Status())
+	}
+}
+
+func (s *Service) runKVCheck(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState) {
+	c, err := sched.ProbeKV(ctx, engine.KVChoiceOptions{Residual: -1}, func(done, total int) {
+		pct := done * 100 / max(total, 1)
+		s.mu.Lock()
+		report := pct != kc.last
+		kc.last = pct
+		s.mu.Unlock()
+		if report {
+			s.updateKVCheck(kc, func(k *KVCheck) { k.Done, k.Total = done, total })
+		}
+	})
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, scheduler.ErrUnloaded) || errors.Is(err, scheduler.ErrClosed) {
+			return // another load or the quit ended it
+		}
+		s.updateKVCheck(kc, func(k *KVCheck) { k.State, k.Error = KVCheckFailed, err.Error() })
+		return
+	}
+	keepErr := s.keepKVChoice(kc.path, c)
+	s.updateKVCheck(kc, func(k *KVCheck) {
+		done, total := k.Done, k.Total
+		*k = checkOf(c, false)
+		k.Done, k.Total = done, total
+		if keepErr != nil {
+			k.Error = keepErr.Error()
+		}
+	})
+	if c.Type != kv.Q4 {
+		s.switchKV(ctx, sched, kc, c)
+	}
+}
+
+// switchKV moves the loaded model to the check's choice, when idle and
+// while the KV setting is still auto, if it fits at the context in force;
+// the check's note says what happened.
+func (s *Service) switchKV(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState, c *engine.KVChoice) {
+	var note string
+	_, applied, err := sched.ReconfigureWhenIdle(ctx, func(info scheduler.ModelInfo) (engine.Options, bool) {
+		if info.Path != kc.path || info.Options.KV == c.Type || s.store.Get().KVType != "auto" {
+			return engine.Options{}, false
+		}
+		lm, d := s.inspect(info.Path)
+		if d == nil {
+			note = fmt.Sprintf("KV stays %s: %s", info.Options.KV, lm.Problem)
+			return engine.Options{}, false
+		}
+		b, src := s.budget()
+		eo := loadedOptions(info, info.Options.Ctx, c.Type)
+		eo.Evict = info.Options.Evict
+		if e, err := evaluate(*d, eo, b, src); err != nil || e.Verdict == estimate.WillNotFit.String() {
+			note = fmt.Sprintf("The KV check prefers %s (%s), but a %s cache of %d tokens does not fit here: keeping %s.",
+				c.Type, c.Reason, c.Type, info.Options.Ctx, info.Options.KV)
+			return engine.Options{}, false
+		}
+		o := info.Options
+		o.KV, o.Batch, o.Budget = c.Type, 0, &b
+		return o, true
+	})
+	switch {
+	case err != nil && (ctx.Err() != nil || errors.Is(err, scheduler.ErrUnloaded) || errors.Is(err, scheduler.ErrClosed)):
+		return
+	case err != nil:
+		note = fmt.Sprintf("KV stays as it was: switching to %s failed: %v", c.Type, err)
+	case applied:
+		note = fmt.Sprintf("KV switched to %s: %s", c.Type, c.Reason)
+	}
+	if note != "" {
+		s.updateKVCheck(kc, func(k *KVCheck) { k.Note = note })
+	}
+}
+
+// kvAuto says whether a load's KV name (empty: the settings') asks for the check.
+func kvAuto(name string, c settings.Settings) bool {
+	if name == "" {
+		name = c.KVType
+	}
+	return name == "" || name == "auto"
+}
