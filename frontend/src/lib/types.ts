@@ -18,6 +18,8 @@ export type Fields<T> = T extends (infer U)[]
 
 export type Status = Fields<service.Status>;
 export type Model = Fields<service.Model>;
+export type KVCheck = Fields<service.KVCheck>;
+export type KVCheckRow = Fields<service.KVCheckRow>;
 export type Prepare = Fields<service.Prepare>;
 export type Estimate = Fields<service.Estimate>;
 export type KVLimit = Fields<service.KVLimit>;

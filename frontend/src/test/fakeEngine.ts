@@ -87,6 +87,7 @@ export function model(over: Partial<Model> = {}): Model {
     ctx: 4096,
     ctxTrain: 32768,
     kv: 'q4',
+    kvLabel: 'q4 KV (rotated)',
     slots: 2,
     template: 'llama3',
     memoryBytes: 1 << 30,

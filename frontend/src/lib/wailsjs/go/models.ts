@@ -218,6 +218,34 @@ export namespace service {
 		}
 	}
 	
+	export class Source {
+	    number: number;
+	    documentId: string;
+	    document: string;
+	    whole: boolean;
+	    label: string;
+	    firstPage?: number;
+	    lastPage?: number;
+	    firstLine?: number;
+	    lastLine?: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new Source(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.number = source["number"];
+	        this.documentId = source["documentId"];
+	        this.document = source["document"];
+	        this.whole = source["whole"];
+	        this.label = source["label"];
+	        this.firstPage = source["firstPage"];
+	        this.lastPage = source["lastPage"];
+	        this.firstLine = source["firstLine"];
+	        this.lastLine = source["lastLine"];
+	    }
+	}
 	export class ReplyStats {
 	    finishReason: string;
 	    promptTokens: number;
@@ -334,6 +362,82 @@ export namespace service {
 	        this.snippet = source["snippet"];
 	    }
 	}
+	export class KVCheckRow {
+	    mode: string;
+	    top1: number;
+	    cosine: number;
+	    passed: boolean;
+	    skipped?: string;
+	    info?: boolean;
+	
+	    static createFrom(source: any = {}) {
+	        return new KVCheckRow(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.mode = source["mode"];
+	        this.top1 = source["top1"];
+	        this.cosine = source["cosine"];
+	        this.passed = source["passed"];
+	        this.skipped = source["skipped"];
+	        this.info = source["info"];
+	    }
+	}
+	export class KVCheck {
+	    state: string;
+	    done: number;
+	    total: number;
+	    cached: boolean;
+	    chosen?: string;
+	    summary?: string;
+	    reason?: string;
+	    scaleRatio?: number;
+	    tokens?: number;
+	    elapsedMs?: number;
+	    rows?: KVCheckRow[];
+	    note?: string;
+	    error?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new KVCheck(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.state = source["state"];
+	        this.done = source["done"];
+	        this.total = source["total"];
+	        this.cached = source["cached"];
+	        this.chosen = source["chosen"];
+	        this.summary = source["summary"];
+	        this.reason = source["reason"];
+	        this.scaleRatio = source["scaleRatio"];
+	        this.tokens = source["tokens"];
+	        this.elapsedMs = source["elapsedMs"];
+	        this.rows = this.convertValues(source["rows"], KVCheckRow);
+	        this.note = source["note"];
+	        this.error = source["error"];
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
 	export class Model {
 	    name: string;
 	    path: string;
@@ -342,6 +446,8 @@ export namespace service {
 	    ctx: number;
 	    ctxTrain: number;
 	    kv: string;
+	    kvLabel: string;
+	    kvCheck?: KVCheck;
 	    slots: number;
 	    template: string;
 	    templateProblem?: string;
@@ -364,6 +470,8 @@ export namespace service {
 	        this.ctx = source["ctx"];
 	        this.ctxTrain = source["ctxTrain"];
 	        this.kv = source["kv"];
+	        this.kvLabel = source["kvLabel"];
+	        this.kvCheck = this.convertValues(source["kvCheck"], KVCheck);
 	        this.slots = source["slots"];
 	        this.template = source["template"];
 	        this.templateProblem = source["templateProblem"];
@@ -373,6 +481,24 @@ export namespace service {
 	        this.host = source["host"];
 	        this.remoteModel = source["remoteModel"];
 	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
 	}
 	export class Diagnostics {
 	    os: string;
@@ -526,6 +652,8 @@ export namespace service {
 	        this.error = source["error"];
 	    }
 	}
+	
+	
 	
 	export class LoadRequest {
 	    path: string;
@@ -718,34 +846,6 @@ export namespace service {
 		    }
 		    return a;
 		}
-	}
-	export class Source {
-	    number: number;
-	    documentId: string;
-	    document: string;
-	    whole: boolean;
-	    label: string;
-	    firstPage?: number;
-	    lastPage?: number;
-	    firstLine?: number;
-	    lastLine?: number;
-	
-	    static createFrom(source: any = {}) {
-	        return new Source(source);
-	    }
-	
-	    constructor(source: any = {}) {
-	        if ('string' === typeof source) source = JSON.parse(source);
-	        this.number = source["number"];
-	        this.documentId = source["documentId"];
-	        this.document = source["document"];
-	        this.whole = source["whole"];
-	        this.label = source["label"];
-	        this.firstPage = source["firstPage"];
-	        this.lastPage = source["lastPage"];
-	        this.firstLine = source["firstLine"];
-	        this.lastLine = source["lastLine"];
-	    }
 	}
 	export class SendResult {
 	    replyId: string;
@@ -987,3 +1087,4 @@ export namespace settings {
 	}
 
 }
+
