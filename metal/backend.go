@@ -233,9 +233,6 @@ func (b *Backend) RoPE(x backend.Tensor, heads, headDim, rows int, pos []int32, 
 	case r.FreqFactors != nil && len(r.FreqFactors) != r.Dims/2:
 		b.enc.Failf("rope: %d frequency factors for %d dims", len(r.FreqFactors), r.Dims)
 		return
-	case r.AttnFactor != 0 && r.AttnFactor != 1:
-		b.enc.Failf("rope: the attention factor (LongRoPE) is not implemented on metal yet")
-		return
 	}
 	d := b.region("rope", x, 0, rows*heads*headDim)
 	if b.enc.Err() != nil || rows == 0 {

@@ -2,16 +2,29 @@ package metal
 
 import "nibble/engine/backend"
 
-// GeluGLU, Scale and Softcap (Gemma's ops) have no kernels yet: a model
-// that needs them fails at the first Sync, naming the op.
+// The ops of the newer model families (Gemma's GELU-tanh GLU, embedding
+// scale and final-logit soft-capping), as the CPU backend computes them.
+
 func (b *Backend) GeluGLU(dst, gate, up backend.Tensor, n int) {
-	b.enc.Failf("gelu_glu: not implemented on metal yet")
+	d, g, u := b.region("gelu_glu", dst, 0, n), b.region("gelu_glu", gate, 0, n), b.region("gelu_glu", up, 0, n)
+	if b.enc.Err() != nil || n == 0 {
+		return
+	}
+	b.enc.GeluGLU(d, g, u, n)
 }
 
 func (b *Backend) Scale(x backend.Tensor, s float32, n int) {
-	b.enc.Failf("scale: not implemented on metal yet")
+	d := b.region("scale", x, 0, n)
+	if b.enc.Err() != nil || n == 0 {
+		return
+	}
+	b.enc.Scale(d, s, n)
 }
 
 func (b *Backend) Softcap(x backend.Tensor, c float32, n int) {
-	b.enc.Failf("softcap: not implemented on metal yet")
+	d := b.region("softcap", x, 0, n)
+	if b.enc.Err() != nil || n == 0 {
+		return
+	}
+	b.enc.Softcap(d, c, n)
 }

@@ -1,6 +1,8 @@
 package encoder
 
 import (
+	"math"
+
 	"nibble/engine/ggml"
 	"nibble/metal/device"
 )
@@ -41,6 +43,12 @@ func (e *Encoder) ewCheck(op string, n int, rs ...Region) bool {
 // ewDispatch runs kernel_<op>_f32[_4] over n floats of each of rows rows,
 // with regions bound at buffer(1), buffer(2), ...
 func (e *Encoder) ewDispatch(op string, n, rows int, rs ...Region) {
+	e.ewDispatchArgs(op, n, rows, nil, rs...)
+}
+
+// ewDispatchArgs is ewDispatch for a kernel whose argument struct has more
+// after the count (ew_scalar_args): the fields of scalar.
+func (e *Encoder) ewDispatchArgs(op string, n, rows int, scalar []any, rs ...Region) {
 	name, count := "kernel_"+op+"_f32", n
 	if ewVec4(n, rs...) {
 		name, count = name+"_4", n/4
@@ -53,7 +61,7 @@ func (e *Encoder) ewDispatch(op string, n, rows int, rs ...Region) {
 		Pipeline: e.pipeline(name),
 		Groups:   [3]int{(count + ewThreads - 1) / ewThreads, rows, 1},
 		Threads:  [3]int{ewThreads, 1, 1},
-		Inline:   []device.Inline{{Index: 0, Data: Args(count)}},
+		Inline:   []device.Inline{{Index: 0, Data: Args(append([]any{count}, scalar...)...)}},
 		Buffers:  b,
 	})
 }
@@ -70,6 +78,33 @@ func (e *Encoder) Add(dst, x Region, n int) {
 func (e *Encoder) SwiGLU(dst, gate, up Region, n int) {
 	if e.ewCheck("swiglu", n, dst, gate, up) && n > 0 {
 		e.ewDispatch("swiglu", n, 1, dst, gate, up)
+	}
+}
+
+// GeluGLU: dst[i] = gelu_tanh(gate[i])·up[i] for i < n, the CPU backend's
+// formula (fastmath.GeluTanh; kernel_gelu_glu_f32).
+func (e *Encoder) GeluGLU(dst, gate, up Region, n int) {
+	if e.ewCheck("gelu_glu", n, dst, gate, up) && n > 0 {
+		e.ewDispatch("gelu_glu", n, 1, dst, gate, up)
+	}
+}
+
+// Scale: x[i] *= s for i < n (kernel_scale_f32).
+func (e *Encoder) Scale(x Region, s float32, n int) {
+	if e.ewCheck("scale", n, x) && n > 0 {
+		e.ewDispatchArgs("scale", n, 1, []any{s}, x)
+	}
+}
+
+// Softcap: x[i] = c·tanh(x[i]/c) for i < n, c > 0 and finite
+// (kernel_softcap_f32).
+func (e *Encoder) Softcap(x Region, c float32, n int) {
+	if !(c > 0) || math.IsInf(float64(c), 0) {
+		e.Failf("softcap: cap %g must be positive and finite", c)
+		return
+	}
+	if e.ewCheck("softcap", n, x) && n > 0 {
+		e.ewDispatchArgs("softcap", n, 1, []any{c}, x)
 	}
 }
 

@@ -126,3 +126,57 @@ func TestEncoderElementwiseContract(t *testing.T) {
 		t.Errorf("copy onto itself: %v, %d dispatches", e.Err(), e.List().Len())
 	}
 }
+
+// GeluGLU, Scale and Softcap (the newer families' ops) on the emulator
+// against the CPU backend's, aligned and unaligned. Tolerance: none for
+// GeluGLU (the CPU's formula, operation for operation) and Scale (one
+// product); Softcap within 4e-7·c (its tanh goes through 2^, the CPU's
+// through float64; metal/shaders has the edges).
+func TestEncoderFamilyOps(t *testing.T) {
+	dev, e := emuEncoder(t)
+	cb := cpu.New(1)
+	defer cb.Close()
+	r := rand.New(rand.NewPCG(79, 80))
+	for _, c := range []struct{ n, off int }{{9216, 0}, {2304, 16}, {1001, 4}, {256000, 0}} {
+		for _, o := range []emulator.Order{emulator.Forward, emulator.Reverse} {
+			t.Run(fmt.Sprintf("n%d_off%d_%v", c.n, c.off, o), func(t *testing.T) {
+				g, u := randomFloats(r, c.n, 3), randomFloats(r, c.n, 1)
+				dst := devFloats(t, dev, make([]float32, c.n), c.off)
+				e.GeluGLU(dst, devFloats(t, dev, g, c.off), devFloats(t, dev, u, 0), c.n)
+				want := cpuTensor(cb, make([]float32, c.n))
+				cb.GeluGLU(want, cpuTensor(cb, g), cpuTensor(cb, u), c.n)
+				runEncoded(t, dev, e, o)
+				opsEqual(t, "gelu_glu", readFloats(dst), want.D)
+
+				s := float32(math.Sqrt(2304))
+				x := devFloats(t, dev, u, c.off)
+				e.Scale(x, s, c.n)
+				want = cpuTensor(cb, u)
+				cb.Scale(want, s, c.n)
+				runEncoded(t, dev, e, o)
+				opsEqual(t, "scale", readFloats(x), want.D)
+
+				const cap = 30
+				logits := randomFloats(r, c.n, 40)
+				x = devFloats(t, dev, logits, c.off)
+				e.Softcap(x, cap, c.n)
+				want = cpuTensor(cb, logits)
+				cb.Softcap(want, cap, c.n)
+				runEncoded(t, dev, e, o)
+				for i, v := range readFloats(x) {
+					if d := math.Abs(float64(v - want.D[i])); !(d <= 4e-7*cap) {
+						t.Fatalf("softcap element %d: %v, want %v", i, v, want.D[i])
+					}
+				}
+			})
+		}
+	}
+	// A cap that is not positive and finite is refused at encode time.
+	for _, c := range []float32{0, -1, float32(math.Inf(1)), float32(math.NaN())} {
+		e.Softcap(devFloats(t, dev, make([]float32, 4), 0), c, 4)
+		if e.Err() == nil {
+			t.Errorf("softcap with c = %v encoded", c)
+		}
+		e.Reset()
+	}
+}

@@ -11,7 +11,8 @@ import (
 // RoPE rotates the first r.Dims elements of each of the heads heads
 // (headDim apart) of rows rows of x in place, row i at position pos[i]:
 // pairs (2j, 2j+1), or (j, j+Dims/2) for NeoX, by pos·PosScale·
-// Base^(-2j/Dims)/FreqFactors[j] radians. The positions are copied now; the
+// Base^(-2j/Dims)/FreqFactors[j] radians, cos and sin times AttnFactor
+// (LongRoPE's; 0 = 1). The positions are copied now; the
 // pairs' frequencies (computed here in float64, as the CPU backend computes
 // them) once per encoder for each set of parameters.
 //
@@ -31,6 +32,9 @@ func (e *Encoder) RoPE(x Region, heads, headDim, rows int, pos []int32, r *backe
 	case r.FreqFactors != nil && len(r.FreqFactors) != r.Dims/2:
 		e.Failf("rope: %d frequency factors for %d dims", len(r.FreqFactors), r.Dims)
 		return
+	case !(r.AttnFactor >= 0) || math.IsInf(float64(r.AttnFactor), 0):
+		e.Failf("rope: attention factor %g", r.AttnFactor)
+		return
 	case !e.ewCheck("rope", rows*heads*headDim, x) || rows == 0 || heads == 0:
 		return
 	}
@@ -42,6 +46,10 @@ func (e *Encoder) RoPE(x Region, heads, headDim, rows int, pos []int32, r *backe
 			return
 		}
 		binary.LittleEndian.PutUint32(p[4*i:], uint32(v))
+	}
+	mscale := r.AttnFactor
+	if mscale == 0 {
+		mscale = 1
 	}
 	pairs := r.Dims / 2
 	// Heads per threadgroup: enough threadgroups for a decode row, few
@@ -58,7 +66,7 @@ func (e *Encoder) RoPE(x Region, heads, headDim, rows int, pos []int32, r *backe
 		Pipeline: e.pipeline(name),
 		Groups:   [3]int{rows, (heads + hpg - 1) / hpg, 1},
 		Threads:  [3]int{(pairs + 31) &^ 31, 1, 1},
-		Inline:   []device.Inline{{Index: 0, Data: Args(heads, headDim, pairs, hpg)}},
+		Inline:   []device.Inline{{Index: 0, Data: Args(heads, headDim, pairs, hpg, mscale)}},
 		Buffers:  []device.Binding{x.bind(1), e.upload(p).bind(2), e.ropeFreqs(r).bind(3)},
 	})
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // RoPE on the emulator against the CPU backend's, norm and NeoX, with
-// rope_freqs divisors, a position scale and partial rotation. Tolerance:
+// rope_freqs (LongRoPE) divisors, a position scale, partial rotation and
+// LongRoPE's attention factor. Tolerance:
 // 1e-6 of the row's largest |x| at any position (the kernel's angle is
 // within ~3e-7 rad of the CPU's float64 one; metal/shaders has the shapes).
 func TestEncoderRoPE(t *testing.T) {
@@ -27,13 +28,15 @@ func TestEncoderRoPE(t *testing.T) {
 		base, scale          float32
 		factors              bool
 		pos                  []int32
+		mscale               float32
 	}{
-		{14, 64, 64, 1e6, 1, false, []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 4095}},
-		{32, 128, 128, 500000, 1, true, []int32{131071}},
-		{4, 128, 64, 10000, 0.25, false, []int32{17, 18}},
+		{14, 64, 64, 1e6, 1, false, []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 4095}, 0},
+		{32, 128, 128, 500000, 1, true, []int32{131071}, 0},
+		{4, 128, 64, 10000, 0.25, false, []int32{17, 18}, 0},
+		{32, 96, 96, 10000, 1, true, []int32{5, 6, 7}, 1.1902380714238083}, // Phi-3 128K: LongRoPE
 	} {
 		for _, neox := range []bool{false, true} {
-			rp := &backend.RoPE{Neox: neox, Dims: c.dims, Base: c.base, PosScale: c.scale}
+			rp := &backend.RoPE{Neox: neox, Dims: c.dims, Base: c.base, PosScale: c.scale, AttnFactor: c.mscale}
 			if c.factors {
 				rp.FreqFactors = make([]float32, c.dims/2)
 				for i := range rp.FreqFactors {
@@ -45,7 +48,7 @@ func TestEncoderRoPE(t *testing.T) {
 			want := cpuTensor(cb, x)
 			cb.RoPE(want, c.heads, c.headDim, rows, c.pos, rp)
 			for _, o := range []emulator.Order{emulator.Forward, emulator.Reverse} {
-				t.Run(fmt.Sprintf("heads%d_d%d_dims%d_rows%d_neox%v_%v", c.heads, c.headDim, c.dims, rows, neox, o), func(t *testing.T) {
+				t.Run(fmt.Sprintf("heads%d_d%d_dims%d_rows%d_neox%v_m%g_%v", c.heads, c.headDim, c.dims, rows, neox, c.mscale, o), func(t *testing.T) {
 					xr := devFloats(t, dev, x, 0)
 					pos := append([]int32(nil), c.pos...)
 					e.RoPE(xr, c.heads, c.headDim, rows, pos, rp)

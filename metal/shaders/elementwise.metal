@@ -5,6 +5,9 @@
 //   kernel_add_f32:      dst[i] += x[i]
 //   kernel_add_bias_f32: x[r·n + i] += b[i] (grid y: the row)
 //   kernel_swiglu_f32:   dst[i] = silu(gate[i])·up[i]
+//   kernel_gelu_glu_f32: dst[i] = gelu_tanh(gate[i])·up[i]
+//   kernel_scale_f32:    x[i] *= s
+//   kernel_softcap_f32:  x[i] = c·tanh(x[i]/c)
 //   kernel_copy_f32:     dst[i] = src[i]
 //
 // and kernel_argmax_f32[_4], one threadgroup per row. One element (or float4)
@@ -16,6 +19,13 @@ using namespace metal;
 // The argument struct (setBytes at buffer(0)) of the elementwise kernels.
 struct ew_args {
     uint n; // elements (floats or float4s) per row
+};
+
+// The argument struct of the elementwise kernels with a scalar operand
+// (scale, softcap).
+struct ew_scalar_args {
+    uint  n; // elements (floats or float4s)
+    float s; // the scale; softcap: c
 };
 
 template <typename T>
@@ -85,6 +95,75 @@ typedef decltype(kernel_swiglu<float>) swiglu_t;
 
 template [[host_name("kernel_swiglu_f32")]]   kernel swiglu_t kernel_swiglu<float>;
 template [[host_name("kernel_swiglu_f32_4")]] kernel swiglu_t kernel_swiglu<float4>;
+
+// ew_gelu is the CPU's fastmath.GeluTanh, operation for operation:
+// x/2·(1 + tanh(u)), u = sqrt(2/π)·(x + 0.044715·x³), as x·sigmoid(2u) =
+// x/(1 + 2^(-k·(x + 0.044715·x³))) with k = 2·sqrt(2/π)·log2(e) rounded
+// to float as Go rounds the constant.
+inline float  ew_gelu(float  x) { return x/(1.0f + ew_exp2<float,  int,  uint >(-2.30220818519592285f*(x + 0.044715f*x*x*x))); }
+inline float4 ew_gelu(float4 x) { return x/(1.0f + ew_exp2<float4, int4, uint4>(-2.30220818519592285f*(x + 0.044715f*x*x*x))); }
+
+template <typename T>
+kernel void kernel_gelu_glu(
+        constant ew_args & args [[buffer(0)]],
+        device       T   * dst  [[buffer(1)]],
+        device const T   * gate [[buffer(2)]],
+        device const T   * up   [[buffer(3)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        dst[i] = ew_gelu(gate[i])*up[i];
+    }
+}
+
+typedef decltype(kernel_gelu_glu<float>) gelu_glu_t;
+
+template [[host_name("kernel_gelu_glu_f32")]]   kernel gelu_glu_t kernel_gelu_glu<float>;
+template [[host_name("kernel_gelu_glu_f32_4")]] kernel gelu_glu_t kernel_gelu_glu<float4>;
+
+template <typename T>
+kernel void kernel_scale(
+        constant ew_scalar_args & args [[buffer(0)]],
+        device T * x [[buffer(1)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        x[i] *= args.s;
+    }
+}
+
+typedef decltype(kernel_scale<float>) scale_t;
+
+template [[host_name("kernel_scale_f32")]]   kernel scale_t kernel_scale<float>;
+template [[host_name("kernel_scale_f32_4")]] kernel scale_t kernel_scale<float4>;
+
+// ew_softcap is c·tanh(x/c) through 2^: tanh|y| = (1 - e)/(1 + e) with
+// e = 2^(-2·log2(e)·|y|), sign restored (no tanh of a fast-math library
+// whose error is not stated). Its absolute error is a few 1e-7·c (the CPU
+// computes it in float64). Fast math assumes no NaN: one gives c here.
+template <typename T, typename I, typename U>
+inline T ew_softcap(T x, float c) {
+    const auto neg = x < 0.0f;
+    const T e = ew_exp2<T, I, U>(select(x, -x, neg)*(-2.0f*1.4426950408889634f/c));
+    const T y = c*((1.0f - e)/(1.0f + e));
+    return select(y, -y, neg);
+}
+
+inline float  ew_softcap(float  x, float c) { return ew_softcap<float,  int,  uint >(x, c); }
+inline float4 ew_softcap(float4 x, float c) { return ew_softcap<float4, int4, uint4>(x, c); }
+
+template <typename T>
+kernel void kernel_softcap(
+        constant ew_scalar_args & args [[buffer(0)]],
+        device T * x [[buffer(1)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        x[i] = ew_softcap(x[i], args.s);
+    }
+}
+
+typedef decltype(kernel_softcap<float>) softcap_t;
+
+template [[host_name("kernel_softcap_f32")]]   kernel softcap_t kernel_softcap<float>;
+template [[host_name("kernel_softcap_f32_4")]] kernel softcap_t kernel_softcap<float4>;
 
 template <typename T>
 kernel void kernel_copy(

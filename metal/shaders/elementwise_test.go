@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"nibble/engine/cpu"
 	"nibble/engine/fastmath"
 	"nibble/metal/device"
 	"nibble/metal/emulator"
@@ -207,6 +208,139 @@ func TestArgmax(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// ewRunScalar runs an elementwise kernel whose arguments are ew_scalar_args
+// (the count, then s) over n floats of x in place.
+func ewRunScalar(t *testing.T, d *emulator.Device, o emulator.Order, name string, vec bool, n int, s float32, x device.Buffer) {
+	t.Helper()
+	_, l := emu(t)
+	count := n
+	if vec {
+		name += "_4"
+		count = n / 4
+	}
+	run(t, d, o, device.Dispatch{
+		Pipeline: pipeline(t, l, name), Groups: [3]int{(count + 255) / 256, 1, 1}, Threads: [3]int{256, 1, 1},
+		Inline:  []device.Inline{{Index: 0, Data: encoder.Args(count, s)}},
+		Buffers: []device.Binding{{Index: 1, Buffer: x}},
+	})
+}
+
+// ulpsOff is |got - want| in ulps of want (0 when both are NaN or equal).
+func ulpsOff(got, want float32) float64 {
+	if math.IsNaN(float64(want)) && math.IsNaN(float64(got)) || got == want {
+		return 0
+	}
+	a := float32(math.Abs(float64(want)))
+	return math.Abs(float64(got-want)) / float64(math.Nextafter32(a, float32(math.Inf(1)))-a)
+}
+
+// kernel_gelu_glu against the CPU backend's fastmath.GeluTanh(g)·u.
+// Tolerance: 2 ulp of the result, as for swiglu (the same polynomial; the
+// emulator gives the CPU's bits).
+func TestGeluGLU(t *testing.T) {
+	d, _ := emu(t)
+	r := rand.New(rand.NewPCG(37, 38))
+	for _, n := range []int{1, 7, 64, 9216 + 3, 16384} {
+		g, u := ewRandom(r, n, 3), ewRandom(r, n, 1)
+		// The cube's and the polynomial's edges: tiny, large of both signs
+		// (2^ clamped above, 0 below), infinities, NaN.
+		for i, v := range []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 5, -5, 12, -12, 40, -40, 1e4, -1e4, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
+			if i < n {
+				g[i] = v
+			}
+		}
+		for _, vec := range []bool{false, true} {
+			if vec && n%4 != 0 {
+				continue
+			}
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("n%d_vec%v_%v", n, vec, o), func(t *testing.T) {
+					dst := buffer(t, d, make([]byte, 4*n))
+					ewRun(t, d, o, "kernel_gelu_glu_f32", vec, n, 1, dst, buffer(t, d, f32Bytes(g)), buffer(t, d, f32Bytes(u)))
+					worst := 0.0
+					for i, v := range f32s(dst.Bytes()) {
+						want := fastmath.GeluTanh(g[i]) * u[i]
+						e := ulpsOff(v, want)
+						worst = max(worst, e)
+						if !(e <= 2) {
+							t.Fatalf("element %d: gelu(%v)·%v = %v, want %v", i, g[i], u[i], v, want)
+						}
+					}
+					t.Logf("largest error %.1f ulp", worst)
+				})
+			}
+		}
+	}
+}
+
+// kernel_scale against x·s. Tolerance: none (one product).
+func TestScale(t *testing.T) {
+	d, _ := emu(t)
+	r := rand.New(rand.NewPCG(39, 40))
+	for _, n := range []int{1, 5, 2304, 3840 + 2} {
+		for _, s := range []float32{float32(math.Sqrt(2304)), 0.5, -3} {
+			x := ewRandom(r, n, 0.05)
+			for _, vec := range []bool{false, true} {
+				if vec && n%4 != 0 {
+					continue
+				}
+				for _, o := range orders {
+					t.Run(fmt.Sprintf("n%d_s%g_vec%v_%v", n, s, vec, o), func(t *testing.T) {
+						xb := buffer(t, d, f32Bytes(x))
+						ewRunScalar(t, d, o, "kernel_scale_f32", vec, n, s, xb)
+						for i, v := range f32s(xb.Bytes()) {
+							if want := x[i] * s; v != want {
+								t.Fatalf("element %d: %v·%v = %v, want %v", i, x[i], s, v, want)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// kernel_softcap against the CPU backend's cpu.Softcap (float64 tanh).
+// Tolerance: |Δ| ≤ 4e-7·c + 2 ulp of the result: the kernel's tanh is
+// (1 - e)/(1 + e) with e = 2^(-2|x|/c·log2(e)) from the CPU's float
+// polynomial, whose rounding near 1 costs about 1e-7 absolute in tanh.
+func TestSoftcap(t *testing.T) {
+	d, _ := emu(t)
+	r := rand.New(rand.NewPCG(41, 42))
+	for _, c := range []float32{30, 50, 0.75} {
+		for _, n := range []int{1, 6, 4096, 32000 + 3} {
+			// Logits of all sizes: below, near and far above the cap.
+			x := ewRandom(r, n, float64(c))
+			for i, v := range []float32{0, float32(math.Copysign(0, -1)), 1e-6, -1e-6, c, -c, 5 * c, -5 * c, 1e30, -1e30, float32(math.Inf(1)), float32(math.Inf(-1))} {
+				if i < n {
+					x[i] = v
+				}
+			}
+			for _, vec := range []bool{false, true} {
+				if vec && n%4 != 0 {
+					continue
+				}
+				for _, o := range orders {
+					t.Run(fmt.Sprintf("c%g_n%d_vec%v_%v", c, n, vec, o), func(t *testing.T) {
+						xb := buffer(t, d, f32Bytes(x))
+						ewRunScalar(t, d, o, "kernel_softcap_f32", vec, n, c, xb)
+						worst := 0.0
+						for i, v := range f32s(xb.Bytes()) {
+							want := cpu.Softcap(x[i], c)
+							a := math.Abs(float64(v - want))
+							worst = max(worst, a/float64(c))
+							if !(a <= 4e-7*float64(c)) && !(ulpsOff(v, want) <= 2) {
+								t.Fatalf("element %d: softcap(%v, %v) = %v, want %v", i, x[i], c, v, want)
+							}
+						}
+						t.Logf("largest |Δ|/c %.2g", worst)
+					})
+				}
+			}
 		}
 	}
 }

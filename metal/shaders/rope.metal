@@ -13,6 +13,11 @@
 // Grid: (rows, ceil(heads/hpg)); threads: one per pair (a multiple of 32,
 // at least pairs). A thread computes its pair's sin and cos once and
 // rotates that pair in hpg heads.
+//
+// LongRoPE's per-pair factors are folded into freq on the host (they divide
+// it, as Llama 3.1's rope_freqs do); its attention factor, mscale, multiplies
+// cos and sin after they are rounded to float, as the CPU backend does
+// (1 when the model has none).
 #include <metal_stdlib>
 using namespace metal;
 
@@ -22,6 +27,7 @@ struct rope_args {
     uint head_dim; // floats between heads
     uint pairs;    // rotated pairs per head: dims/2
     uint hpg;      // heads per threadgroup
+    float mscale;  // multiplies cos and sin (LongRoPE's attention factor; 1: none)
 };
 
 // rope_angle returns p·(hi + lo) mod 2π, in [-π, π] up to rounding.
@@ -54,8 +60,8 @@ kernel void kernel_rope(
     const uint  row = tg.x;
     const float r   = rope_angle(float(pos[row]), freq[j]);
     // precise::: Metal's fast sin and cos are off by up to 2^-13 in [-π, π].
-    const float c   = precise::cos(r);
-    const float s   = precise::sin(r);
+    const float c   = precise::cos(r)*args.mscale;
+    const float s   = precise::sin(r)*args.mscale;
     const uint  a   = NEOX ? j : 2*j;
     const uint  b   = NEOX ? j + args.pairs : 2*j + 1;
     const uint  h0  = tg.y*args.hpg;

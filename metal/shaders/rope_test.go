@@ -36,7 +36,7 @@ func ropeFreqs(r *backend.RoPE) []float32 {
 }
 
 // kernel_rope_{norm,neox}_f32 against the CPU backend's RoPE (angles in
-// float64). Tolerance: |Δ| ≤ 1e-6·max|x| of the row at every position (the
+// float64), with LongRoPE's attention factor (mscale) in some cases. Tolerance: |Δ| ≤ 1e-6·max|x| of the row at every position (the
 // kernel's angle is within ~3e-7 rad of the CPU's, then one rounding each
 // for sin, cos and the products).
 func TestRoPE(t *testing.T) {
@@ -49,17 +49,25 @@ func TestRoPE(t *testing.T) {
 		base, scale          float32
 		factors              bool
 		pos                  []int32
+		mscale               float32 // 0: none
 	}{
-		{32, 128, 128, 500000, 1, true, []int32{0, 1, 2, 4095, 131071, 77, 1 << 20}},
-		{8, 64, 64, 10000, 1, false, []int32{5}},
-		{14, 64, 64, 1e6, 1, false, []int32{4096, 4097, 4098}},
-		{4, 256, 256, 10000, 1, true, []int32{33, 0, 100000}},
-		{3, 128, 64, 1e6, 0.25, false, []int32{7, 65535}},
-		{5, 80, 80, 10000, 1, false, []int32{1, 2, 3, 4000}},
-		{1, 128, 32, 10000, 0.5, true, []int32{12345}},
+		{32, 128, 128, 500000, 1, true, []int32{0, 1, 2, 4095, 131071, 77, 1 << 20}, 0},
+		{8, 64, 64, 10000, 1, false, []int32{5}, 0},
+		{14, 64, 64, 1e6, 1, false, []int32{4096, 4097, 4098}, 0},
+		{4, 256, 256, 10000, 1, true, []int32{33, 0, 100000}, 0},
+		{3, 128, 64, 1e6, 0.25, false, []int32{7, 65535}, 0},
+		{5, 80, 80, 10000, 1, false, []int32{1, 2, 3, 4000}, 0},
+		{1, 128, 32, 10000, 0.5, true, []int32{12345}, 0},
+		// Phi-3's shapes: LongRoPE's factors and attention factor.
+		{32, 96, 96, 10000, 1, true, []int32{0, 3, 4095, 70000}, 1.1902380714238083},
+		{4, 64, 64, 10000, 1, false, []int32{9, 10}, 0.8},
 	} {
 		for _, neox := range []bool{false, true} {
-			rp := &backend.RoPE{Neox: neox, Dims: c.dims, Base: c.base, PosScale: c.scale}
+			rp := &backend.RoPE{Neox: neox, Dims: c.dims, Base: c.base, PosScale: c.scale, AttnFactor: c.mscale}
+			mscale := c.mscale
+			if mscale == 0 {
+				mscale = 1
+			}
 			if c.factors {
 				rp.FreqFactors = make([]float32, c.dims/2)
 				for i := range rp.FreqFactors {
@@ -81,11 +89,11 @@ func TestRoPE(t *testing.T) {
 			}
 			hpg := []int{1, 3, 8, 32}[i%4]
 			for _, o := range orders {
-				t.Run(fmt.Sprintf("heads%d_d%d_dims%d_neox%v_hpg%d_%v", c.heads, c.headDim, c.dims, neox, hpg, o), func(t *testing.T) {
+				t.Run(fmt.Sprintf("heads%d_d%d_dims%d_neox%v_hpg%d_m%g_%v", c.heads, c.headDim, c.dims, neox, hpg, mscale, o), func(t *testing.T) {
 					xb := buffer(t, d, f32Bytes(x))
 					run(t, d, o, device.Dispatch{
 						Pipeline: p, Groups: [3]int{rows, (c.heads + hpg - 1) / hpg, 1}, Threads: [3]int{(c.dims/2 + 31) / 32 * 32, 1, 1},
-						Inline:  []device.Inline{{Index: 0, Data: encoder.Args(c.heads, c.headDim, c.dims/2, hpg)}},
+						Inline:  []device.Inline{{Index: 0, Data: encoder.Args(c.heads, c.headDim, c.dims/2, hpg, mscale)}},
 						Buffers: []device.Binding{{Index: 1, Buffer: xb}, {Index: 2, Buffer: buffer(t, d, pos)}, {Index: 3, Buffer: buffer(t, d, f32Bytes(ropeFreqs(rp)))}},
 					})
 					got := f32s(xb.Bytes())
