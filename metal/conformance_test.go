@@ -121,9 +121,10 @@ func TestMapWeightsAndFootprint(t *testing.T) {
 	}
 }
 
-// Attention with score soft-capping (Gemma 2) is refused at Sync, naming
-// it: the kernels compute plain scores.
-func TestAttentionSoftcapRefused(t *testing.T) {
+// Attention with score soft-capping (Gemma 2) runs (the kernels' cap is
+// held to the CPU's in metal/shaders and by TestFamiliesMatchCPU); a cap
+// that is negative, infinite or NaN is refused at Sync, naming it.
+func TestAttentionSoftcapChecked(t *testing.T) {
 	b := newBackend(t)
 	cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 1, HeadDim: 64, Ctx: 8}
 	c, err := b.NewKVCache(cfg, 2, 4)
@@ -137,14 +138,20 @@ func TestAttentionSoftcapRefused(t *testing.T) {
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	a := &backend.Attention{Heads: 2, KVHeads: 1, HeadDim: 64, Scale: 0.125, Softcap: 50}
-	for name, op := range map[string]func(){
-		"decode":  func() { b.AttendDecode(out, q, c, 0, 1, a) },
-		"prefill": func() { b.AttendPrefill(out, q, k, v, c, 0, 1, 1, a) },
-	} {
-		op()
-		if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "soft-capping") {
-			t.Errorf("%s: Sync error %v, want one naming soft-capping", name, err)
+	for _, capping := range []float32{50, -1, float32(math.Inf(1)), float32(math.NaN())} {
+		a := &backend.Attention{Heads: 2, KVHeads: 1, HeadDim: 64, Scale: 0.125, Softcap: capping}
+		for name, op := range map[string]func(){
+			"decode":  func() { b.AttendDecode(out, q, c, 0, 1, a) },
+			"prefill": func() { b.AttendPrefill(out, q, k, v, c, 0, 1, 1, a) },
+		} {
+			op()
+			err := b.Sync()
+			switch {
+			case capping == 50 && err != nil:
+				t.Errorf("%s with soft-cap 50: %v", name, err)
+			case capping != 50 && (err == nil || !strings.Contains(err.Error(), "soft-cap")):
+				t.Errorf("%s with soft-cap %v: Sync error %v, want one naming the soft-cap", name, capping, err)
+			}
 		}
 	}
 }

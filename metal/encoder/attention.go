@@ -39,6 +39,7 @@ const (
 	fcAttnSmooth
 	fcAttnRotate
 	fcAttnScores
+	fcAttnSoftcap
 )
 
 // attnMaxSplitsFor is the split count the workspace of a cache of ctx
@@ -188,6 +189,8 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 		e.Failf("%s: group size %d", op, cfg.GroupSize)
 	case !(a.Scale > 0) || math.IsInf(float64(a.Scale), 0):
 		e.Failf("%s: scale %g must be positive and finite", op, a.Scale)
+	case !(a.Softcap >= 0) || math.IsInf(float64(a.Softcap), 0):
+		e.Failf("%s: soft-cap %g must be finite and ≥ 0", op, a.Softcap)
 	case a.Window < 0:
 		e.Failf("%s: negative window %d", op, a.Window)
 	case c.K.Len < c.PlaneBytes() || c.V.Len < c.PlaneBytes():
@@ -206,8 +209,9 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 // that smooths (an f16 cache ignores them, as the CPU's does).
 func attnSmooths(c *KVLayer) bool { return c.Smoothed && c.Lambda.Len > 0 && c.Cfg.Smooths() }
 
-// attnConsts are the function constants of every attention kernel.
-func attnConsts(c *KVLayer, hg int, scores bool) []device.Constant {
+// attnConsts are the function constants of every attention kernel; a's
+// soft-cap becomes c·log2(e) (0: none), the domain of the kernels' scores.
+func attnConsts(c *KVLayer, a *backend.Attention, hg int, scores bool) []device.Constant {
 	gs := c.Cfg.GroupSize
 	if c.Cfg.Type == kv.F16 || gs == 0 {
 		gs = 32 // unused: f16 has no groups
@@ -219,6 +223,7 @@ func attnConsts(c *KVLayer, hg int, scores bool) []device.Constant {
 		{Index: fcAttnSmooth, Value: attnSmooths(c)},
 		{Index: fcAttnRotate, Value: c.Cfg.Rotate},
 		{Index: fcAttnScores, Value: scores},
+		{Index: fcAttnSoftcap, Value: float32(float64(a.Softcap) * log2e)},
 	}
 }
 
@@ -335,7 +340,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	if export {
 		sc = scores
 	}
-	consts, inline := attnConsts(c, hg, export), []device.Inline{{Index: 0, Data: args.bytes()}}
+	consts, inline := attnConsts(c, a, hg, export), []device.Inline{{Index: 0, Data: args.bytes()}}
 	bind := append([]device.Binding{q.bind(1)}, e.attnPlanes(c)...)
 	bind = append(bind, partO.bind(8), partML.bind(9), sc.bind(10))
 	e.dispatch(device.Dispatch{
@@ -345,7 +350,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 		Threadgroup: []int{attnSharedBytes(hg, d)},
 	})
 	e.dispatch(device.Dispatch{
-		Pipeline: e.pipeline("kernel_attn_merge_f32", attnConsts(c, hg, false)...),
+		Pipeline: e.pipeline("kernel_attn_merge_f32", attnConsts(c, a, hg, false)...),
 		Groups:   [3]int{a.Heads, 1, 1}, Threads: [3]int{min(d, attnThreads), 1, 1},
 		Buffers: []device.Binding{partO.bind(1), partML.bind(2), out.bind(3)},
 		Inline:  inline,
@@ -390,7 +395,7 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: rotationNorm(d)}
 	args.setRing(c, c.TailStart(0, past))
 	sk, sv := ws.Sub(part, stagedBytes), ws.Sub(part+stagedBytes, stagedBytes)
-	consts, inline := attnConsts(c, hg, false), []device.Inline{{Index: 0, Data: args.bytes()}}
+	consts, inline := attnConsts(c, a, hg, false), []device.Inline{{Index: 0, Data: args.bytes()}}
 	planes := e.attnPlanes(c)
 	// Stage: λ and signs at buffer(3, 4).
 	e.dispatch(device.Dispatch{

@@ -45,6 +45,12 @@ constant uint attn_hg     [[function_constant(102)]]; // query heads per threadg
 constant bool attn_smooth [[function_constant(103)]]; // queries meet K as q∘λ
 constant bool attn_rotate [[function_constant(104)]]; // queries are rotated like K
 constant bool attn_scores [[function_constant(105)]]; // decode: export the raw scores
+// Logit soft-capping (Gemma 2): c·log2(e) for a cap c, 0 for none. Each
+// score s·log2(e) becomes c'·tanh(s·log2(e)/c') = log2(e)·c·tanh(s/c)
+// before the mask and the softmax; the exported scores stay uncapped (as
+// the CPU's). With 0 the test below is false at compile time: the kernels
+// are those without the cap.
+constant float attn_softcap [[function_constant(106)]];
 
 #define ATTN_NSG  8   // simdgroups per threadgroup
 #define ATTN_TPL  2   // tokens per lane in a block: a simdgroup's block is ATTN_BT tokens
@@ -438,6 +444,15 @@ struct attn_ring {
 
 // ---- the block loop ----
 
+// attn_cap is attn_softcap·tanh(x/attn_softcap) through exp2: tanh|y| =
+// (1 - e)/(1 + e), e = 2^(-2·log2(e)·|y|), the sign restored (its
+// absolute error is a few 1e-8·attn_softcap; the CPU's is float64's).
+inline float attn_cap(float x) {
+    const float e = exp2(fabs(x)*(-2.0f*ATTN_LOG2E/attn_softcap));
+    const float y = attn_softcap*((1.0f - e)/(1.0f + e));
+    return x < 0.0f ? -y : y;
+}
+
 // One simdgroup's online-softmax state for attn_hg heads: the lane's
 // ATTN_EV elements of each head's o (and ob, V's bias term) over the tokens
 // it accumulated, m and l (log2 domain).
@@ -463,7 +478,8 @@ inline void attn_state_init(thread attn_state & st) {
 // [t0, t1) of slots base+t: blocks start at t0 + ATTN_BT·sg and step by
 // ATTN_BT·ATTN_NSG; lane i scores tokens i, i+32, ... of a block. p is the
 // simdgroup's attn_hg×ATTN_BT probabilities. scores (when not null) gets
-// each head's raw score q·k·scale at [j·score_stride + t].
+// each head's raw score q·k·scale at [j·score_stride + t], before the cap
+// (attn_softcap).
 template <typename KV>
 inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint base, uint t0, uint t1,
                         threadgroup const float * qs, threadgroup const float * qsum, threadgroup float * p,
@@ -483,8 +499,13 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
             for (uint j = 0; j < attn_hg; ++j) {
                 if (t >= nb) {
                     sc[u*ATTN_MAXH + j] = ATTN_NEG;
-                } else if (scores) {
+                    continue;
+                }
+                if (scores) {
                     scores[j*score_stride + b + t] = sc[u*ATTN_MAXH + j]*(1.0f/ATTN_LOG2E);
+                }
+                if (attn_softcap > 0.0f) {
+                    sc[u*ATTN_MAXH + j] = attn_cap(sc[u*ATTN_MAXH + j]);
                 }
             }
         }

@@ -38,6 +38,9 @@ type attnCase struct {
 	// prefill), then rewound, rows rewind.. stored again; the ring then
 	// holds a shorter run than its window.
 	rewind int
+	// softcap > 0: scores are soft-capped (Gemma 2); queries are then
+	// scaled by qmul so that scores reach past the cap.
+	softcap, qmul float32
 }
 
 func (c attnCase) String() string {
@@ -63,17 +66,32 @@ func (c attnCase) String() string {
 	if c.rewind > 0 {
 		s += fmt.Sprintf("_rewind%d", c.rewind)
 	}
+	if c.softcap > 0 {
+		s += fmt.Sprintf("_cap%g_q%g", c.softcap, c.qmul)
+	}
 	return s
 }
 
 func (c attnCase) params() attention.Params {
 	return attention.Params{Heads: c.kvHeads * c.g, KVHeads: c.kvHeads, HeadDim: c.d,
-		Scale: float32(1 / math.Sqrt(float64(c.d))), Window: c.window}
+		Scale: float32(1 / math.Sqrt(float64(c.d))), Window: c.window, Softcap: c.softcap}
+}
+
+// query is rows query rows for c (attnRows, times c.qmul when set).
+func (c attnCase) query(r *rand.Rand, rows int) []float32 {
+	p := c.params()
+	q := attnRows(r, rows, p.Heads, p.HeadDim, false)
+	if c.qmul != 0 {
+		for i := range q {
+			q[i] *= c.qmul
+		}
+	}
+	return q
 }
 
 // backendAttention is p as the encoder takes it.
 func backendAttention(p attention.Params) *backend.Attention {
-	return &backend.Attention{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Scale: p.Scale, Window: p.Window}
+	return &backend.Attention{Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Scale: p.Scale, Window: p.Window, Softcap: p.Softcap}
 }
 
 // attnRows are K, V or Q rows: normal values, K with two outlier channels
@@ -298,11 +316,14 @@ func TestAttnDecodeScores(t *testing.T) {
 		{typ: kv.F16, d: 256, kvHeads: 2, g: 1, n: 33, scoresStride: 64},
 		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 2, g: 2, n: 150, smooth: true, rot: true, scoresStride: 150, residual: 64},
 		{typ: kv.Q4, gs: 32, d: 96, kvHeads: 1, g: 4, n: 120, rot: true, scoresStride: 128, residual: 32},
+		// Soft-capped: the export stays before the cap (as the CPU's),
+		// with scores far past it.
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 2, n: 150, smooth: true, rot: true, scoresStride: 150, residual: 64, softcap: 50, qmul: 10},
 	} {
 		f := newAttnFixture(t, d, r, c, c.n, c.n)
 		p := c.params()
 		width := p.Heads * p.HeadDim
-		q := attnRows(r, 1, p.Heads, p.HeadDim, false)
+		q := c.query(r, 1)
 		lo := 0
 		if c.window > 0 {
 			lo = max(0, c.n-c.window)
@@ -427,4 +448,112 @@ func TestAttnPrefill(t *testing.T) {
 		}
 	}
 	t.Logf("%d cases in both orders: %v", len(cases), time.Since(start).Round(time.Millisecond))
+}
+
+// Logit soft-capping (attn_softcap) in kernel_attn_decode_* and
+// kernel_attn_prefill_* against engine/attention with the same Softcap,
+// cap 50 and queries scaled so that scores reach several times the cap:
+// decode and prefill for q4, q8 and f16, through the codes, the residual
+// window's f16 ring and the staged new rows, Gemma 2's head dim 256 and a
+// sliding window. Each case also checks that the uncapped result is far
+// outside the tolerance (a kernel without the cap fails it). Tolerance:
+// attnDecodeTol relative to the largest output (the worst seen is
+// 3.3e-6).
+func TestAttnSoftcap(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(57, 58))
+	cap := func(c attnCase) attnCase { c.softcap, c.qmul = 50, 10; return c }
+	decode := []attnCase{
+		cap(attnCase{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 700, smooth: true, rot: true}),
+		cap(attnCase{typ: kv.Q4, gs: 32, d: 256, kvHeads: 2, g: 2, n: 300, window: 100, rot: true, residual: 64}),
+		cap(attnCase{typ: kv.Q8, gs: 32, d: 128, kvHeads: 1, g: 4, n: 200, smooth: true, residual: 64}),
+		cap(attnCase{typ: kv.F16, d: 256, kvHeads: 2, g: 2, n: 333}),
+	}
+	prefill := []attnCase{
+		cap(attnCase{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 2, n: 100, rows: 12, smooth: true, rot: true, residual: 64}),
+		cap(attnCase{typ: kv.Q8, gs: 64, d: 256, kvHeads: 1, g: 2, n: 70, rows: 9, window: 40}),
+		cap(attnCase{typ: kv.F16, d: 256, kvHeads: 2, g: 2, n: 20, rows: 17}),
+	}
+	// uncapped must differ from capped by far more than the tolerance.
+	farApart := func(t *testing.T, capped, uncapped []float32) {
+		t.Helper()
+		var scale, diff float64
+		for i, v := range capped {
+			scale = math.Max(scale, math.Abs(float64(v)))
+			diff = math.Max(diff, math.Abs(float64(v-uncapped[i])))
+		}
+		if !(diff > 20*attnDecodeTol*scale) {
+			t.Fatalf("the cap changes the output by %.2g of max|out| only: the test would not see it missing", diff/scale)
+		}
+		t.Logf("uncapped differs by %.2g of max|out|", diff/scale)
+	}
+	for _, c := range decode {
+		ctx := c.n + 3
+		f := newAttnFixture(t, d, r, c, ctx, c.n)
+		p := c.params()
+		width := p.Heads * p.HeadDim
+		q := c.query(r, 1)
+		ref := func(p attention.Params) []float32 {
+			out := make([]float32, width)
+			pool := parallel.NewPool(2)
+			defer pool.Close()
+			ws := attention.NewWorkspace(p, ctx, 1, 2, nil)
+			if err := attention.Decode(pool, ws, out, q, f.cache, 0, c.n, p); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		want := ref(p)
+		plain := p
+		plain.Softcap = 0
+		t.Run(fmt.Sprintf("decode_%v", c), func(t *testing.T) { farApart(t, want, ref(plain)) })
+		a := backendAttention(p)
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("decode_%v_%v", c, o), func(t *testing.T) {
+				enc := encoder.New(d, l)
+				defer enc.Close()
+				out := region(t, d, make([]byte, 4*width))
+				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
+				enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
+				runEncoded(t, d, o, enc)
+				attnCompare(t, "out", f32s(out.Buf.Bytes()), want, p.HeadDim, attnDecodeTol)
+			})
+		}
+	}
+	for _, c := range prefill {
+		ctx := c.n + c.rows + 1
+		f := newAttnFixture(t, d, r, c, ctx, c.n)
+		p := c.params()
+		qw := p.Heads * p.HeadDim
+		q := c.query(r, c.rows)
+		k := attnRows(r, c.rows, p.KVHeads, p.HeadDim, true)
+		v := attnRows(r, c.rows, p.KVHeads, p.HeadDim, false)
+		ref := func(p attention.Params) []float32 {
+			out := make([]float32, c.rows*qw)
+			pool := parallel.NewPool(2)
+			defer pool.Close()
+			ws := attention.NewWorkspace(p, ctx, c.rows, 2, nil)
+			if err := attention.Prefill(pool, ws, out, q, k, v, c.rows, f.cache, 0, c.n, p); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		want := ref(p)
+		plain := p
+		plain.Softcap = 0
+		t.Run(fmt.Sprintf("prefill_%v", c), func(t *testing.T) { farApart(t, want, ref(plain)) })
+		a := backendAttention(p)
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("prefill_%v_%v", c, o), func(t *testing.T) {
+				enc := encoder.New(d, l)
+				defer enc.Close()
+				out := region(t, d, make([]byte, 4*c.rows*qw))
+				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, c.rows)))
+				enc.AttendPrefill(out, region(t, d, f32Bytes(q)), region(t, d, f32Bytes(k)), region(t, d, f32Bytes(v)),
+					&f.layer, c.n, c.rows, a, wsr)
+				runEncoded(t, d, o, enc)
+				attnCompare(t, "out", f32s(out.Buf.Bytes()), want, qw, attnDecodeTol)
+			})
+		}
+	}
 }
