@@ -174,10 +174,6 @@ func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos
 
 // checkAttention reports a call whose geometry is not the cache's.
 func (b *Backend) checkAttention(op string, kc *kvCache, a *backend.Attention) bool {
-	if a.Softcap != 0 {
-		b.enc.Failf("%s: attention logit soft-capping is not implemented on metal yet", op)
-		return false
-	}
 	if a.Heads != kc.heads || a.KVHeads != kc.cfg.KVHeads || a.HeadDim != kc.cfg.HeadDim || a.Window < 0 {
 		b.enc.Failf("%s: attention of %d heads, %d kv heads, head dim %d, window %d on a cache made for %d, %d, %d",
 			op, a.Heads, a.KVHeads, a.HeadDim, a.Window, kc.heads, kc.cfg.KVHeads, kc.cfg.HeadDim)
