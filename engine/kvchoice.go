@@ -9,6 +9,7 @@ import (
 	"nibble/engine/backend"
 	"nibble/engine/kv"
 	"nibble/engine/model"
+	"nibble/engine/sample"
 )
 
 // kvProbeText is the built-in text ChooseKV runs: plain English prose of
@@ -157,9 +158,13 @@ type KVProbe struct {
 
 	run, pos int
 	st       *model.State
-	rows     [][]float32 // the current run's logits, one row per prompt position
-	base     [][]float32 // the f16 run's
-	done     bool
+	base     [][]float32 // the f16 run's logits, one row per prompt position
+	// The current candidate run against base, row by row (its rows are not
+	// kept: for a large vocabulary they are most of the probe's memory).
+	hits   int
+	maxAbs float64
+	last   []float32
+	done   bool
 }
 
 // NewKVProbe checks m, b and o and prepares the probe; nothing runs until
@@ -257,10 +262,10 @@ func (p *KVProbe) step() error {
 		if err != nil {
 			return err
 		}
-		p.st, p.rows = st, nil
+		p.st, p.hits, p.maxAbs = st, 0, 0
 	}
 	end := min(len(p.prompt), p.pos+p.o.Batch)
-	if err := p.st.ForwardAll(p.prompt[p.pos:end], p.pos, func(_ int, l []float32) { p.rows = append(p.rows, slices.Clone(l)) }); err != nil {
+	if err := p.st.ForwardAll(p.prompt[p.pos:end], p.pos, p.row); err != nil {
 		return err
 	}
 	p.pos = end
@@ -268,24 +273,42 @@ func (p *KVProbe) step() error {
 		return nil
 	}
 	p.Close()
-	if p.run == 0 {
-		p.base = p.rows
-	} else {
+	if p.run > 0 {
 		cand := p.cands[p.run-1]
-		cand.Quality = *compareRuns(p.base, nil, p.rows, nil)
+		// As compareRuns measures it.
+		cand.Quality = KVQuality{Top1Agreement: float64(p.hits) / float64(len(p.prompt)), MaxAbsDLogit: p.maxAbs,
+			Cosine: cosine64(p.last, p.base[len(p.base)-1])}
 		cand.Passed = cand.Quality.Top1Agreement >= p.o.MinTop1 && cand.Quality.Cosine >= p.o.MinCosine
 		if p.c.ScaleRatio > p.o.MaxScaleRatio && cand.Type == kv.Q4 && !cand.Rotate {
 			cand.Skipped = fmt.Sprintf("attention scale %.2f× the usual 1/sqrt(%d)", p.c.ScaleRatio, p.m.HP.HeadDim)
 		}
 		p.c.Candidates = append(p.c.Candidates, cand)
 	}
-	p.rows = nil
 	p.run, p.pos = p.run+1, 0
 	if p.run == len(p.runs) {
 		p.choose()
-		p.base, p.done = nil, true
+		p.base, p.last, p.done = nil, nil, true
 	}
 	return nil
+}
+
+// row takes the logits of prompt position p.pos+i: kept for the f16 run,
+// compared with f16's for a candidate.
+func (p *KVProbe) row(i int, l []float32) {
+	if p.run == 0 {
+		p.base = append(p.base, slices.Clone(l))
+		return
+	}
+	b := p.base[p.pos+i]
+	if sample.Greedy(l) == sample.Greedy(b) {
+		p.hits++
+	}
+	for j, v := range l {
+		p.maxAbs = max(p.maxAbs, math.Abs(float64(v-b[j])))
+	}
+	if p.pos+i == len(p.prompt)-1 {
+		p.last = append(p.last[:0], l...)
+	}
 }
 
 // choose picks the first eligible candidate that passed, else q8, and says why.
