@@ -23,6 +23,10 @@ func (footprint) WorkspaceBytes(cfg kv.Config, heads, maxBatch, threads int) int
 // already counts.
 func (footprint) ReadsKVResidual() bool { return true }
 
+// The footprint (like the backend) is no kv.RingReader: the Metal kernels
+// do not read sliding-window rings yet, so NewKVCache allocates a local
+// layer's planes for the whole context and the estimator counts them so.
+
 // OverheadBytes is the CPU backend's for now: the Go runtime, the tokenizer
 // and the host-side pools are the same process. What Metal adds (the
 // driver, pipeline state objects, command buffers, staging uploads) is to be

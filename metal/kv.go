@@ -72,6 +72,10 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		// none of that yet.
 		return nil, fmt.Errorf("metal: KV eviction (%s) is not available on Metal yet; use --backend cpu", cfg.Evict.Policy)
 	}
+	// The Metal kernels do not read sliding-window rings yet: every layer
+	// keeps the whole context (the backend is no kv.RingReader, so states
+	// and the estimator ask for none; this covers a direct caller).
+	cfg.LayerWindow = nil
 	c := &kvCache{b: b, cfg: cfg, heads: heads, maxBatch: maxBatch, layers: make([]encoder.KVLayer, cfg.Layers)}
 	alloc := func(n int) (encoder.Region, error) {
 		buf, err := b.newBuffer(n)

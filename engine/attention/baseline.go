@@ -112,7 +112,7 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 // group's metadata once.
 func dequantRow(dst []float32, lv *kv.LayerView, pl *kv.Plane, head, pos int) {
 	d, gs := lv.HeadDim, lv.GroupSize
-	slot := head*lv.Ctx + pos
+	slot := head*lv.Ctx + lv.Slot(pos)
 	switch lv.Type {
 	case kv.F16:
 		for i, h := range pl.F16[slot*d : (slot+1)*d] {

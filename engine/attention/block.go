@@ -2,6 +2,7 @@ package attention
 
 import (
 	"math"
+	"unsafe"
 
 	"nibble/engine/fastmath"
 	"nibble/engine/half"
@@ -62,41 +63,94 @@ func widenTail(dst []float32, lv *kv.LayerView, p *kv.Plane, kvh, from int, perm
 // update, then V accumulated from the codes. K and V of each token are read
 // once for all G heads.
 func (st *slot) attendCodes(lv *kv.LayerView, kvh, lo, hi int) {
-	d, gs := lv.HeadDim, lv.GroupSize
-	base := kvh * lv.Ctx // slot of (kvh, position 0)
+	gs := lv.GroupSize
 	for t := lo; t < hi; t += blockTokens {
 		nb := min(blockTokens, hi-t)
-		s0, s1 := base+t, base+t+nb
+		k := st.codeBlock(lv, &lv.K, kvh, t, nb)
 		switch lv.Type {
 		case kv.Q4:
-			mp := 2 * d / gs // metadata halves per token
-			kern.meta(st.metaK, lv.K.Meta[s0*mp:s1*mp], nb, mp, st.ms)
-			kern.q4Scores(st, lv.K.Q4[s0*d/8:s1*d/8], nb, gs)
-			if st.exp != nil {
-				st.exportScores(t, nb)
-			}
-			st.softmax(nb)
-			kern.meta(st.metaV, lv.V.Meta[s0*mp:s1*mp], nb, mp, st.ms)
-			kern.q4AccV(st, lv.V.Q4[s0*d/8:s1*d/8], nb, gs)
+			kern.meta(st.metaK, k.meta, nb, len(k.meta)/nb, st.ms)
+			kern.q4Scores(st, k.q4, nb, gs)
 		case kv.Q8:
-			mp := 2 * d / gs
-			kern.meta(st.metaK, lv.K.Meta[s0*mp:s1*mp], nb, mp, st.ms)
-			kern.q8Scores(st, lv.K.Q8[s0*d:s1*d], nb, gs)
-			if st.exp != nil {
-				st.exportScores(t, nb)
-			}
-			st.softmax(nb)
-			kern.meta(st.metaV, lv.V.Meta[s0*mp:s1*mp], nb, mp, st.ms)
-			kern.q8AccV(st, lv.V.Q8[s0*d:s1*d], nb, gs)
+			kern.meta(st.metaK, k.meta, nb, len(k.meta)/nb, st.ms)
+			kern.q8Scores(st, k.q8, nb, gs)
 		default:
-			kern.f16Scores(st, lv.K.F16[s0*d:s1*d], nb)
-			if st.exp != nil {
-				st.exportScores(t, nb)
-			}
-			st.softmax(nb)
-			kern.f16AccV(st, lv.V.F16[s0*d:s1*d], nb)
+			kern.f16Scores(st, k.f16, nb)
+		}
+		if st.exp != nil {
+			st.exportScores(t, nb)
+		}
+		st.softmax(nb)
+		v := st.codeBlock(lv, &lv.V, kvh, t, nb)
+		switch lv.Type {
+		case kv.Q4:
+			kern.meta(st.metaV, v.meta, nb, len(v.meta)/nb, st.ms)
+			kern.q4AccV(st, v.q4, nb, gs)
+		case kv.Q8:
+			kern.meta(st.metaV, v.meta, nb, len(v.meta)/nb, st.ms)
+			kern.q8AccV(st, v.q8, nb, gs)
+		default:
+			kern.f16AccV(st, v.f16, nb)
 		}
 	}
+}
+
+// codes is one block's codes and metadata (halves) of one plane: the field
+// of the cache's type is set.
+type codes struct {
+	q4   []uint32
+	q8   []uint8
+	f16  []uint16
+	meta []uint16
+}
+
+// codeBlock is the codes of positions [t, t+nb) of kv head kvh in plane p.
+// Where a sliding-window ring wraps inside the block, its two runs of slots
+// are copied one after the other into st.gather, so the block is read, and
+// rounded, exactly as the unbounded cache's.
+func (st *slot) codeBlock(lv *kv.LayerView, p *kv.Plane, kvh, t, nb int) codes {
+	s0 := kvh*lv.Ctx + lv.Slot(t)
+	n1 := lv.SlotRun(t, t+nb) - t
+	if n1 == nb {
+		return planeCodes(lv, p, s0, nb)
+	}
+	a, b := planeCodes(lv, p, s0, n1), planeCodes(lv, p, kvh*lv.Ctx+lv.Slot(t+n1), nb-n1)
+	d := lv.HeadDim
+	halves := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(st.gather))), 2*len(st.gather))
+	var g codes
+	codeHalves := 0
+	switch lv.Type {
+	case kv.Q4:
+		g.q4 = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(st.gather))), nb*d/8)
+		copy(g.q4[copy(g.q4, a.q4):], b.q4)
+		codeHalves = nb * d / 4
+	case kv.Q8:
+		g.q8 = unsafe.Slice((*uint8)(unsafe.Pointer(unsafe.SliceData(st.gather))), nb*d)
+		copy(g.q8[copy(g.q8, a.q8):], b.q8)
+		codeHalves = nb * d / 2
+	default:
+		g.f16 = halves[:nb*d]
+		copy(g.f16[copy(g.f16, a.f16):], b.f16)
+		return g
+	}
+	g.meta = halves[codeHalves : codeHalves+len(a.meta)+len(b.meta)]
+	copy(g.meta[copy(g.meta, a.meta):], b.meta)
+	return g
+}
+
+// planeCodes is the codes of nb consecutive slots of plane p from slot s
+// (kv head·Ctx + the position's slot).
+func planeCodes(lv *kv.LayerView, p *kv.Plane, s, nb int) codes {
+	d := lv.HeadDim
+	switch lv.Type {
+	case kv.Q4:
+		mp := 2 * d / lv.GroupSize // metadata halves per token
+		return codes{q4: p.Q4[s*d/8 : (s+nb)*d/8], meta: p.Meta[s*mp : (s+nb)*mp]}
+	case kv.Q8:
+		mp := 2 * d / lv.GroupSize
+		return codes{q8: p.Q8[s*d : (s+nb)*d], meta: p.Meta[s*mp : (s+nb)*mp]}
+	}
+	return codes{f16: p.F16[s*d : (s+nb)*d]}
 }
 
 // exportScores copies the block's scores of positions [t, t+nb), still in

@@ -40,8 +40,11 @@ func DecodeScores(pool *parallel.Pool, ws *Workspace, out, q []float32, c *kv.Ca
 		return fmt.Errorf("attention decode: scores need %d floats for %d heads at stride %d, got %d", (p.Heads-1)*stride+n, p.Heads, stride, len(scores))
 	}
 	lo := p.visible(n - 1)
-	s := ws.splitCount(n-lo, pool.Threads())
 	lv := c.Layer(layer)
+	if err := checkRing(lv, p, lo, n); err != nil {
+		return fmt.Errorf("attention decode: %w", err)
+	}
+	s := ws.splitCount(n-lo, pool.Threads())
 	ws.job = job{p: p, lv: lv, out: out, q: q, n: n, lo: lo, splits: s, chunk: (n - lo + s - 1) / s,
 		tail: lv.TailStart(lo, n), permuted: lv.Type == kv.Q4 && kern.q4Permuted, scores: scores, stride: stride}
 	for i := range ws.slots {

@@ -83,3 +83,16 @@ func (p Params) visible(pos int) int {
 	}
 	return 0
 }
+
+// checkRing reports a read of cached positions [lo, hi) that a
+// sliding-window layer's ring cannot serve: attention that sees further
+// back than the ring keeps, or positions it no longer holds.
+func checkRing(lv *kv.LayerView, p Params, lo, hi int) error {
+	if lv.Ring == 0 {
+		return nil
+	}
+	if p.Window == 0 || p.Window > lv.Ring {
+		return fmt.Errorf("layer keeps a ring of %d positions; attention with window %d (0: none) needs more", lv.Ring, p.Window)
+	}
+	return lv.CheckRead(lo, hi)
+}

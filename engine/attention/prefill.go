@@ -40,6 +40,9 @@ func (ws *Workspace) prefill(pool *parallel.Pool, out, q, k, v []float32, rows i
 		return nil
 	}
 	lv := c.Layer(layer)
+	if err := checkRing(lv, p, p.visible(past), past); err != nil {
+		return fmt.Errorf("attention prefill: %w", err)
+	}
 	ws.job = job{p: p, lv: lv, out: out, q: q, k: k, v: v, rows: rows, past: past,
 		tail: lv.TailStart(0, past), permuted: lv.Type == kv.Q4 && kern.q4Permuted}
 	ws.job.column.rowML = rowML

@@ -72,6 +72,7 @@ type slot struct {
 	nbuf      []float32 // one unpacked head vector (portable kernels)
 	vbuf      []float32 // 32×D: a block of V as floats (SIMD kernels)
 	wbuf      []float32 // G×33×ms: per head p·{scale, bias} per token, then their sums (SIMD)
+	gather    []float32 // 32×D halves' room: a block of codes and metadata a ring's wrap splits, made contiguous
 	qFor      int       // decode: the kv head whose query q holds this step; -1: none
 	softcap   float32   // this call's Params.Softcap
 	exp       []float32 // decode score export from this group's first head on ([G][expStride]); nil: off
@@ -88,7 +89,7 @@ func pad16(n int) int { return (n + 15) &^ 15 }
 func slotFloats(p Params) int {
 	g, d, ms := p.group(), p.HeadDim, metaStride(p.HeadDim)
 	return pad16(g*d) + pad16(g*ms) + pad16(g*d) + pad16(2*g) + pad16(g*blockTokens) + 2*pad16(blockTokens*ms) + pad16(d) +
-		pad16(blockTokens*d) + pad16(g*(blockTokens+1)*ms)
+		pad16(blockTokens*d) + pad16(g*(blockTokens+1)*ms) + pad16(blockTokens*d/2)
 }
 
 func maxSplits(ctx, threads int) int {
@@ -178,7 +179,7 @@ func NewWorkspace(p Params, ctx, maxBatch, threads int, alloc func(nbytes int) [
 		ws.slots[i] = slot{g: g, d: d, ms: ms,
 			q: cut(g * d), qsI: cut(g * ms), ownO: cut(g * d), ownML: cut(2 * g), sc: cut(g * blockTokens),
 			metaK: cut(blockTokens * ms), metaV: cut(blockTokens * ms), nbuf: cut(d),
-			vbuf: cut(blockTokens * d), wbuf: cut(g * (blockTokens + 1) * ms)}
+			vbuf: cut(blockTokens * d), wbuf: cut(g * (blockTokens + 1) * ms), gather: cut(blockTokens * d / 2)}
 		ws.slots[i].o, ws.slots[i].ml = ws.slots[i].ownO, ws.slots[i].ownML
 	}
 	return ws

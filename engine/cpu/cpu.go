@@ -83,6 +83,10 @@ func attnParams(a *backend.Attention) attention.Params {
 // ReadsKVResidual: the CPU attention kernels read the f16 residual window.
 func (b *Backend) ReadsKVResidual() bool { return true }
 
+// ReadsKVRing (kv.RingReader): sliding-window layers keep only their
+// window, in a ring (kv.Config.LayerWindow).
+func (b *Backend) ReadsKVRing() bool { return true }
+
 // RotatesHeadDim (backend.KVRotator): the CPU rotates every head dim the
 // cache accepts (kv.Rotation).
 func (b *Backend) RotatesHeadDim(d int) bool { return d > 0 && d%8 == 0 && d <= kv.MaxRotationDim }
@@ -265,8 +269,10 @@ func (k *kvCache) physical(layer, n int, a *backend.Attention) (int, error) {
 }
 
 // Evicted (backend.EvictingCache): the cache dropped positions since the
-// sequence last started at position 0.
-func (k *kvCache) Evicted() bool { return k.c.Evicted() }
+// sequence last started at position 0, by eviction or because a
+// sliding-window ring overwrote them (kv.Cache.RingWrapped): no shorter
+// prefix can then be resumed.
+func (k *kvCache) Evicted() bool { return k.c.Evicted() || k.c.RingWrapped() }
 
 // Kept lists the logical positions the layer's kv head holds, in order
 // (backend.EvictingCache; nil when the cache does not evict).

@@ -148,10 +148,16 @@ type Estimate struct {
 // backend.AllocatedBytes() + weights.
 func (e *Estimate) Allocated() int64 { return e.Weights + e.KV + e.Scratch }
 
-// KVConfig is the cache the options give hp (after defaults).
+// KVConfig is the cache the options give hp (after defaults): with rings
+// for sliding-window layers where the backend keeps them (kv.RingReader),
+// as model.NewState asks for.
 func KVConfig(hp model.HParams, o Options) kv.Config {
 	o = o.withDefaults(hp)
-	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Residual: max(o.KVResidual, 0), Evict: o.Evict}
+	cfg := kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Residual: max(o.KVResidual, 0), Evict: o.Evict}
+	if f, err := footprint(o.Backend); err == nil && kv.ReadsRing(f) && !cfg.Evicts() {
+		cfg.LayerWindow = hp.LayerWindows()
+	}
+	return cfg
 }
 
 // Compute is the breakdown for d under o, without a budget.

@@ -19,11 +19,19 @@ func footprint(name string) (backend.Footprint, error) {
 		// tests, tools that link only the CPU backend) still estimates
 		// --backend metal, with the CPU's figures.
 		if f, cerr := backend.FootprintOf("cpu"); cerr == nil {
-			return f, nil
+			return metalByCPU{f}, nil
 		}
 	}
 	return nil, fmt.Errorf("estimate: %w", err)
 }
+
+// metalByCPU is the CPU's footprint standing in for Metal's: its figures,
+// Metal's residual window, and full planes for sliding-window layers (no
+// kv.RingReader: the Metal kernels do not read rings yet).
+type metalByCPU struct{ backend.Footprint }
+
+// ReadsKVResidual (backend.ResidualReader): Metal reads the residual window.
+func (metalByCPU) ReadsKVResidual() bool { return true }
 
 // shape is what a backend's footprint needs of hp.
 func shape(hp model.HParams) backend.Shape {

@@ -43,6 +43,11 @@ type LayerView struct {
 	// whose f16 copy ring row r holds (-1: none).
 	Window  int
 	tailPos []int32
+	// Ring is a sliding-window layer's ring size (ring.go; 0: none, every
+	// position at its own slot): Ctx slots, position p at slot p mod Ring.
+	// The ring holds positions [ringLo, ringHi).
+	Ring           int
+	ringLo, ringHi int
 }
 
 // Cache is a preallocated K/V cache for every layer.
@@ -69,7 +74,6 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	if int64(cfg.Slots()) > maxCacheBytes/2/int64(bpth)/int64(cfg.Layers)/int64(cfg.KVHeads) {
 		return nil, fmt.Errorf("kv: cache of %d layers × %d heads × %d positions is too large", cfg.Layers, cfg.KVHeads, cfg.Ctx)
 	}
-	planeBytes := cfg.PlaneBytes()
 	c := &Cache{cfg: cfg, layers: make([]LayerView, cfg.Layers), lambda: make([][]float32, cfg.Layers)}
 	var rot *Rotation
 	if cfg.Rotate {
@@ -83,7 +87,9 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	}
 	for l := range c.layers {
 		lv := &c.layers[l]
-		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.Slots(), Rot: rot, Window: cfg.Window()}
+		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.LayerSlots(l), Rot: rot,
+			Window: cfg.LayerResidual(l), Ring: cfg.LayerRing(l)}
+		planeBytes := cfg.LayerPlaneBytes(l)
 		if lv.Window > 0 {
 			lv.tailPos = make([]int32, lv.Window)
 			for r := range lv.tailPos {
@@ -99,7 +105,7 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 				return nil, fmt.Errorf("kv: layer %d plane %d: allocation is not 4-byte aligned", l, i)
 			}
 			c.bytes += int64(planeBytes)
-			*p = carve(cfg, raw)
+			*p = carve(cfg, lv.Ctx, lv.Window, raw)
 		}
 	}
 	if cfg.Evict.Policy != EvictNone {
@@ -113,11 +119,11 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	return c, nil
 }
 
-// carve splits one plane allocation into codes, metadata and residual ring
-// views.
-func carve(cfg Config, raw []byte) Plane {
+// carve splits one plane allocation of slots positions per kv head into
+// codes, metadata and the residual window's ring of window rows.
+func carve(cfg Config, slots, window int, raw []byte) Plane {
 	p := Plane{Raw: raw}
-	elems := cfg.KVHeads * cfg.Slots() * cfg.HeadDim
+	elems := cfg.KVHeads * slots * cfg.HeadDim
 	var codeBytes int
 	switch cfg.Type {
 	case F16:
@@ -130,10 +136,10 @@ func carve(cfg Config, raw []byte) Plane {
 		codeBytes = elems / 2
 		p.Q4 = unsafe.Slice((*uint32)(unsafe.Pointer(&raw[0])), elems/8)
 	}
-	metaHalves := cfg.KVHeads * cfg.Slots() * 2 * (cfg.HeadDim / cfg.GroupSize)
+	metaHalves := cfg.KVHeads * slots * 2 * (cfg.HeadDim / cfg.GroupSize)
 	p.Meta = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes])), metaHalves)
-	if w := cfg.Window(); w > 0 {
-		p.Tail = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes+2*metaHalves])), cfg.KVHeads*w*cfg.HeadDim)
+	if window > 0 {
+		p.Tail = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes+2*metaHalves])), cfg.KVHeads*window*cfg.HeadDim)
 	}
 	return p
 }
@@ -197,18 +203,23 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 }
 
 // appendAt stores n rows at slots pos..pos+n-1 of layer (positions, unless
-// the cache evicts).
+// the cache evicts; modulo the ring on a sliding-window layer, which keeps
+// only the last Ring rows of a longer batch).
 func (c *Cache) appendAt(layer, pos int, k, v []float32, n int) {
 	cfg := c.cfg
 	lv := &c.layers[layer]
 	lv.forgetTail(pos)
-	for t := 0; t < n; t++ {
+	first := 0
+	if lv.Ring > 0 {
+		first = max(0, n-lv.Ring)
+	}
+	for t := first; t < n; t++ {
 		// Rows the batch's own later rows push out of the window never
 		// enter the ring.
 		inTail := t >= n-lv.Window
 		for h := 0; h < cfg.KVHeads; h++ {
 			src := (t*cfg.KVHeads + h) * cfg.HeadDim
-			slot := h*lv.Ctx + pos + t
+			slot := h*lv.Ctx + lv.Slot(pos+t)
 			key := lv.TransformKey(c.keyBuf, k[src:src+cfg.HeadDim], h)
 			lv.K.store(cfg, slot, key)
 			lv.V.store(cfg, slot, v[src:src+cfg.HeadDim])
@@ -221,6 +232,7 @@ func (c *Cache) appendAt(layer, pos int, k, v []float32, n int) {
 			lv.tailPos[(pos+t)%lv.Window] = int32(pos + t)
 		}
 	}
+	lv.noteAppend(pos, n)
 }
 
 // store quantizes one head vector into slot = head·Ctx + position.
@@ -297,7 +309,7 @@ func (lv *LayerView) Dequantize(dst []float32, plane *Plane, head, pos int) {
 // dequantizeStored writes the stored codes of (head, pos) as floats.
 func (lv *LayerView) dequantizeStored(dst []float32, plane *Plane, head, pos int) {
 	d := lv.HeadDim
-	slot := head*lv.Ctx + pos
+	slot := head*lv.Ctx + lv.Slot(pos)
 	switch lv.Type {
 	case F16:
 		for i, h := range plane.F16[slot*d : (slot+1)*d] {

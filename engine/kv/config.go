@@ -66,6 +66,10 @@ type Config struct {
 	// Evict bounds the positions the cache holds (evict.go): zero keeps
 	// every position of Ctx.
 	Evict Eviction
+	// LayerWindow, when set, has one entry per layer: a sliding-window
+	// layer's window w > 0 makes its planes a ring of min(w, Ctx) slots,
+	// position p in slot p mod w (ring.go); 0 keeps every position.
+	LayerWindow []int
 }
 
 // MaxResidual bounds the residual window: a few hundred positions already
@@ -127,18 +131,33 @@ func (c Config) Validate() error {
 	case c.Type != F16 && c.HeadDim%c.GroupSize != 0:
 		return fmt.Errorf("kv: head dim %d is not a multiple of group size %d", c.HeadDim, c.GroupSize)
 	}
+	if err := c.validateRings(); err != nil {
+		return err
+	}
 	return c.Evict.validate(c)
 }
 
-// Bytes is the exact size of the cache:
-// n_layer·n_kv_head·2·(ctx·bytes_per_token_head + window·2·head_dim), the
-// second term the f16 residual window's ring.
+// Bytes is the exact size of the cache: per layer
+// n_kv_head·2·(slots·bytes_per_token_head + window·2·head_dim), slots the
+// context (a sliding-window layer's ring: its window), the second term the
+// f16 residual window's ring.
 func (c Config) Bytes() int64 {
-	return int64(c.Layers)*2*int64(c.PlaneBytes()) + c.evictBytes()
+	var n int64
+	for l := range c.Layers {
+		n += 2 * int64(c.LayerPlaneBytes(l))
+	}
+	return n + c.evictBytes()
 }
 
-// PlaneBytes is the size of one plane (K or V of one layer): the codes and
-// metadata of every position, then the residual window's f16 ring.
+// PlaneBytes is the size of one plane (K or V) of a layer without a ring:
+// the codes and metadata of every position, then the residual window's f16
+// ring.
 func (c Config) PlaneBytes() int {
 	return c.KVHeads * (c.Slots()*BytesPerTokenHead(c.Type, c.HeadDim, c.GroupSize) + c.Window()*2*c.HeadDim)
+}
+
+// LayerPlaneBytes is the size of one plane of layer l: PlaneBytes, or for a
+// sliding-window ring its window's slots and residual rows.
+func (c Config) LayerPlaneBytes(l int) int {
+	return c.KVHeads * (c.LayerSlots(l)*BytesPerTokenHead(c.Type, c.HeadDim, c.GroupSize) + c.LayerResidual(l)*2*c.HeadDim)
 }

@@ -35,6 +35,9 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 		return nil, fmt.Errorf("batch size %d must be positive", maxBatch)
 	}
 	kvc.Layers, kvc.KVHeads, kvc.HeadDim = hp.Layers, hp.KVHeads, hp.HeadDim
+	if kvc.LayerWindow == nil && !kvc.Evicts() && kv.ReadsRing(b) {
+		kvc.LayerWindow = hp.LayerWindows()
+	}
 	if err := kvc.Validate(); err != nil {
 		return nil, err
 	}
@@ -63,6 +66,22 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 		s.kRow, s.lambda = make([]float32, hp.KVDim()), make([]float32, hp.KVDim())
 	}
 	return s, nil
+}
+
+// LayerWindows is each layer's sliding window (0: global), the rings a
+// cache may keep for them (kv.Config.LayerWindow); nil when no layer has a
+// window.
+func (hp HParams) LayerWindows() []int {
+	var w []int
+	for il := range hp.Layers {
+		if win := hp.Layer(il).Window; win > 0 {
+			if w == nil {
+				w = make([]int, hp.Layers)
+			}
+			w[il] = win
+		}
+	}
+	return w
 }
 
 // Close gives the cache and the activation tensors back to the backend, so

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"fmt"
 	"math"
+	"reflect"
 
 	"nibble/engine/backend"
 	"nibble/engine/half"
@@ -133,7 +134,7 @@ func testKVStore(h *harness) {
 				what := fmt.Sprintf("%v d%d gs%d smooth=%v rotate=%v", typ, d, vr.gs, vr.smooth, vr.rotate)
 				l := layoutOf(cfg)
 				c := h.newCache(cfg, 4, 16)
-				if got := c.Config(); got != cfg {
+				if got := c.Config(); !reflect.DeepEqual(got, cfg) {
 					h.t.Fatalf("%s: the cache says its config is %+v", what, got)
 				}
 				k0, v0 := h.planes(c, 0)
