@@ -344,6 +344,23 @@ await step('load-chat-model', async () => {
   if (await demoRow.count()) check((await demoRow.getAttribute('data-loaded')) === 'false', 'the demo model still shows as loaded');
   const asked = (await dialogLines()).slice(dialogsBefore);
   check(asked.length === 0, `a model that fits asked first: ${asked.join(' | ')}`);
+
+  // KV auto: the KV check runs in the background, and the model's info
+  // shows its figures, choice and reason (and a switch to q8 if it made one).
+  // A choice other than q4 ends with a note: switched, or why not.
+  const settled = (k) => k?.state === 'failed' || (k?.state === 'done' && (k.chosen?.startsWith('q4') || k.note));
+  await poll(async () => settled((await bindOK('Status')).model?.kvCheck), 'the KV check to end', 60_000);
+  const { kvCheck: k, kvLabel } = (await bindOK('Status')).model;
+  check(k.state === 'done' && k.rows?.length === 3 && k.reason, `the KV check: ${JSON.stringify(k)}`);
+  await tid('kv-check-table').waitFor();
+  check((await count(tid('kv-check-row'))) === 3, 'the KV check does not show its three modes');
+  if (k.note) await tid('kv-check-note').waitFor();
+  await poll(async () => (await text(tid('model-meta'))).trim().startsWith(`${kvLabel} · `), `the header to name the cache "${kvLabel}"`);
+  const meta = await text(tid('model-meta'));
+  check(/^(q4 KV \(rotated\)|q4 KV|q8 KV) · /.test(meta.trim()), `the header says "${meta}"`);
+  console.log(`  KV check: ${k.summary}${k.note ? ` / ${k.note}` : ''}; header: ${meta.trim()}`);
+  await tid('kv-check').scrollIntoViewIfNeeded();
+  await extraShot('kv-check');
 });
 
 await step('stop-mid-reply', async () => {
