@@ -80,7 +80,7 @@ type kvChoiceEntry struct {
 	Choice  engine.KVChoice `json:"choice"`
 }
 
-// kvChoices guards the file of kept results.
+// kvChoicesMu serializes reading and rewriting the kept results (KVChoicesFile).
 var kvChoicesMu sync.Mutex
 
 func (s *Service) kvChoicesPath() string { return filepath.Join(s.dirs.Data, KVChoicesFile) }
