@@ -10,8 +10,9 @@ import "fmt"
 // rule), so the codes, the metadata and the kernels are those of any layer.
 // An append of more than w rows stores only the last w. A read must stay
 // inside the positions the ring still holds (LayerView.Holds): a rewind
-// past a wrap has lost what it would need, which the cache reports as an
-// eviction (RingWrapped).
+// past a wrap has lost what it would need. A wrapped ring reports itself
+// (RingWrapped), and ResumableFrom says where the sequence can still go on:
+// at its end, so a prompt that extends it appends after it.
 
 // RingReader is implemented by a backend (or its estimator footprint) whose
 // caches keep sliding-window layers in rings (Config.LayerWindow): states on
@@ -122,8 +123,9 @@ func (lv *LayerView) noteAppend(pos, n int) {
 }
 
 // RingWrapped reports whether a ring layer has lost positions since the
-// sequence last started at position 0: the cache then cannot go back to an
-// earlier position (a shorter prefix) and keep what the window needs.
+// sequence last started at position 0: the cache then may not go back to an
+// earlier position (a shorter prefix) and keep what the window needs
+// (ResumableFrom says which it can).
 func (c *Cache) RingWrapped() bool {
 	for l := range c.layers {
 		if c.layers[l].Ring > 0 && c.layers[l].ringLo > 0 {
@@ -131,4 +133,34 @@ func (c *Cache) RingWrapped() bool {
 		}
 	}
 	return false
+}
+
+// ResumableFrom is the largest p ≤ n at which the sequence can go on (the
+// next append at p, the earlier positions kept): 0 once eviction dropped
+// positions (Evicted), else the largest p whose window every ring layer
+// still holds. A query at p sees [p+1−window, p] and the window is at most
+// the ring, so resuming needs [max(0, p+1−Ring), p); what the ring holds
+// after p does not matter, the append overwrites or forgets it. So a ring
+// whose positions start at 0 allows any p up to its end, and one that has
+// wrapped allows p from ringLo+Ring−1 (its end, or one before it) onwards.
+// Layers without a ring hold every position appended.
+func (c *Cache) ResumableFrom(n int) int {
+	if n <= 0 || c.Evicted() {
+		return 0
+	}
+	p, lowest := n, 0
+	for l := range c.layers {
+		lv := &c.layers[l]
+		if lv.Ring == 0 {
+			continue
+		}
+		p = min(p, lv.ringHi)
+		if lv.ringLo > 0 {
+			lowest = max(lowest, lv.ringLo+lv.Ring-1)
+		}
+	}
+	if p < lowest {
+		return 0
+	}
+	return p
 }

@@ -3,6 +3,7 @@ package kv
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -127,5 +128,83 @@ func TestRingAppend(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// ResumableFrom agrees with what the planes hold: over random appends
+// (extensions, rewinds to any earlier position, restarts at 0), each row
+// stored with a value of its own, a position p counts as resumable exactly
+// when every ring layer's slots still hold the rows of the current sequence
+// at [max(0, p+1−window), p), and ResumableFrom(n) is the largest such p ≤ n.
+func TestRingResumableFrom(t *testing.T) {
+	const heads, d, ctx = 1, 8, 100
+	windows := []int{8, 0, 13}
+	c, err := New(Config{Type: F16, Layers: len(windows), KVHeads: heads, HeadDim: d, Ctx: ctx, LayerWindow: windows}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var seq []float32  // seq[q]: the value of the current sequence's row at q
+	next := float32(1) // f16 holds integers exactly up to 2048
+	held := func(p int) bool {
+		for l, w := range windows {
+			if w == 0 {
+				continue
+			}
+			lv, got := c.Layer(l), make([]float32, d)
+			for q := max(0, p+1-w); q < p; q++ {
+				lv.Dequantize(got, &lv.K, 0, q)
+				if got[0] != seq[q] {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	sawWrapResume, sawRefused := false, false
+	for op := range 300 {
+		n := 1 + rng.IntN(12)
+		pos := len(seq)
+		switch r := rng.IntN(10); {
+		case r < 2 && pos > 0:
+			pos = rng.IntN(pos)
+		case r == 2 || pos+n > ctx:
+			pos = 0
+		}
+		rows := make([]float32, n*heads*d)
+		seq = seq[:pos]
+		for i := range n {
+			for j := range heads * d {
+				rows[i*heads*d+j] = next
+			}
+			seq = append(seq, next)
+			next++
+		}
+		if next > 2000 {
+			break
+		}
+		for l := range windows {
+			if err := c.Append(l, pos, rows, rows, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		best := 0
+		for m := 0; m <= len(seq); m++ {
+			if held(m) {
+				best = m
+			}
+			if got := c.ResumableFrom(m); got != best {
+				t.Fatalf("op %d (append of %d at %d, sequence of %d): ResumableFrom(%d) = %d, the planes allow %d", op, n, pos, len(seq), m, got, best)
+			}
+			if c.RingWrapped() && m == len(seq) && best == m {
+				sawWrapResume = true
+			}
+			if c.RingWrapped() && m > 0 && best == 0 {
+				sawRefused = true
+			}
+		}
+	}
+	if !sawWrapResume || !sawRefused {
+		t.Errorf("the walk never resumed at the end of a wrapped ring (%v) or refused an earlier position of one (%v)", sawWrapResume, sawRefused)
 	}
 }
