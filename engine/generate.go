@@ -62,12 +62,19 @@ func (s *Session) Begin(prompt []int32, p GenParams) (*Generation, error) {
 	return g, nil
 }
 
-// CommonPrefix is how many leading tokens of prompt the cache holds: none
-// once it has evicted positions.
+// CommonPrefix is how many leading tokens of prompt the session can reuse:
+// the cached tokens prompt starts with, as far as the cache can go on from
+// them (Resumable). A prompt that extends the cached sequence reuses all of
+// it, after a sliding-window ring's wrap too; one that leaves it earlier
+// reuses none once a ring wrapped there, and no prompt reuses anything
+// after eviction. Begin reuses the same, less the prompt's last token when
+// the cache holds all of it.
 func (s *Session) CommonPrefix(prompt []int32) int {
-	if s.Evicted() {
-		return 0
-	}
+	return s.Resumable(s.sharedPrefix(prompt))
+}
+
+// sharedPrefix is how many leading tokens of prompt equal the cached ones.
+func (s *Session) sharedPrefix(prompt []int32) int {
 	n := 0
 	for n < len(s.tokens) && n < len(prompt) && s.tokens[n] == prompt[n] {
 		n++

@@ -218,22 +218,32 @@ func (s *Session) Close() error {
 // Tokens is the sequence currently held in the cache.
 func (s *Session) Tokens() []int32 { return s.tokens }
 
-// Evicted reports whether the cache dropped positions (Options.Evict) since
-// the sequence started: it then holds no contiguous prefix, and a prompt
-// reuses none of it.
+// Evicted reports whether the cache lost positions since the sequence
+// started: eviction dropped some (Options.Evict; the cache then holds no
+// contiguous prefix, and a prompt reuses none of it), or a sliding-window
+// ring wrapped (the sequence can still go on at its end, but not from every
+// shorter prefix: Resumable says which).
 func (s *Session) Evicted() bool { return backend.CacheEvicted(s.State.Cache) }
+
+// Resumable is the longest prefix of the first n cached tokens (n at most
+// their count) after which the session can go on: n while the cache holds
+// every position; once a sliding-window ring wrapped, n where the ring still
+// holds the window before it (the cached sequence's end, or one before it),
+// else 0; after eviction 0.
+func (s *Session) Resumable(n int) int {
+	return backend.CacheResumableFrom(s.State.Cache, min(max(n, 0), len(s.tokens)))
+}
 
 // Reset forgets the cached sequence.
 func (s *Session) Reset() { s.tokens = s.tokens[:0] }
 
-// Truncate keeps the first n cached tokens (to regenerate from there); the
-// cache slots after them are overwritten by later tokens. After an eviction
-// (Evicted) no prefix is held: it forgets every token.
+// Truncate keeps the first n cached tokens (to regenerate from there), or
+// the longest shorter prefix the cache can go on from (Resumable: none after
+// an eviction, or a rewind past a sliding-window ring's wrap); the cache
+// slots after them are overwritten by later tokens.
 func (s *Session) Truncate(n int) {
-	if n >= 0 && n < len(s.tokens) && s.Evicted() {
-		s.tokens = s.tokens[:0]
-	} else if n >= 0 && n < len(s.tokens) {
-		s.tokens = s.tokens[:n]
+	if n >= 0 && n < len(s.tokens) {
+		s.tokens = s.tokens[:s.Resumable(n)]
 	}
 }
 
@@ -311,12 +321,14 @@ func (s *Session) Prefill(ctx context.Context, prompt []int32) (reused int, err 
 }
 
 // reuse keeps the cached prefix prompt shares (all but its last token, whose
-// logits are needed again) and returns its length.
+// logits are needed again), as far as the cache can go on from it
+// (Resumable), and returns its length.
 func (s *Session) reuse(prompt []int32) int {
-	common := s.CommonPrefix(prompt)
+	common := s.sharedPrefix(prompt)
 	if common == len(prompt) {
 		common--
 	}
+	common = s.Resumable(common)
 	s.tokens = s.tokens[:common]
 	return common
 }

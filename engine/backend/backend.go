@@ -95,6 +95,30 @@ func CacheEvicted(c KVCache) bool {
 	return ok && e.Evicted()
 }
 
+// ResumingCache is implemented by a cache that can say where a sequence
+// can go on after eviction or a sliding-window ring's wrap, instead of
+// reporting only that positions were lost (EvictingCache.Evicted).
+type ResumingCache interface {
+	KVCache
+	// ResumableFrom is the largest p ≤ n at which the sequence can go on,
+	// the next append at p keeping positions [0, p): 0 after eviction; for
+	// ring layers, the largest p whose window they still hold
+	// (kv.Cache.ResumableFrom).
+	ResumableFrom(n int) int
+}
+
+// CacheResumableFrom is ResumableFrom on c (ResumingCache); on a cache that
+// does not say, n unless it evicted (CacheEvicted), then 0.
+func CacheResumableFrom(c KVCache, n int) int {
+	if r, ok := c.(ResumingCache); ok {
+		return r.ResumableFrom(n)
+	}
+	if CacheEvicted(c) {
+		return 0
+	}
+	return n
+}
+
 // ResidualReader is implemented by a backend whose decode and prefill
 // attention read a cache's f16 residual window (kv.Config.Residual);
 // sessions give a quantized cache its default window only there. A backend
@@ -226,9 +250,12 @@ type Backend interface {
 	// Read copies len(dst) floats starting at off out of src (after Sync).
 	Read(dst []float32, src Tensor, off int)
 	// ReadKV copies the layer's K and V planes, byte for byte in the layout
-	// of docs/ARCHITECTURE.md ("KV cache format": codes, then metadata),
-	// into k and v, each KVHeads·Ctx·kv.BytesPerTokenHead bytes (after Sync;
-	// for tests and tools).
+	// of docs/ARCHITECTURE.md ("KV cache format": codes, then metadata, then
+	// the residual window's f16 rows), into k and v, each
+	// kv.Config.LayerPlaneBytes(layer) bytes (after Sync; for tests and
+	// tools). A sliding-window layer's planes hold its ring's slots
+	// (kv.Config.LayerSlots, position p at slot p mod window), not Ctx
+	// positions.
 	ReadKV(c KVCache, layer int, k, v []byte) error
 	// Close releases everything the backend holds; its tensors, caches and
 	// weights must not be used afterwards.

@@ -270,9 +270,13 @@ func (k *kvCache) physical(layer, n int, a *backend.Attention) (int, error) {
 
 // Evicted (backend.EvictingCache): the cache dropped positions since the
 // sequence last started at position 0, by eviction or because a
-// sliding-window ring overwrote them (kv.Cache.RingWrapped): no shorter
-// prefix can then be resumed.
+// sliding-window ring overwrote them (kv.Cache.RingWrapped): not every
+// shorter prefix can then be resumed (ResumableFrom says which).
 func (k *kvCache) Evicted() bool { return k.c.Evicted() || k.c.RingWrapped() }
+
+// ResumableFrom (backend.ResumingCache): where the sequence can go on,
+// ring wraps and eviction considered (kv.Cache.ResumableFrom).
+func (k *kvCache) ResumableFrom(n int) int { return k.c.ResumableFrom(n) }
 
 // Kept lists the logical positions the layer's kv head holds, in order
 // (backend.EvictingCache; nil when the cache does not evict).
