@@ -16,7 +16,7 @@ import (
 	"nibble/internal/testdata"
 )
 
-// reference is one llama.cpp output file of ../shared/testdata/models.
+// reference is one llama.cpp output file of the shared fixtures' models/.
 type reference struct {
 	Prompt     string         `json:"prompt"`
 	PromptFile string         `json:"prompt_file"`
@@ -123,7 +123,7 @@ func measureConformance(t *testing.T, m *Model, ref *reference, prompt string, l
 }
 
 // TestConformanceWithLlamaCpp checks every tiny model against llama.cpp's
-// reference logits (../shared/testdata/README.md §3-4) with an f16 cache.
+// reference logits (the shared fixtures' README, sections 3-4) with an f16 cache.
 func TestConformanceWithLlamaCpp(t *testing.T) {
 	td := testdata.Dir(t)
 	for _, file := range testdata.Models {

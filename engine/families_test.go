@@ -20,7 +20,7 @@ import (
 	"nibble/internal/testdata"
 )
 
-// familyReference is one reference of ../shared/testdata/families (or of
+// familyReference is one reference of the shared fixtures' families/ (or of
 // engine/model/testdata for Phi-3): transformers float32 logits.
 type familyReference struct {
 	Prompt     string       `json:"prompt"`
@@ -80,9 +80,10 @@ const closeMargin = 0.02
 func runFamilyReference(t *testing.T, m *Model, ref *familyReference, kvt kv.Type, batch int) familyRun {
 	t.Helper()
 	n := len(ref.TokenIDs)
-	// The cache a session makes by default: q4 smooths K and keeps the
-	// newest positions in an f16 residual window.
-	cfg := kv.Config{Type: kvt, GroupSize: 32, Ctx: n + len(ref.Greedy) + 1, Smooth: kvt != kv.F16, Residual: kv.DefaultResidual(kvt)}
+	// The cache a session makes by default: q4 rotates and smooths K and
+	// keeps the newest positions in an f16 residual window.
+	cfg := kv.Config{Type: kvt, GroupSize: 32, Ctx: n + len(ref.Greedy) + 1, Rotate: kv.RotateAuto.Rotates(kvt),
+		Smooth: kvt != kv.F16, Residual: kv.DefaultResidual(kvt)}
 	st, err := m.NewState(cfg, batch)
 	if err != nil {
 		t.Fatal(err)
@@ -158,14 +159,16 @@ func checkFamilyReference(t *testing.T, m *Model, ref *familyReference) {
 	}
 }
 
-// q4Bar is the cosine a q4 cache must keep for a prompt of n tokens: 0.999,
-// except where n exceeds the f16 residual window and every layer attends
-// over the whole prompt. There the int4 codes of random-weight keys and
-// values cost more than 0.001 whatever the family (the tiny llama and
-// qwen2 models of ../shared/testdata/models measure 0.993 and 0.996 against
-// their own f16 cache on the long prompt), so the bar is 0.985. Gemma's
-// local layers see only their window, which the residual window keeps in
-// f16, so Gemma meets 0.999.
+// q4Bar is the cosine a q4 cache must keep for a prompt of n tokens: the
+// issue's 0.999, except where n exceeds the f16 residual window and every
+// layer attends over the whole prompt. There the int4 codes of random-weight
+// keys and values cost more than 0.001 whatever the family (the tiny llama
+// and qwen2 models of the shared fixtures' models/ measure 0.993 and 0.996
+// against their own f16 cache on the long prompt; rotated q4 gives Qwen3
+// 0.9978 and Phi-3 0.998 and 0.989), so the bar there is 0.985: that part of
+// the acceptance line is not met (the KV probe picks q8 for these models).
+// Gemma's local layers see only their window, which the residual window
+// keeps in f16, so Gemma meets 0.999.
 func q4Bar(m *Model, n int) float64 {
 	if n <= kv.DefaultResidual(kv.Q4) {
 		return 0.999
@@ -179,7 +182,7 @@ func q4Bar(m *Model, n int) float64 {
 }
 
 // TestFamiliesMatchTransformers checks the tiny Qwen3, Gemma 2 and Gemma 3
-// models of ../shared/testdata/families against transformers' float32
+// models of the shared fixtures' families/ against transformers' float32
 // logits (its README: the conventions, and why Gemma's greedy output
 // repeats the last prompt token).
 func TestFamiliesMatchTransformers(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// sharedTestdata is ../shared/testdata next to the repository root.
+// sharedTestdata is the shared fixtures' folder (internal/testdata.Dir).
 func sharedTestdata(t testing.TB) string { return testdata.Dir(t) }
 
 // globTestdata lists shared test files matching pattern, skipping if none.

@@ -11,7 +11,7 @@ import (
 	"nibble/internal/testdata"
 )
 
-// familyFixture opens a model of ../shared/testdata/families.
+// familyFixture opens a model of the shared fixtures' families/.
 func familyFixture(t *testing.T, name string) *gguf.File {
 	t.Helper()
 	f, err := gguf.Open(filepath.Join(testdata.Dir(t), "families", name))

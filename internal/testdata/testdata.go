@@ -1,4 +1,5 @@
-// Package testdata locates ../shared/testdata (fixtures beside the checkout)
+// Package testdata locates the shared test fixtures (testdata/ of the folder
+// beside the checkout)
 // for tests, skipping them with a clear message when it is absent.
 package testdata
 
