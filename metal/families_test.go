@@ -58,7 +58,9 @@ func familyModels(t *testing.T) map[string]string {
 // decoding picks the same 8 tokens. Gemma's q4 pass has a sliding window
 // of 20 (shorter than the prompt), a residual window of 12 and rotation;
 // Gemma 2's also its attention soft-cap lowered to 0.5, where it changes
-// the logits (checked), through codes, ring and staged rows.
+// the logits (checked), through codes, ring and staged rows; that window
+// is shorter than the cache, so both backends keep the local layers in
+// rings of 20 slots (checked), which the prompt's batches of 24 wrap.
 func TestFamiliesMatchCPU(t *testing.T) {
 	paths := familyModels(t)
 	emulatorDevice(t)
@@ -133,8 +135,19 @@ func TestFamiliesMatchCPU(t *testing.T) {
 					for i := 0; i < greedySteps && got.greedy[i] == want.greedy[i]; i++ {
 						worstStep = min(worstStep, cosine(got.steps[i], want.steps[i]))
 					}
-					t.Logf("%d prompt tokens, kv %s: 1 - cos(last prompt logits) metal/cpu-float %.2g (decode steps ≤ %.2g); greedy metal %v, cpu-float %v",
-						len(ids), what, 1-cos, 1-worstStep, got.greedy, want.greedy)
+					t.Logf("%d prompt tokens, kv %s: 1 - cos(last prompt logits) metal/cpu-float %.2g (decode steps ≤ %.2g); greedy metal %v, cpu-float %v; ring layers metal %d, cpu %d",
+						len(ids), what, 1-cos, 1-worstStep, got.greedy, want.greedy, got.rings, want.rings)
+					// A window shorter than the pass's cache keeps the
+					// local layers in rings, on Metal as on the CPU.
+					local := 0
+					for l := range hp.Layers {
+						if w := metal.m.HP.Layer(l).Window; w > 0 && w < len(ids)+greedySteps+1 {
+							local++
+						}
+					}
+					if got.rings != local || want.rings != local {
+						t.Errorf("ring layers: metal %d, cpu %d, want the %d local layers whose window is shorter than the cache", got.rings, want.rings, local)
+					}
 					if !(cos >= c.minCos) {
 						t.Errorf("cosine of the last-position logits to the CPU with float activations %.7f < %g", cos, c.minCos)
 					}

@@ -23,9 +23,10 @@ func (footprint) WorkspaceBytes(cfg kv.Config, heads, maxBatch, threads int) int
 // already counts.
 func (footprint) ReadsKVResidual() bool { return true }
 
-// The footprint (like the backend) is no kv.RingReader: the Metal kernels
-// do not read sliding-window rings yet, so NewKVCache allocates a local
-// layer's planes for the whole context and the estimator counts them so.
+// ReadsKVRing (kv.RingReader): NewKVCache keeps a sliding-window layer in
+// a ring of its window (cfg.Bytes() counts it so), and the estimator
+// counts rings on Metal as on the CPU.
+func (footprint) ReadsKVRing() bool { return true }
 
 // OverheadBytes is the CPU backend's for now: the Go runtime, the tokenizer
 // and the host-side pools are the same process. What Metal adds (the

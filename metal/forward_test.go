@@ -53,6 +53,7 @@ type passResult struct {
 	last   []float32
 	greedy []int32
 	steps  [][]float32
+	rings  int // the cache's sliding-window ring layers
 }
 
 // runPass prefills the prompt in batches of forwardBatch on m's backend,
@@ -65,6 +66,12 @@ func runPass(t *testing.T, m *model.Model, ids []int32, kvc kv.Config) passResul
 		t.Fatal(err)
 	}
 	defer st.Close()
+	rings := 0
+	for l := range m.HP.Layers {
+		if st.Cache.Config().LayerRing(l) > 0 {
+			rings++
+		}
+	}
 	logits := make([]float32, m.HP.Vocab)
 	for pos := 0; pos < len(ids); pos += forwardBatch {
 		end := min(len(ids), pos+forwardBatch)
@@ -72,7 +79,7 @@ func runPass(t *testing.T, m *model.Model, ids []int32, kvc kv.Config) passResul
 			t.Fatalf("%s: prefill at %d: %v", m.Backend.Name(), pos, err)
 		}
 	}
-	r := passResult{last: slices.Clone(logits)}
+	r := passResult{last: slices.Clone(logits), rings: rings}
 	for i := 0; i < greedySteps; i++ {
 		tok := sample.Greedy(logits)
 		r.greedy = append(r.greedy, tok)

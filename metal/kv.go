@@ -13,7 +13,8 @@ import (
 
 // kvCache is a cache in device memory: per layer a K and a V plane, the
 // bytes of the CPU cache's (docs/ARCHITECTURE.md, "KV cache format": codes,
-// metadata and the residual window's f16 ring), a λ
+// metadata and the residual window's f16 ring; a sliding-window layer's
+// hold its window's slots, kv.Config.LayerPlaneBytes), a λ
 // buffer per layer when the cache smooths, and one attention workspace
 // shared by the layers (the list runs its dispatches in order).
 type kvCache struct {
@@ -72,10 +73,6 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		// none of that yet.
 		return nil, fmt.Errorf("metal: KV eviction (%s) is not available on Metal yet; use --backend cpu", cfg.Evict.Policy)
 	}
-	// The Metal kernels do not read sliding-window rings yet: every layer
-	// keeps the whole context (the backend is no kv.RingReader, so states
-	// and the estimator ask for none; this covers a direct caller).
-	cfg.LayerWindow = nil
 	c := &kvCache{b: b, cfg: cfg, heads: heads, maxBatch: maxBatch, layers: make([]encoder.KVLayer, cfg.Layers)}
 	alloc := func(n int) (encoder.Region, error) {
 		buf, err := b.newBuffer(n)
@@ -92,7 +89,7 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 	lambda := cfg.KVHeads * cfg.HeadDim
 	for l := range c.layers {
 		lv := &c.layers[l]
-		lv.Cfg = cfg
+		lv.Cfg, lv.Layer = cfg, l
 		var err error
 		if lv.K, err = alloc(lv.PlaneBytes()); err != nil {
 			return fail(err)
@@ -123,6 +120,65 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 // store the last positions in the residual window's f16 ring, and the
 // decode and prefill attention kernels read them from there.
 func (b *Backend) ReadsKVResidual() bool { return true }
+
+// ReadsKVRing (kv.RingReader): sliding-window layers keep only their
+// window, position p at slot p mod window, as the CPU's do; kv_append and
+// the attention kernels map positions to slots.
+func (b *Backend) ReadsKVRing() bool { return true }
+
+// Evicted (backend.EvictingCache): a sliding-window ring overwrote positions
+// since the sequence last started at 0, so no shorter prefix can be
+// resumed (kv.Cache.RingWrapped on the CPU).
+func (c *kvCache) Evicted() bool {
+	for l := range c.layers {
+		if c.layers[l].RingWrapped() {
+			return true
+		}
+	}
+	return false
+}
+
+// ResumableFrom is the largest p ≤ n at which the sequence can go on (the
+// next store at p keeping [0, p)), as kv.Cache.ResumableFrom has it: the
+// Metal cache does not evict, so every ring layer must still hold
+// [max(0, p+1−ring), p): up to the end of what it holds, and after a wrap
+// from ringLo+ring−1 on; 0 when no such p is left.
+func (c *kvCache) ResumableFrom(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	p, lowest := n, 0
+	for l := range c.layers {
+		lv := &c.layers[l]
+		ring := lv.Ring()
+		if ring == 0 {
+			continue
+		}
+		lo, hi := lv.RingHeld()
+		p = min(p, hi)
+		if lo > 0 {
+			lowest = max(lowest, lo+ring-1)
+		}
+	}
+	if p < lowest {
+		return 0
+	}
+	return p
+}
+
+// Kept (backend.EvictingCache): the Metal cache does not evict, so nil; a
+// ring is a mapping of positions, not a choice of which to keep.
+func (c *kvCache) Kept(layer, kvh int) []int { return nil }
+
+// checkHolds reports a read of positions [lo, hi) that the layer's ring no
+// longer holds.
+func (b *Backend) checkHolds(op string, lv *encoder.KVLayer, lo, hi int) bool {
+	if !lv.Holds(lo, hi) {
+		b.enc.Failf("%s: positions [%d, %d) read from a sliding-window ring of %d slots that no longer holds them", op, lo, hi, lv.Ring())
+		return false
+	}
+	return true
+}
 
 // cacheLayer is the cache's layer l, or an error naming op.
 func cacheLayer(op string, c backend.KVCache, l int) (*kvCache, *encoder.KVLayer, error) {
@@ -195,6 +251,13 @@ func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, 
 		b.enc.Failf("attend decode: %d positions in a context of %d", n, kc.cfg.Ctx)
 		return
 	}
+	lo := 0
+	if a.Window > 0 {
+		lo = max(0, n-a.Window)
+	}
+	if !b.checkHolds("attend decode", lv, lo, n) {
+		return
+	}
 	w := a.Heads * a.HeadDim
 	o, qr := b.region("attend decode", out, 0, w), b.region("attend decode", q, 0, w)
 	if b.enc.Err() != nil {
@@ -210,6 +273,13 @@ func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, 
 	}
 	if past < 0 || rows <= 0 || rows > kc.maxBatch || past+rows > kc.cfg.Ctx {
 		b.enc.Failf("attend prefill: %d rows after %d positions (batch of %d, context of %d)", rows, past, kc.maxBatch, kc.cfg.Ctx)
+		return
+	}
+	lo := 0
+	if a.Window > 0 {
+		lo = max(0, past+1-a.Window) // the first row's window reaches furthest back
+	}
+	if !b.checkHolds("attend prefill", lv, lo, past) {
 		return
 	}
 	qw, kw := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim

@@ -193,6 +193,9 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 		e.Failf("%s: soft-cap %g must be finite and ≥ 0", op, a.Softcap)
 	case a.Window < 0:
 		e.Failf("%s: negative window %d", op, a.Window)
+	case c.Ring() > 0 && (a.Window == 0 || a.Window > c.Ring()):
+		// The ring keeps only the last Ring() positions.
+		e.Failf("%s: attention window %d on a sliding-window layer's ring of %d slots", op, a.Window, c.Ring())
 	case c.K.Len < c.PlaneBytes() || c.V.Len < c.PlaneBytes():
 		e.Failf("%s: K and V planes of %d and %d bytes, the cache needs %d", op, c.K.Len, c.V.Len, c.PlaneBytes())
 	case c.K.Off%16 != 0 || c.V.Off%16 != 0:
@@ -245,7 +248,7 @@ func (a *attnArgs) bytes() []byte {
 // setRing sets the residual window's part of a: positions [tail, end) of
 // a read that ends at end are in the ring (tail = end: none).
 func (a *attnArgs) setRing(c *KVLayer, tail int) {
-	a.tail, a.ringRows, a.ring = tail, c.Cfg.Window(), c.RingOffset()
+	a.tail, a.ringRows, a.ring = tail, c.Residual(), c.RingOffset()
 }
 
 // attnPlanes binds K codes, K metadata, V codes, V metadata, λ and the
@@ -280,8 +283,8 @@ func attnKernel(op string, t kv.Type) string { return "kernel_attn_" + op + "_" 
 
 // AttendDecode follows backend.Backend's AttendDecode: the query row q
 // (Heads·HeadDim floats) against the cached positions
-// [max(0, n-Window), n) of c, into out; ws is the workspace of
-// WorkspaceBytes. The positions the residual window's ring holds
+// [max(0, n-Window), n) of c, into out (a sliding-window layer's at their
+// ring slots); ws is the workspace of WorkspaceBytes. The positions the residual window's ring holds
 // (c.TailStart) are read from it, the others from their codes, in the
 // same pass.
 func (e *Encoder) AttendDecode(out, q Region, c *KVLayer, n int, a *backend.Attention, ws Region) {
@@ -327,7 +330,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	_, s := DecodeGrid(a.Heads, a.KVHeads, n-lo, c.Cfg.Ctx)
 	maxS := attnMaxSplitsFor(c.Cfg.Ctx)
 	chunk := (n - lo + s - 1) / s
-	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Cfg.Ctx, lo: lo, n: n, chunk: chunk, splits: s,
+	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Slots(), lo: lo, n: n, chunk: chunk, splits: s,
 		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: rotationNorm(d)}
 	args.setRing(c, c.TailStart(lo, n))
 	export := scores.Buf != nil
@@ -391,7 +394,7 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 	}
 	g := a.Heads / a.KVHeads
 	chunks := g / hg
-	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Cfg.Ctx, lo: past, n: rows,
+	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Slots(), lo: past, n: rows,
 		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: rotationNorm(d)}
 	args.setRing(c, c.TailStart(0, past))
 	sk, sv := ws.Sub(part, stagedBytes), ws.Sub(part+stagedBytes, stagedBytes)

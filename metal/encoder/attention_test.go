@@ -32,6 +32,7 @@ func TestEncoderAttention(t *testing.T) {
 		prefill        bool
 		past           int
 		stores         [][2]int // {pos, rows} of each store (nil: one of the n or past positions)
+		ring           bool     // the layer keeps its window in a ring (kv.Config.LayerWindow)
 	}{
 		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 64, Ctx: 320, Smooth: true}, heads: 4, n: 300, smooth: true},
 		{cfg: kv.Config{Type: kv.Q8, GroupSize: 64, KVHeads: 1, HeadDim: 128, Ctx: 64, Rotate: true}, heads: 1, n: 40, window: 16},
@@ -51,9 +52,23 @@ func TestEncoderAttention(t *testing.T) {
 		// A head dim that is not a power of two, rotated (P 32, m 3).
 		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 96, Ctx: 300, Smooth: true, Rotate: true, Residual: 64}, heads: 8, n: 280, smooth: true},
 		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 1, HeadDim: 96, Ctx: 100, Rotate: true, Residual: 16}, heads: 4, prefill: true, past: 50, rows: 24},
+		// Sliding-window rings: filled by batches longer than the window,
+		// decode rows that wrap, a rewind inside the window; read by
+		// decode and by prefill.
+		{cfg: kv.Config{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 128, Ctx: 400, Smooth: true, Rotate: true, Residual: 32}, heads: 8, n: 312, window: 100, smooth: true, ring: true,
+			stores: [][2]int{{0, 250}, {250, 1}, {251, 1}, {252, 60}}},
+		{cfg: kv.Config{Type: kv.Q8, GroupSize: 32, KVHeads: 1, HeadDim: 64, Ctx: 200, Residual: 64}, heads: 2, n: 100, window: 40, ring: true,
+			stores: [][2]int{{0, 100}, {95, 5}}},
+		{cfg: kv.Config{Type: kv.F16, KVHeads: 2, HeadDim: 64, Ctx: 100}, heads: 4, n: 77, window: 30, ring: true},
+		{cfg: kv.Config{Type: kv.Q4, GroupSize: 64, KVHeads: 2, HeadDim: 128, Ctx: 300, Residual: 16}, heads: 4, prefill: true, past: 150, rows: 40, window: 64, ring: true,
+			stores: [][2]int{{0, 140}, {140, 10}}},
+		{cfg: kv.Config{Type: kv.Q8, GroupSize: 32, KVHeads: 1, HeadDim: 128, Ctx: 200, Rotate: true, Residual: 64}, heads: 2, prefill: true, past: 70, rows: 20, window: 50, ring: true},
 	} {
 		c.cfg.Layers = 1
-		name := fmt.Sprintf("%v_d%d_h%d_kv%d_n%d_past%d_rows%d_window%d_res%d", c.cfg.Type, c.cfg.HeadDim, c.heads, c.cfg.KVHeads, c.n, c.past, c.rows, c.window, c.cfg.Window())
+		if c.ring {
+			c.cfg.LayerWindow = []int{c.window}
+		}
+		name := fmt.Sprintf("%v_d%d_h%d_kv%d_n%d_past%d_rows%d_window%d_res%d_ring%d", c.cfg.Type, c.cfg.HeadDim, c.heads, c.cfg.KVHeads, c.n, c.past, c.rows, c.window, c.cfg.Window(), c.cfg.LayerRing(0))
 		t.Run(name, func(t *testing.T) {
 			cb := cpu.New(2)
 			defer cb.Close()
@@ -85,6 +100,8 @@ func TestEncoderAttention(t *testing.T) {
 			if err := cb.Sync(); err != nil {
 				t.Fatal(err)
 			}
+			runEncoded(t, dev, e, emulator.Forward)
+			comparePlanes(t, cb, kc, 0, layer)
 			a := &backend.Attention{Heads: c.heads, KVHeads: c.cfg.KVHeads, HeadDim: d,
 				Scale: float32(1 / math.Sqrt(float64(d))), Window: c.window}
 			rows := max(1, c.rows)
@@ -135,6 +152,10 @@ func TestEncoderAttentionContract(t *testing.T) {
 	ws := devBytes(t, dev, make([]byte, WorkspaceBytes(cfg, 4, 8)), 0)
 	buf := devBytes(t, dev, make([]byte, 4*16*4*64), 0)
 	good := backend.Attention{Heads: 4, KVHeads: 2, HeadDim: 64, Scale: 0.125}
+	ringCfg := cfg
+	ringCfg.LayerWindow = []int{16}
+	ringLayer := &KVLayer{Cfg: ringCfg}
+	ringLayer.K, ringLayer.V = devBytes(t, dev, make([]byte, ringLayer.PlaneBytes()), 0), devBytes(t, dev, make([]byte, ringLayer.PlaneBytes()), 0)
 	for _, c := range []struct {
 		want string
 		run  func(a *backend.Attention)
@@ -149,6 +170,13 @@ func TestEncoderAttentionContract(t *testing.T) {
 		{"q and out", func(a *backend.Attention) { e.AttendPrefill(buf, buf.Sub(0, 64), buf, buf, layer, 0, 8, a, ws) }},
 		{"positions", func(a *backend.Attention) { e.AttendPrefill(buf, buf, buf, buf, layer, 60, 8, a, ws) }},
 		{"scores", func(a *backend.Attention) { e.AttendDecodeScores(buf, buf, layer, 5, a, ws, buf, 4) }},
+		// A sliding-window layer's ring of 16 slots serves windows up to 16.
+		{"ring of 16 slots", func(a *backend.Attention) { e.AttendDecode(buf, buf, ringLayer, 30, a, ws) }},
+		{"ring of 16 slots", func(a *backend.Attention) { a.Window = 17; e.AttendDecode(buf, buf, ringLayer, 30, a, ws) }},
+		{"ring of 16 slots", func(a *backend.Attention) {
+			a.Window = 20
+			e.AttendPrefill(buf, buf, buf, buf, ringLayer, 30, 2, a, ws)
+		}},
 	} {
 		a := good
 		wantRefused(t, e, c.want, c.want, func() { c.run(&a) })

@@ -70,6 +70,9 @@ func (e *Encoder) KVSetSmoothing(c *KVLayer, lambda []float32) {
 // then rotated (Cfg.Rotate, head dims up to MaxRotatedHeadDim), then quantized with
 // scale and bias rounded to fp16 first.
 //
+// On a sliding-window layer position p goes to slot p mod Slots(), and
+// only the last Slots() rows of a longer batch are stored.
+//
 // kernel_kv_append_{f16,q8,q4}: a thread per 8 elements, grid y 0 for K
 // and 1 for V.
 func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
@@ -118,11 +121,20 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 		}
 		return 0
 	}
+	c.noteStored(pos, rows)
+	ringFrom := c.storeTail(pos, rows)
+	if slots := c.Slots(); rows > slots {
+		// A ring keeps only the last slots rows of a longer batch: the
+		// others would be overwritten within it. (Rows are 32-byte
+		// multiples, so the offsets stay 16-byte aligned.)
+		skip := rows - slots
+		k, v = k.Sub(4*skip*row, 4*slots*row), v.Sub(4*skip*row, 4*slots*row)
+		pos, rows, ringFrom = pos+skip, slots, ringFrom-skip
+	}
 	n := rows * row / 8
 	vps, threads := kvAppendLayout(rows*cfg.KVHeads, d)
-	ringFrom := c.storeTail(pos, rows)
-	a := Args(d, cfg.GroupSize, cfg.KVHeads, cfg.Ctx, pos, n, flag(smooth), flag(cfg.Rotate),
-		rotationNorm(d), vps, cfg.Window(), ringFrom, uint64(c.CodesBytes()), uint64(c.RingOffset()))
+	a := Args(d, cfg.GroupSize, cfg.KVHeads, c.Slots(), pos, n, flag(smooth), flag(cfg.Rotate),
+		rotationNorm(d), vps, c.Residual(), ringFrom, uint64(c.CodesBytes()), uint64(c.RingOffset()))
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_kv_append_" + cfg.Type.String()),
 		Groups:   [3]int{(threads + kvAppendThreads - 1) / kvAppendThreads, 2, 1},

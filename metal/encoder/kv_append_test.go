@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
 	"nibble/metal/emulator"
@@ -119,6 +120,102 @@ func TestEncoderKVStore(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// comparePlanes fails unless c's planes hold the bytes of layer l of the
+// CPU backend's cache cc (ReadKV), naming the first byte that differs.
+func comparePlanes(t *testing.T, cb *cpu.Backend, cc backend.KVCache, l int, c *KVLayer) {
+	t.Helper()
+	wk, wv := make([]byte, c.PlaneBytes()), make([]byte, c.PlaneBytes())
+	if err := cb.ReadKV(cc, l, wk, wv); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct {
+		name      string
+		got, want []byte
+	}{{"K", c.K.Buf.Bytes()[c.K.Off : c.K.Off+c.K.Len], wk}, {"V", c.V.Buf.Bytes()[c.V.Off : c.V.Off+c.V.Len], wv}} {
+		if len(p.got) != len(p.want) {
+			t.Fatalf("%s plane of %d bytes, the CPU's has %d", p.name, len(p.got), len(p.want))
+		}
+		for j := range p.want {
+			if p.got[j] != p.want[j] {
+				t.Fatalf("%s plane byte %d of %d (codes end at %d, the residual ring starts at %d): %#02x, want %#02x",
+					p.name, j, len(p.want), c.CodesBytes(), c.RingOffset(), p.got[j], p.want[j])
+			}
+		}
+	}
+}
+
+// KVStore on sliding-window layers (kv.Config.LayerWindow: a ring of
+// window slots, position p at slot p mod window) against the CPU backend's
+// (ReadKV): batches longer than the window (only their last window rows
+// stay), decode rows that wrap, a batch across the wrap, a rewind inside
+// the window; residual windows shorter than, capped at and absent from the
+// ring; a global layer beside it. Tolerance: none, the planes' bytes are
+// equal.
+func TestEncoderKVStoreRing(t *testing.T) {
+	dev, e := emuEncoder(t)
+	cb := cpu.New(1)
+	defer cb.Close()
+	r := rand.New(rand.NewPCG(79, 80))
+	for i, cfg := range []kv.Config{
+		{Type: kv.Q4, GroupSize: 32, KVHeads: 2, HeadDim: 128, Smooth: true, Rotate: true, Residual: 16},
+		{Type: kv.Q4, GroupSize: 64, KVHeads: 1, HeadDim: 256, Residual: 64},
+		{Type: kv.Q8, GroupSize: 32, KVHeads: 3, HeadDim: 64, Rotate: true, Residual: 8},
+		{Type: kv.Q8, GroupSize: 64, KVHeads: 1, HeadDim: 192, Smooth: true},
+		{Type: kv.F16, KVHeads: 2, HeadDim: 96, Rotate: true},
+	} {
+		cfg.Layers, cfg.Ctx = 2, 150
+		window := []int{24, 33, 20, 40, 17}[i]
+		cfg.LayerWindow = []int{0, window}
+		for _, o := range []emulator.Order{emulator.Forward, emulator.Reverse} {
+			t.Run(fmt.Sprintf("%v_gs%d_d%d_ring%d_res%d_%v", cfg.Type, cfg.GroupSize, cfg.HeadDim, window, cfg.LayerResidual(1), o), func(t *testing.T) {
+				cc, err := cb.NewKVCache(cfg, cfg.KVHeads, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cc.Close()
+				layers := []*KVLayer{opsLayer(t, dev, cfg), opsLayer(t, dev, cfg)}
+				layers[1].Layer = 1
+				layers[1].K = devBytes(t, dev, make([]byte, layers[1].PlaneBytes()), 0)
+				layers[1].V = devBytes(t, dev, make([]byte, layers[1].PlaneBytes()), 0)
+				if layers[1].Ring() != window || layers[1].PlaneBytes() >= layers[0].PlaneBytes() {
+					t.Fatalf("layer 1: ring %d, planes of %d bytes (layer 0: %d)", layers[1].Ring(), layers[1].PlaneBytes(), layers[0].PlaneBytes())
+				}
+				w := cfg.KVHeads * cfg.HeadDim
+				if cfg.Smooths() {
+					l := opsLambda(r, w)
+					for li, c := range layers {
+						e.KVSetSmoothing(c, l)
+						cb.KVSetSmoothing(cc, li, l)
+					}
+				}
+				store := func(pos, rows int) {
+					for li, c := range layers {
+						k, v := randomFloats(r, rows*w, 2), randomFloats(r, rows*w, 1)
+						e.KVStore(c, devFloats(t, dev, k, 0), devFloats(t, dev, v, 0), pos, rows)
+						cb.KVStore(cc, li, cpuTensor(cb, k), cpuTensor(cb, v), pos, rows)
+					}
+				}
+				store(0, 50)
+				runEncoded(t, dev, e, o)
+				store(50, 1)
+				store(51, 1)
+				store(52, 30)
+				runEncoded(t, dev, e, o)
+				store(80, 3)
+				store(78, 9)
+				store(87, 60)
+				runEncoded(t, dev, e, o)
+				if err := cb.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				for li, c := range layers {
+					comparePlanes(t, cb, cc, li, c)
+				}
+			})
 		}
 	}
 }

@@ -22,10 +22,16 @@ func (w *Weight) RowBytes() int { return w.Type.RowBytes(w.Cols) }
 // (kv head, position), [head][pos][D/8 uint32 words] for q4, [D bytes] for
 // q8, [D halves] for f16, followed for q4 and q8 by the metadata,
 // [head][pos][D/gs half2 {scale, bias}], and, with a residual window
-// (Cfg.Window() > 0), by its f16 ring, [head][W rows][D halves].
+// (Cfg.Window() > 0), by its f16 ring, [head][W rows][D halves]. A
+// sliding-window layer (Cfg.LayerWindow) keeps Slots() positions per kv
+// head, position p at slot p mod Slots() (engine/kv's ring.go), and a
+// residual ring of Residual() rows.
 type KVLayer struct {
-	Cfg  kv.Config
-	K, V Region
+	Cfg kv.Config
+	// Layer is the layer's index in Cfg: its window, slots and residual
+	// rows are Cfg's for it.
+	Layer int
+	K, V  Region
 	// Lambda is the layer's K smoothing factors, KVHeads·HeadDim float32
 	// powers of two, or Len 0 when the cache does not smooth. K is stored as
 	// k/λ and queries meet it as q∘λ. Until KVSetSmoothing sets it, it holds
@@ -35,15 +41,28 @@ type KVLayer struct {
 	// stores skip λ when not).
 	Smoothed bool
 	// Tail[r] is the position whose f16 copy ring row r holds, -1 for none
-	// (Cfg.Window() rows; nil is a ring that holds nothing yet). KVStore
+	// (Residual() rows; nil is a ring that holds nothing yet). KVStore
 	// keeps it as kv.Cache.Append keeps its own, in command order, and
 	// attention reads from the ring the positions it holds (TailStart).
 	Tail []int32
+	// ringLo, ringHi are the positions a ring layer holds (noteStored).
+	ringLo, ringHi int
 }
+
+// Slots is the positions a plane keeps per kv head: the context, or a
+// sliding-window layer's window when that is smaller.
+func (c *KVLayer) Slots() int { return c.Cfg.LayerSlots(c.Layer) }
+
+// Ring is the layer's ring size (Slots when they are fewer than the
+// context's, 0 when every position has its own slot).
+func (c *KVLayer) Ring() int { return c.Cfg.LayerRing(c.Layer) }
+
+// Residual is the rows of the layer's f16 residual window ring.
+func (c *KVLayer) Residual() int { return c.Cfg.LayerResidual(c.Layer) }
 
 // CodesBytes is the size of a plane's codes; the metadata starts there.
 func (c *KVLayer) CodesBytes() int {
-	elems := c.Cfg.KVHeads * c.Cfg.Ctx * c.Cfg.HeadDim
+	elems := c.Cfg.KVHeads * c.Slots() * c.Cfg.HeadDim
 	switch c.Cfg.Type {
 	case kv.Q4:
 		return elems / 2
@@ -55,18 +74,18 @@ func (c *KVLayer) CodesBytes() int {
 }
 
 // RingOffset is where a plane's residual window ring starts: after the
-// codes and metadata of every position (only 4-byte aligned in general).
+// codes and metadata of every slot (only 4-byte aligned in general).
 func (c *KVLayer) RingOffset() int {
-	return c.Cfg.KVHeads * c.Cfg.Ctx * kv.BytesPerTokenHead(c.Cfg.Type, c.Cfg.HeadDim, c.Cfg.GroupSize)
+	return c.Cfg.KVHeads * c.Slots() * kv.BytesPerTokenHead(c.Cfg.Type, c.Cfg.HeadDim, c.Cfg.GroupSize)
 }
 
 // PlaneBytes is the size of one plane (K or V), the ring included:
-// kv.Config.PlaneBytes.
-func (c *KVLayer) PlaneBytes() int { return c.Cfg.PlaneBytes() }
+// kv.Config.LayerPlaneBytes.
+func (c *KVLayer) PlaneBytes() int { return c.Cfg.LayerPlaneBytes(c.Layer) }
 
 // tailHolds reports whether the ring holds position pos.
 func (c *KVLayer) tailHolds(pos int) bool {
-	w := c.Cfg.Window()
+	w := c.Residual()
 	return w > 0 && pos >= 0 && len(c.Tail) == w && int(c.Tail[pos%w]) == pos
 }
 
@@ -75,7 +94,7 @@ func (c *KVLayer) tailHolds(pos int) bool {
 // the ring holds every position of [t, n); [lo, t) is read from the codes.
 func (c *KVLayer) TailStart(lo, n int) int {
 	t := n
-	for t > lo && t > n-c.Cfg.Window() && c.tailHolds(t-1) {
+	for t > lo && t > n-c.Residual() && c.tailHolds(t-1) {
 		t--
 	}
 	return t
@@ -86,7 +105,7 @@ func (c *KVLayer) TailStart(lo, n int) int {
 // kv.Cache.Append does. It returns the first row of the batch that enters
 // the ring.
 func (c *KVLayer) storeTail(pos, rows int) (from int) {
-	w := c.Cfg.Window()
+	w := c.Residual()
 	if w == 0 {
 		return rows
 	}
@@ -107,3 +126,33 @@ func (c *KVLayer) storeTail(pos, rows int) (from int) {
 	}
 	return from
 }
+
+// noteStored records positions [pos, pos+n) as stored, as kv.LayerView
+// does: a ring then holds them and the older positions they did not
+// overwrite, as far back as a contiguous run reaches.
+func (c *KVLayer) noteStored(pos, n int) {
+	ring := c.Ring()
+	if ring == 0 {
+		return
+	}
+	lo := pos
+	if pos >= c.ringLo && pos <= c.ringHi {
+		lo = c.ringLo
+	}
+	c.ringLo, c.ringHi = max(lo, pos+n-ring), pos+n
+}
+
+// Holds reports whether the layer holds every position of [lo, hi) that
+// was stored: always without a ring, else when none of them has been
+// overwritten or forgotten by a rewind.
+func (c *KVLayer) Holds(lo, hi int) bool {
+	return c.Ring() == 0 || lo >= hi || lo >= c.ringLo && hi <= c.ringHi
+}
+
+// RingHeld is the positions [lo, hi) a ring layer holds (noteStored); 0, 0
+// for a layer without a ring or before any store.
+func (c *KVLayer) RingHeld() (lo, hi int) { return c.ringLo, c.ringHi }
+
+// RingWrapped reports whether a ring layer has lost positions since the
+// sequence last started at position 0 (kv.Cache.RingWrapped).
+func (c *KVLayer) RingWrapped() bool { return c.Ring() > 0 && c.ringLo > 0 }

@@ -79,7 +79,8 @@ struct attn_args {
     uint  heads;        // query heads (rows of q and out are heads·D floats)
     uint  group;        // G: query heads per kv head
     uint  chunks;       // threadgroups per kv head along x (G/attn_hg)
-    uint  ctx;          // positions per kv head in the cache planes
+    uint  ctx;          // slots per kv head in the cache planes (a sliding-
+                        // window layer's ring: position % ctx)
     uint  lo;           // decode: first visible position; prefill: past
     uint  n;            // decode: end of the visible positions; prefill: rows
     uint  chunk;        // decode: tokens per split
@@ -570,6 +571,22 @@ inline void attn_ring_blocks(thread attn_state & st, device const char * kc, dev
     }
 }
 
+// attn_code_blocks runs this simdgroup's blocks of positions [t0, t1) read
+// from the codes of kv head kvh, ctx slots a head, position t at slot
+// t % ctx: without a ring t1 ≤ ctx and that is one run; a sliding-window
+// layer's ring (the range at most ctx long) is two runs of consecutive
+// slots, as attn_ring_blocks splits the residual window's ring.
+template <typename KV>
+inline void attn_code_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint ctx, uint kvh, uint t0, uint t1,
+                             threadgroup const float * qs, threadgroup const float * qsum, threadgroup float * p,
+                             device float * scores, uint score_stride, ushort sg, ushort lane) {
+    const uint wrap = min(t1, (t0/ctx + 1)*ctx);
+    attn_blocks<KV>(st, k, v, kvh*ctx - (t0/ctx)*ctx, t0, wrap, qs, qsum, p, scores, score_stride, sg, lane);
+    if (wrap < t1) {
+        attn_blocks<KV>(st, k, v, kvh*ctx - wrap, wrap, t1, qs, qsum, p, scores, score_stride, sg, lane);
+    }
+}
+
 // attn_fold adds up the V partials of lanes that took different tokens of
 // the same words (lane li + k·attn_lpt into lane li); lanes below attn_lpt
 // then hold the simdgroup's o.
@@ -704,7 +721,7 @@ kernel void kernel_attn_decode(
     if (codes) {
         attn_prepare_query(qs, qsum, p, q + h0*attn_d, lambda + kvh*attn_d, signs,
                            args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
-        attn_blocks<KV>(st, k, v, kvh*args.ctx, t0, tail, qs, qsum, ps, sc, args.score_stride, sg, lane);
+        attn_code_blocks<KV>(st, k, v, args.ctx, kvh, t0, tail, qs, qsum, ps, sc, args.score_stride, sg, lane);
     }
     if (ring) {
         if (codes) {
@@ -884,7 +901,7 @@ kernel void kernel_attn_prefill(
         attn_prepare_query(qs, qsum, p, qrow, lambda + kvh*attn_d, signs,
                            args.qscale, args.norm, KV::predivide(), KV::groups(), tid, ntg);
         const attn_plane k = {kc, km}, v = {vc, vm};
-        attn_blocks<KV>(st, k, v, kvh*args.ctx, lo, tail, qs, qsum, ps, none, 0, sg, lane);
+        attn_code_blocks<KV>(st, k, v, args.ctx, kvh, lo, tail, qs, qsum, ps, none, 0, sg, lane);
         attn_settle<KV>(st); // the ring's and new rows continue o in element terms
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }

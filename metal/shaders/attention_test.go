@@ -41,6 +41,9 @@ type attnCase struct {
 	// softcap > 0: scores are soft-capped (Gemma 2); queries are then
 	// scaled by qmul so that scores reach past the cap.
 	softcap, qmul float32
+	// ring: the layer keeps only its window, in a ring of window slots
+	// (kv.Config.LayerWindow), position p at slot p mod window.
+	ring bool
 }
 
 func (c attnCase) String() string {
@@ -68,6 +71,9 @@ func (c attnCase) String() string {
 	}
 	if c.softcap > 0 {
 		s += fmt.Sprintf("_cap%g_q%g", c.softcap, c.qmul)
+	}
+	if c.ring {
+		s += "_ring"
 	}
 	return s
 }
@@ -122,6 +128,12 @@ func newAttnFixture(t *testing.T, d *emulator.Device, r *rand.Rand, c attnCase, 
 	if c.typ == kv.F16 {
 		cfg.GroupSize = 0
 	}
+	if c.ring {
+		cfg.LayerWindow = []int{c.window}
+		if cfg.LayerRing(0) == 0 {
+			t.Fatalf("%v: a window of %d in a context of %d is no ring", c, c.window, ctx)
+		}
+	}
 	cache, err := kv.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +170,7 @@ func newAttnFixture(t *testing.T, d *emulator.Device, r *rand.Rand, c attnCase, 
 	f := &attnFixture{cache: cache}
 	f.layer = encoder.KVLayer{Cfg: cfg,
 		K: region(t, d, lv.K.Raw), V: region(t, d, lv.V.Raw), Smoothed: lambda != nil}
-	if w := cfg.Window(); w > 0 {
+	if w := cfg.LayerResidual(0); w > 0 {
 		f.layer.Tail = make([]int32, w)
 		for i := range f.layer.Tail {
 			f.layer.Tail[i] = -1
@@ -269,6 +281,16 @@ func TestAttnDecode(t *testing.T) {
 		{typ: kv.F16, d: 80, kvHeads: 2, g: 2, n: 300, rot: true},
 		{typ: kv.F16, d: 24, kvHeads: 1, g: 1, n: 40, rot: true},
 		{typ: kv.Q8, gs: 64, d: 192, kvHeads: 2, g: 1, n: 1000, window: 700, smooth: true},
+		// Sliding-window rings (Gemma's local layers): the window's
+		// positions wrap inside the ring (n not a multiple of it), wrap
+		// inside a 64-token block and inside a split, the residual window
+		// capped at the ring or shorter than it, n just past the window.
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 1000, window: 300, smooth: true, rot: true, residual: 64, ring: true},
+		{typ: kv.Q4, gs: 64, d: 256, kvHeads: 1, g: 8, n: 213, window: 100, residual: 128, ring: true},
+		{typ: kv.Q4, gs: 32, d: 64, kvHeads: 2, g: 2, n: 4000, window: 1024, rot: true, ring: true},
+		{typ: kv.Q8, gs: 32, d: 128, kvHeads: 2, g: 2, n: 130, window: 40, smooth: true, residual: 16, ring: true},
+		{typ: kv.Q8, gs: 32, d: 96, kvHeads: 1, g: 4, n: 65, window: 64, rot: true, ring: true},
+		{typ: kv.F16, d: 128, kvHeads: 2, g: 1, n: 777, window: 512, ring: true},
 	}
 	for _, c := range cases {
 		ctx := c.n + r.IntN(3)
@@ -414,6 +436,13 @@ func TestAttnPrefill(t *testing.T) {
 		{typ: kv.Q8, gs: 64, d: 192, kvHeads: 1, g: 2, n: 40, rows: 9, window: 30, rot: true},
 		{typ: kv.F16, d: 80, kvHeads: 1, g: 8, n: 33, rows: 17, rot: true},
 		{typ: kv.Q4, gs: 32, d: 160, kvHeads: 2, g: 1, n: 10, rows: 3, rot: true, residual: 64},
+		// Sliding-window rings: a prefix that wraps in the ring, a batch
+		// longer than the window (late rows see no prefix), the residual
+		// window capped at the ring.
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 300, rows: 20, window: 100, smooth: true, rot: true, residual: 32, ring: true},
+		{typ: kv.Q4, gs: 64, d: 64, kvHeads: 1, g: 2, n: 90, rows: 50, window: 40, residual: 64, ring: true},
+		{typ: kv.Q8, gs: 32, d: 256, kvHeads: 1, g: 2, n: 150, rows: 7, window: 64, rot: true, ring: true},
+		{typ: kv.F16, d: 128, kvHeads: 2, g: 2, n: 77, rows: 9, window: 30, ring: true},
 	}
 	for _, c := range cases {
 		ctx := c.n + c.rows + 1

@@ -36,7 +36,7 @@ struct kv_append_args {
     uint  d;        // head dim, a multiple of 8 (and of gs)
     uint  gs;       // elements per {scale, bias} group: 32 or 64 (q8, q4)
     uint  kv_heads;
-    uint  ctx;      // positions per head in a plane
+    uint  ctx;      // slots per head in a plane (a ring's: position % ctx)
     uint  pos;      // position of the first row
     uint  n;        // chunks of 8 to store per plane: rows·kv_heads·d/8
     uint  smooth;   // divide K by λ
@@ -169,7 +169,10 @@ kernel void kernel_kv_append(
     }
 
     device char * plane = is_k ? kp : vp;
-    const ulong slot = (ulong) h*args.ctx + args.pos + row; // head·ctx + position
+    // head·ctx + position mod ctx: a sliding-window layer's ring has ctx
+    // slots (the host stores at most ctx rows a dispatch); elsewhere the
+    // position is below ctx.
+    const ulong slot = (ulong) h*args.ctx + (args.pos + row) % args.ctx;
     if (L == 0) {
         device half4 * dst = (device half4 *) (plane + (slot*args.d + c*8)*2);
         dst[0] = half4(x0);

@@ -3,6 +3,7 @@
 package shaders
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -209,6 +210,91 @@ func kvAppendCompare(t *testing.T, plane string, got, want []byte, codes, ring i
 				where = "metadata"
 			}
 			t.Fatalf("%s plane byte %d (%s): %#02x, want %#02x", plane, i, where, got[i], want[i])
+		}
+	}
+}
+
+// kernel_kv_append_{f16,q8,q4} on a sliding-window layer's ring
+// (kv.Config.LayerWindow): position p goes to slot p mod window. The ring
+// is first filled past a wrap by kv.Cache.Append (the device starts from
+// the same bytes), then a batch of at most window rows (what the encoder
+// dispatches) is stored across the wrap, with and without the residual
+// window (capped at the ring). Tolerance: none, the planes' bytes are
+// equal.
+func TestKVAppendRing(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(43, 44))
+	type rcase struct {
+		typ                     kv.Type
+		gs, kvHeads, hd, window int
+		ctx, first, pos, rows   int
+		residual                int
+		smooth, rotate          bool
+	}
+	cases := []rcase{
+		{kv.Q4, 32, 2, 128, 24, 200, 40, 40, 20, 16, true, true},  // wraps inside the batch
+		{kv.Q4, 64, 1, 256, 33, 100, 50, 50, 33, 64, false, true}, // a whole ring; residual capped at 33
+		{kv.Q8, 32, 3, 64, 16, 80, 30, 30, 9, 0, true, false},
+		{kv.Q8, 64, 2, 192, 40, 90, 70, 65, 12, 8, false, true}, // a rewind inside the ring
+		{kv.F16, 32, 2, 96, 20, 60, 25, 25, 17, 0, false, true},
+		{kv.F16, 32, 1, 64, 8, 30, 8, 8, 8, 0, false, false}, // the batch starts at slot 0
+	}
+	for _, c := range cases {
+		cfg := kv.Config{Type: c.typ, GroupSize: c.gs, Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, Ctx: c.ctx,
+			Rotate: c.rotate, Smooth: c.smooth, Residual: c.residual, LayerWindow: []int{c.window}}
+		cache, err := kv.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lambda := make([]float32, c.kvHeads*c.hd)
+		for i := range lambda {
+			lambda[i] = float32(math.Ldexp(1, r.IntN(9)-4))
+		}
+		smooth := c.smooth && cfg.Smooths()
+		if err := cache.SetLambda(0, lambda); err != nil {
+			t.Fatal(err)
+		}
+		if err := cache.Append(0, 0, kvAppendRows(r, c.first, c.kvHeads, c.hd), kvAppendRows(r, c.first, c.kvHeads, c.hd), c.first); err != nil {
+			t.Fatal(err)
+		}
+		lv := cache.Layer(0)
+		if lv.Ring != c.window {
+			t.Fatalf("the CPU cache's ring is %d, want %d", lv.Ring, c.window)
+		}
+		before := bytes.Clone(lv.K.Raw)
+		beforeV := bytes.Clone(lv.V.Raw)
+		kr, vr := kvAppendRows(r, c.rows, c.kvHeads, c.hd), kvAppendRows(r, c.rows, c.kvHeads, c.hd)
+		if err := cache.Append(0, c.pos, kr, vr, c.rows); err != nil {
+			t.Fatal(err)
+		}
+		signs := make([]float32, c.hd)
+		if c.rotate {
+			signs = kvAppendSigns(t, c.hd)
+		}
+		layer := encoder.KVLayer{Cfg: cfg}
+		if layer.Slots() != c.window || layer.PlaneBytes() != len(lv.K.Raw) {
+			t.Fatalf("the device layer has %d slots and %d-byte planes, the CPU's %d and %d", layer.Slots(), layer.PlaneBytes(), c.window, len(lv.K.Raw))
+		}
+		p := pipeline(t, l, "kernel_kv_append_"+c.typ.String())
+		w := layer.Residual()
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("%v_gs%d_heads%d_d%d_ring%d_pos%d_rows%d_residual%d_%v", c.typ, c.gs, c.kvHeads, c.hd, c.window, c.pos, c.rows, w, o), func(t *testing.T) {
+				kp, vp := buffer(t, d, before), buffer(t, d, beforeV)
+				n := c.rows * c.kvHeads * c.hd / 8
+				vps, threads := kvAppendLayout(c.rows*c.kvHeads, c.hd)
+				a := kvAppendArgs(c.hd, cfg.GroupSize, c.kvHeads, c.window, c.pos, n, smooth, c.rotate, vps, w, max(0, c.rows-w), layer.CodesBytes(), layer.RingOffset())
+				run(t, d, o, device.Dispatch{
+					Pipeline: p, Groups: [3]int{(threads + 255) / 256, 2, 1}, Threads: [3]int{256, 1, 1},
+					Inline: []device.Inline{{Index: 0, Data: a}},
+					Buffers: []device.Binding{
+						{Index: 1, Buffer: buffer(t, d, f32Bytes(kr))}, {Index: 2, Buffer: buffer(t, d, f32Bytes(vr))},
+						{Index: 3, Buffer: buffer(t, d, f32Bytes(lambda))}, {Index: 4, Buffer: buffer(t, d, f32Bytes(signs))},
+						{Index: 5, Buffer: kp}, {Index: 6, Buffer: vp},
+					},
+				})
+				kvAppendCompare(t, "K", kp.Bytes(), lv.K.Raw, layer.CodesBytes(), layer.RingOffset())
+				kvAppendCompare(t, "V", vp.Bytes(), lv.V.Raw, layer.CodesBytes(), layer.RingOffset())
+			})
 		}
 	}
 }
