@@ -26,12 +26,14 @@ func footprint(name string) (backend.Footprint, error) {
 }
 
 // metalByCPU is the CPU's footprint standing in for Metal's: its figures,
-// Metal's residual window, and full planes for sliding-window layers (no
-// kv.RingReader: the Metal kernels do not read rings yet).
+// Metal's residual window and Metal's rings for sliding-window layers.
 type metalByCPU struct{ backend.Footprint }
 
 // ReadsKVResidual (backend.ResidualReader): Metal reads the residual window.
 func (metalByCPU) ReadsKVResidual() bool { return true }
+
+// ReadsKVRing (kv.RingReader): Metal keeps sliding-window layers in rings.
+func (metalByCPU) ReadsKVRing() bool { return true }
 
 // shape is what a backend's footprint needs of hp.
 func shape(hp model.HParams) backend.Shape {

@@ -16,8 +16,8 @@ import (
 // for a cache whose five local layers of six hold 1024 positions (the
 // allocation delta of NewKVCache, less the footprint's workspace), and at
 // 128K it is the fraction of the all-global KV that the layer pattern
-// predicts. The largest context that fits a budget grows accordingly; on
-// Metal, which keeps full planes, nothing changes.
+// predicts. The largest context that fits a budget grows accordingly, and
+// Metal's estimate (the CPU's figures standing in for it) counts rings too.
 func TestEstimateCountsSlidingWindowRings(t *testing.T) {
 	const id = "gemma-3-4b-it"
 	cm, err := models.ByID(id)
@@ -98,8 +98,8 @@ func TestEstimateCountsSlidingWindowRings(t *testing.T) {
 	if e, err := Compute(d, Options{Ctx: withRings + 1, KV: kv.Q8, Batch: 512, Threads: 2}); err != nil || e.Total <= budget {
 		t.Errorf("one more than the largest context %d fits: %v, %v", withRings, e, err)
 	}
-	// Metal keeps every layer's full planes (no kv.RingReader), and so
-	// does its estimate where the CPU's figures stand in for it.
+	// Metal keeps rings as the CPU does (kv.RingReader), and so does its
+	// estimate where the CPU's figures stand in for it.
 	mo := Options{Ctx: 131072, KV: kv.Q4, Batch: 512, Backend: "metal"}
 	em, err := Compute(d, mo)
 	if err != nil {
@@ -109,7 +109,11 @@ func TestEstimateCountsSlidingWindowRings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if em.KV != fm.KV || KVConfig(d.HParams, mo).LayerWindow != nil {
-		t.Errorf("metal: KV %d with local layers, %d all-global; Metal keeps full planes", em.KV, fm.KV)
+	co, err := Compute(d, Options{Ctx: 131072, KV: kv.Q4, Batch: 512, Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if em.KV != co.KV || em.KV >= fm.KV/4 || KVConfig(d.HParams, mo).LayerWindow == nil {
+		t.Errorf("metal: KV %d with rings, %d on the CPU, %d all-global; Metal keeps rings as the CPU does", em.KV, co.KV, fm.KV)
 	}
 }
