@@ -79,6 +79,14 @@ func dctII(m int) []float32 {
 	return q
 }
 
+// Signs are the transform's random signs s (step a), for backends that
+// build R themselves; the caller must not change them.
+func (r *Rotation) Signs() []float32 { return r.signs }
+
+// Mixing is Q_m row-major (step c), nil for a power-of-two head dim; the
+// caller must not change it.
+func (r *Rotation) Mixing() []float32 { return r.dct }
+
 // Dim is the head dim the transform is for.
 func (r *Rotation) Dim() int { return len(r.signs) }
 

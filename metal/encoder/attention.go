@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"nibble/engine/backend"
 	"nibble/engine/kv"
@@ -97,9 +98,8 @@ func DecodeGrid(heads, kvHeads, n, ctx int) (hg, splits int) {
 // rotationConstants returns what the kernels rotate K and queries with for
 // head dim d, as float32s uploaded once per encoder: kv.Rotation's d signs,
 // then for d = P·m with m > 1 its block mixing Q_m (m·m, row-major); false
-// (and the error recorded) when d has no rotation. The signs are read off
-// kv.Rotation: R⁻¹·e₀ has the sign of s_i in element i (Q_m's first row is
-// positive). Q_m is computed as kv.Rotation computes it (rotationDCT).
+// (and the error recorded) when d has no rotation: kv.Rotation's signs,
+// then its Q_m.
 func (e *Encoder) rotationConstants(op string, d int) (Region, bool) {
 	e.key = binary.LittleEndian.AppendUint32(append(e.key[:0], 's'), uint32(d))
 	r := e.constant(e.key, func() ([]byte, error) {
@@ -123,37 +123,7 @@ func RotationConstants(d int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := make([]float32, d)
-	x[0] = 1
-	r.Invert(x, x)
-	for i, v := range x {
-		x[i] = 1
-		if v < 0 {
-			x[i] = -1
-		}
-	}
-	if p := d & -d; p < d {
-		x = append(x, rotationDCT(d/p)...)
-	}
-	return x, nil
-}
-
-// rotationDCT is kv.Rotation's block mixing for m blocks, the orthonormal
-// m-point DCT-II, row-major: Q[k][n] = c_k·cos(π(2n+1)k/(2m)), c_0 = √(1/m),
-// c_k = √(2/m), in float64 rounded once, the same expression as engine/kv's
-// (TestRotationConstants holds the two to the same bits).
-func rotationDCT(m int) []float32 {
-	q := make([]float32, m*m)
-	for k := range m {
-		c := math.Sqrt(2 / float64(m))
-		if k == 0 {
-			c = math.Sqrt(1 / float64(m))
-		}
-		for n := range m {
-			q[k*m+n] = float32(c * math.Cos(math.Pi*float64((2*n+1)*k)/float64(2*m)))
-		}
-	}
-	return q
+	return append(slices.Clone(r.Signs()), r.Mixing()...), nil
 }
 
 // rotationNorm is the rotation's Walsh–Hadamard scale for head dim d,
