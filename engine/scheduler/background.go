@@ -52,7 +52,7 @@ func (s *Scheduler) ProbeKV(ctx context.Context, o engine.KVChoiceOptions, progr
 	if err != nil {
 		return nil, err
 	}
-	if err := s.waitJob(job); err != nil {
+	if _, err := s.waitJob(job); err != nil {
 		return nil, err
 	}
 	return probe.Result(), nil
@@ -64,9 +64,16 @@ func (s *Scheduler) ProbeKV(ctx context.Context, o engine.KVChoiceOptions, progr
 // it is (then applied is false). It fails with ErrUnloaded when the model
 // it was asked for has been unloaded or replaced by then; options that do
 // not fit fail as Reconfigure's do, the old ones staying in force.
-func (s *Scheduler) ReconfigureWhenIdle(ctx context.Context, adjust func(ModelInfo) (engine.Options, bool)) (info ModelInfo, applied bool, err error) {
+func (s *Scheduler) ReconfigureWhenIdle(ctx context.Context, adjust func(ModelInfo) (engine.Options, bool)) (ModelInfo, bool, error) {
+	// The job writes its outcome here on the owner goroutine; they are read
+	// only once the job has ended (job.end), never after a cancellation,
+	// when the job may still be running.
+	var (
+		info    ModelInfo
+		applied bool
+	)
 	job := &idleJob{ctx: ctx, end: make(chan error, 1), close: func() {}}
-	err = s.do(func() error {
+	err := s.do(func() error {
 		l := s.current()
 		if l == nil {
 			return ErrNoModel
@@ -90,25 +97,25 @@ func (s *Scheduler) ReconfigureWhenIdle(ctx context.Context, adjust func(ModelIn
 	if err != nil {
 		return ModelInfo{}, false, err
 	}
-	if err := s.waitJob(job); err != nil {
-		if ctx.Err() != nil { // the job may still be running: leave its results alone
-			return ModelInfo{}, false, err
-		}
-		return info, applied, err
+	ended, err := s.waitJob(job)
+	if !ended {
+		return ModelInfo{}, false, err
 	}
-	return info, applied, nil
+	return info, applied, err
 }
 
-// waitJob waits for job's outcome, or for its context.
-func (s *Scheduler) waitJob(job *idleJob) error {
+// waitJob waits for job's outcome (ended) or for its context or the
+// scheduler's end (not ended: the job may still be running, so what it
+// writes must not be read).
+func (s *Scheduler) waitJob(job *idleJob) (ended bool, err error) {
 	select {
 	case err := <-job.end:
-		return err
+		return true, err
 	case <-job.ctx.Done():
 		s.nudge() // the owner drops it at its next look
-		return job.ctx.Err()
+		return false, job.ctx.Err()
 	case <-s.done:
-		return ErrClosed
+		return false, ErrClosed
 	}
 }
 
