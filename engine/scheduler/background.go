@@ -22,16 +22,21 @@ type idleJob struct {
 // progress, when set, is called on the owner goroutine after each batch
 // with the batches done and in all (it must not block). ProbeKV returns
 // when the probe ends, when ctx is cancelled (ctx's error), or when the
-// model is unloaded or replaced (ErrUnloaded; ErrClosed on Close). A
-// Reconfigure does not stop it: the probe measures the model, not the
-// sessions.
-func (s *Scheduler) ProbeKV(ctx context.Context, o engine.KVChoiceOptions, progress func(done, total int)) (*engine.KVChoice, error) {
+// model is unloaded or replaced (ErrUnloaded; ErrClosed on Close). path,
+// when set, is the model file the caller means: if another one is loaded
+// by the time the probe starts, it fails with ErrUnloaded instead of
+// measuring that one. A Reconfigure does not stop it: the probe measures
+// the model, not the sessions.
+func (s *Scheduler) ProbeKV(ctx context.Context, path string, o engine.KVChoiceOptions, progress func(done, total int)) (*engine.KVChoice, error) {
 	var probe *engine.KVProbe
 	job := &idleJob{ctx: ctx, end: make(chan error, 1)}
 	err := s.do(func() error {
 		l := s.current()
 		if l == nil {
 			return ErrNoModel
+		}
+		if path != "" && l.info.Path != path {
+			return ErrUnloaded
 		}
 		var err error
 		if probe, err = engine.NewKVProbe(l.m, s.b, o); err != nil {
@@ -134,7 +139,9 @@ func (s *Scheduler) stepIdle() {
 	default:
 		done, err = job.step()
 	}
-	if done || err != nil {
+	// A step that unloads the model (a reconfigure whose fallback fails)
+	// has already ended every job through endIdle, this one included.
+	if (done || err != nil) && len(s.idle) > 0 && s.idle[0] == job {
 		s.idle = s.idle[1:]
 		job.close()
 		job.end <- err

@@ -55,7 +55,7 @@ func TestProbeKVRunsBetweenReplies(t *testing.T) {
 	}
 	res := make(chan outcome, 1)
 	go func() {
-		c, err := s.ProbeKV(context.Background(), engine.KVChoiceOptions{Residual: -1, Prompt: shortPrompt}, func(done, total int) {
+		c, err := s.ProbeKV(context.Background(), "", engine.KVChoiceOptions{Residual: -1, Prompt: shortPrompt}, func(done, total int) {
 			mu.Lock()
 			steps = append(steps, [2]int{done, total})
 			mu.Unlock()
@@ -108,7 +108,7 @@ func TestProbeKVEndsWithItsModel(t *testing.T) {
 	var once sync.Once
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.ProbeKV(context.Background(), engine.KVChoiceOptions{Prompt: shortPrompt}, func(int, int) { once.Do(func() { close(started) }) })
+		_, err := s.ProbeKV(context.Background(), "", engine.KVChoiceOptions{Prompt: shortPrompt}, func(int, int) { once.Do(func() { close(started) }) })
 		errc <- err
 	}()
 	<-started
@@ -118,19 +118,49 @@ func TestProbeKVEndsWithItsModel(t *testing.T) {
 	if err := <-errc; !errors.Is(err, ErrUnloaded) {
 		t.Fatalf("probe after unload: %v, want ErrUnloaded", err)
 	}
-	if _, err := s.ProbeKV(context.Background(), engine.KVChoiceOptions{}, nil); !errors.Is(err, ErrNoModel) {
+	if _, err := s.ProbeKV(context.Background(), "", engine.KVChoiceOptions{}, nil); !errors.Is(err, ErrNoModel) {
 		t.Fatalf("probe with no model: %v, want ErrNoModel", err)
 	}
 	if _, err := s.Load(path, engine.Options{Ctx: 512, KV: kv.Q4}); err != nil {
 		t.Fatal(err)
 	}
+	// A probe meant for another file does not measure the model loaded now.
+	if _, err := s.ProbeKV(context.Background(), path+".other", engine.KVChoiceOptions{Prompt: shortPrompt}, nil); !errors.Is(err, ErrUnloaded) {
+		t.Fatalf("probe for another model file: %v, want ErrUnloaded", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.ProbeKV(ctx, engine.KVChoiceOptions{Prompt: shortPrompt}, nil); !errors.Is(err, context.Canceled) {
+	if _, err := s.ProbeKV(ctx, path, engine.KVChoiceOptions{Prompt: shortPrompt}, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("probe with a cancelled context: %v", err)
 	}
 	// The cancelled probe is dropped, not left in the way of the next.
-	if c, err := s.ProbeKV(context.Background(), engine.KVChoiceOptions{Prompt: shortPrompt}, nil); err != nil || c == nil || len(c.Candidates) != 3 {
+	if c, err := s.ProbeKV(context.Background(), "", engine.KVChoiceOptions{Prompt: shortPrompt}, nil); err != nil || c == nil || len(c.Candidates) != 3 {
 		t.Fatalf("probe after a cancelled one: %+v, %v", c, err)
+	}
+}
+
+// A job whose step unloads the model (a reconfigure whose fallback also
+// failed) is ended once, by the unload, and the owner goes on.
+func TestIdleJobThatUnloadsEndsOnce(t *testing.T) {
+	s := New(Config{Threads: 1})
+	defer s.Close()
+	path := modelPath(t, "tiny-llama-spm-f16.gguf")
+	if _, err := s.Load(path, engine.Options{Ctx: 256, KV: kv.Q4}); err != nil {
+		t.Fatal(err)
+	}
+	job := &idleJob{ctx: context.Background(), end: make(chan error, 1), close: func() {}}
+	if err := s.do(func() error {
+		job.model = s.current().m
+		job.step = func() (bool, error) { return true, s.unload(ErrUnloaded) }
+		s.idle = append(s.idle, job)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := s.waitJob(job); !ended || !errors.Is(err, ErrUnloaded) {
+		t.Fatalf("job that unloads: ended %v, %v; want ended with ErrUnloaded", ended, err)
+	}
+	if _, err := s.Load(path, engine.Options{Ctx: 256, KV: kv.Q4}); err != nil {
+		t.Fatalf("the scheduler after the job: %v", err)
 	}
 }

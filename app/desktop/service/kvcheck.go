@@ -185,31 +185,44 @@ func (s *Service) stopKVCheck() {
 	}
 }
 
+// swapKVCheck makes kc the shown check and cancels the one it replaces, in
+// one critical section so that two starts cannot both keep theirs; a
+// running kc counts as a stream (false once the service is closed).
+func (s *Service) swapKVCheck(kc *kvCheckState) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	old := s.kvc
+	s.kvc = kc
+	if kc.cancel != nil {
+		s.streams.Add(1)
+	}
+	s.mu.Unlock()
+	if old != nil && old.cancel != nil {
+		old.cancel()
+	}
+	return true
+}
+
 // startKVCheck shows the KV check of the model at path, loaded with KV
 // "auto": a kept result at once (the load already used its choice, or
 // keptNote says why not), otherwise the check runs in the background on
 // the engine's scheduler.
 func (s *Service) startKVCheck(path string, kept *engine.KVChoice, keptNote string) {
-	s.stopKVCheck()
 	if kept != nil {
 		kc := &kvCheckState{path: path, check: checkOf(kept, true)}
 		kc.check.Note = keptNote
-		s.mu.Lock()
-		s.kvc = kc
-		s.mu.Unlock()
+		s.swapKVCheck(kc)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	kc := &kvCheckState{path: path, check: KVCheck{State: KVCheckRunning}, cancel: cancel, last: -1}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.swapKVCheck(kc) {
 		cancel()
 		return
 	}
-	s.kvc = kc
-	s.streams.Add(1)
-	s.mu.Unlock()
 	sched := s.engine()
 	go func() {
 		defer s.streams.Done()
@@ -233,7 +246,7 @@ func (s *Service) updateKVCheck(kc *kvCheckState, f func(*KVCheck)) {
 }
 
 func (s *Service) runKVCheck(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState) {
-	c, err := sched.ProbeKV(ctx, engine.KVChoiceOptions{Residual: -1}, func(done, total int) {
+	c, err := sched.ProbeKV(ctx, kc.path, engine.KVChoiceOptions{Residual: -1}, func(done, total int) {
 		pct := done * 100 / max(total, 1)
 		s.mu.Lock()
 		report := pct != kc.last
