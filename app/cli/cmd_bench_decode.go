@@ -160,6 +160,13 @@ func benchDecodeCmd(env *Env, args []string) error {
 		for rep := 0; rep < *reps; rep++ {
 			for i, s := range sessions {
 				s.Truncate(len(prompt))
+				// A cache that cannot rewind (a wrapped sliding-window
+				// ring, eviction) keeps less: read the prompt again, untimed.
+				if len(s.Tokens()) < len(prompt) {
+					if _, err := s.Prefill(ctx, prompt); err != nil {
+						return err
+					}
+				}
 				if err := s.Step(toks[0]); err != nil { // warm-up step, untimed
 					return err
 				}

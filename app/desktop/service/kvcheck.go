@@ -66,6 +66,7 @@ type KVCheckRow struct {
 // kvCheckState is the check of one loaded file.
 type kvCheckState struct {
 	path   string
+	file   os.FileInfo // the file as it was when the check started
 	check  KVCheck
 	cancel context.CancelFunc
 	last   int // percent last reported
@@ -113,12 +114,9 @@ func (s *Service) cachedKVChoice(path string) *engine.KVChoice {
 	return &e.Choice
 }
 
-// keepKVChoice writes c as the result for the file at path.
-func (s *Service) keepKVChoice(path string, c *engine.KVChoice) error {
-	st, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("keep the KV check: %w", err)
-	}
+// keepKVChoice writes c as the result for the file at path as it was
+// when the check started (st): a file replaced meanwhile is checked again.
+func (s *Service) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice) error {
 	kvChoicesMu.Lock()
 	defer kvChoicesMu.Unlock()
 	m := readKVChoices(s.kvChoicesPath())
@@ -127,12 +125,22 @@ func (s *Service) keepKVChoice(path string, c *engine.KVChoice) error {
 	if err != nil {
 		return fmt.Errorf("keep the KV check: %w", err)
 	}
-	tmp := s.kvChoicesPath() + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	// A temporary file of its own, so that two app processes never write
+	// into the same one.
+	tmp, err := os.CreateTemp(filepath.Dir(s.kvChoicesPath()), "kv-choices-*.tmp")
+	if err != nil {
 		return fmt.Errorf("keep the KV check: %w", err)
 	}
-	if err := os.Rename(tmp, s.kvChoicesPath()); err != nil {
-		return fmt.Errorf("keep the KV check: %w", err)
+	_, werr := tmp.Write(data)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), s.kvChoicesPath())
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("keep the KV check: %w", werr)
 	}
 	return nil
 }
@@ -219,6 +227,9 @@ func (s *Service) startKVCheck(path string, kept *engine.KVChoice, keptNote stri
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	kc := &kvCheckState{path: path, check: KVCheck{State: KVCheckRunning}, cancel: cancel, last: -1}
+	if st, err := os.Stat(path); err == nil {
+		kc.file = st
+	}
 	if !s.swapKVCheck(kc) {
 		cancel()
 		return
@@ -263,7 +274,10 @@ func (s *Service) runKVCheck(ctx context.Context, sched *scheduler.Scheduler, kc
 		s.updateKVCheck(kc, func(k *KVCheck) { k.State, k.Error = KVCheckFailed, err.Error() })
 		return
 	}
-	keepErr := s.keepKVChoice(kc.path, c)
+	keepErr := fmt.Errorf("keep the KV check: %s could not be read when the check started", filepath.Base(kc.path))
+	if kc.file != nil {
+		keepErr = s.keepKVChoice(kc.path, kc.file, c)
+	}
 	s.updateKVCheck(kc, func(k *KVCheck) {
 		done, total := k.Done, k.Total
 		*k = checkOf(c, false)
