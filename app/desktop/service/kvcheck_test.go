@@ -156,6 +156,11 @@ func TestKVCheckSwitchesToQ8WhereQ4Fails(t *testing.T) {
 	if c := s.Settings(); c.KVType != "auto" {
 		t.Fatalf("the switch changed the KV setting to %q", c.KVType)
 	}
+	// The window learns it from the last status event: the switch and its note.
+	if last := rec.lastStatus(t); last.Model == nil || last.Model.KVLabel != "q8 KV" || last.Model.KVCheck == nil ||
+		!strings.HasPrefix(last.Model.KVCheck.Note, "KV switched to q8: ") {
+		t.Fatalf("the last status event after the switch: %+v (check %+v)", last.Model, last.Model.KVCheck)
+	}
 
 	st, err = s.LoadModel(LoadRequest{Path: path, Ctx: 4096})
 	if err != nil {

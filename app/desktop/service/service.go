@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"nibble/app/desktop/demo"
@@ -65,6 +66,8 @@ type Service struct {
 	store *settings.Store
 	dirs  settings.Dirs
 	emit  Emitter
+	// statusSeq numbers the statuses Status returns (Status.Seq).
+	statusSeq atomic.Uint64
 	// probe reads the machine's memory budget (tests pin it).
 	probe func() (estimate.Budget, error)
 
@@ -257,6 +260,9 @@ func (s *Service) Status() Status {
 			st.State = StateReady // chats have somewhere to go
 		}
 	}
+	// Numbered once everything is read, so a status read after a change
+	// (and any status event about it) outnumbers those read before it.
+	st.Seq = s.statusSeq.Add(1)
 	return st
 }
 

@@ -37,6 +37,20 @@ func (r *recorder) emit(name string, data any) {
 	}
 }
 
+// lastStatus is the last EventStatus emitted.
+func (r *recorder) lastStatus(t *testing.T) Status {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.events) - 1; i >= 0; i-- {
+		if st, ok := r.events[i].data.(Status); ok && r.events[i].name == EventStatus {
+			return st
+		}
+	}
+	t.Fatal("no status event")
+	return Status{}
+}
+
 func (r *recorder) text(id string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

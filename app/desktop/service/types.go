@@ -27,6 +27,10 @@ type Status struct {
 	Prepare *Prepare `json:"prepare,omitempty"`
 	// Remote is the remote model chats go to (nil: the local Model).
 	Remote *Model `json:"remote,omitempty"`
+	// Seq orders statuses: a later Status call has a larger one. Events
+	// from several goroutines can reach the window out of order, so it
+	// keeps the status with the largest Seq it has seen.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Model describes the loaded model.

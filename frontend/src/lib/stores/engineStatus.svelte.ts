@@ -18,20 +18,30 @@ export class EngineStatus {
 
   /** set takes a Status a bound method returned (LoadModel, ApplyContext). */
   set(s: Status): void {
-    if (s?.state) this.status = s;
+    if (s?.state) this.take(s);
+  }
+
+  /**
+   * take keeps s unless a later status already arrived: events and call
+   * results can reach the window out of order, and Status.seq says which
+   * the engine read last.
+   */
+  private take(s: Status): void {
+    if (s.seq !== undefined && this.status.seq !== undefined && s.seq < this.status.seq) return;
+    this.status = s;
   }
 
   /** connect subscribes first, then asks, so no change falls in between. */
   connect(): () => void {
     const offStatus = engine.on('model:status', (s) => {
-      this.status = s;
+      this.take(s);
     });
     const offProgress = engine.on('model:progress', (p) => {
       this.status = { ...this.status, prepare: p };
     });
     engine.status().then(
       (s) => {
-        this.status = s;
+        this.take(s);
       },
       (e: unknown) => {
         this.unreachable = e instanceof Error ? e.message : String(e);

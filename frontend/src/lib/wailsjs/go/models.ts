@@ -910,6 +910,7 @@ export namespace service {
 	    running: number;
 	    prepare?: Prepare;
 	    remote?: Model;
+	    seq?: number;
 	
 	    static createFrom(source: any = {}) {
 	        return new Status(source);
@@ -924,6 +925,7 @@ export namespace service {
 	        this.running = source["running"];
 	        this.prepare = this.convertValues(source["prepare"], Prepare);
 	        this.remote = this.convertValues(source["remote"], Model);
+	        this.seq = source["seq"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
