@@ -143,6 +143,9 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 			runtime.Gosched()
 		}
 	}
+	// Let go of the finished loop, so that fn and what it captured (a
+	// tensor being written, a model's state) are not kept until the next.
+	p.cur.CompareAndSwap(j, nil)
 }
 
 var (
