@@ -139,31 +139,12 @@ func (c *kvCache) Evicted() bool {
 }
 
 // ResumableFrom is the largest p ≤ n at which the sequence can go on (the
-// next store at p keeping [0, p)), as kv.Cache.ResumableFrom has it: the
-// Metal cache does not evict, so every ring layer must still hold
-// [max(0, p+1−ring), p): up to the end of what it holds, and after a wrap
-// from ringLo+ring−1 on; 0 when no such p is left.
+// next store at p keeping [0, p)): the Metal cache does not evict, so what
+// its ring layers allow, by the CPU cache's rule (kv.RingResumableFrom).
 func (c *kvCache) ResumableFrom(n int) int {
-	if n <= 0 {
-		return 0
-	}
-	p, lowest := n, 0
-	for l := range c.layers {
-		lv := &c.layers[l]
-		ring := lv.Ring()
-		if ring == 0 {
-			continue
-		}
-		lo, hi := lv.RingHeld()
-		p = min(p, hi)
-		if lo > 0 {
-			lowest = max(lowest, lo+ring-1)
-		}
-	}
-	if p < lowest {
-		return 0
-	}
-	return p
+	return kv.RingResumableFrom(n, len(c.layers), func(l int) (int, kv.RingSpan) {
+		return c.layers[l].Ring(), c.layers[l].Span()
+	})
 }
 
 // Kept (backend.EvictingCache): the Metal cache does not evict, so nil; a

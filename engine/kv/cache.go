@@ -44,10 +44,10 @@ type LayerView struct {
 	Window  int
 	tailPos []int32
 	// Ring is a sliding-window layer's ring size (ring.go; 0: none, every
-	// position at its own slot): Ctx slots, position p at slot p mod Ring.
-	// The ring holds positions [ringLo, ringHi).
-	Ring           int
-	ringLo, ringHi int
+	// position at its own slot): Ctx slots, position p at slot p mod Ring;
+	// span is what it holds.
+	Ring int
+	span RingSpan
 }
 
 // Cache is a preallocated K/V cache for every layer.
@@ -232,7 +232,7 @@ func (c *Cache) appendAt(layer, pos int, k, v []float32, n int) {
 			lv.tailPos[(pos+t)%lv.Window] = int32(pos + t)
 		}
 	}
-	lv.noteAppend(pos, n)
+	lv.span.Note(lv.Ring, pos, n)
 }
 
 // store quantizes one head vector into slot = head·Ctx + position.

@@ -92,12 +92,73 @@ func (lv *LayerView) SlotRun(lo, hi int) int {
 	return hi
 }
 
+// RingSpan is what a sliding-window ring holds: the positions [lo, hi)
+// stored since the sequence last started at 0 that later ones have not
+// overwritten. The CPU cache keeps one per layer, and so does a backend
+// that keeps rings of its own (Metal), so that both follow the same rules.
+type RingSpan struct{ lo, hi int }
+
+// Note records positions [pos, pos+n) as stored in a ring of size slots:
+// the ring then holds them and the older positions they did not
+// overwrite, as far back as a contiguous run reaches.
+func (r *RingSpan) Note(size, pos, n int) {
+	if size == 0 {
+		return
+	}
+	lo := pos
+	if pos >= r.lo && pos <= r.hi {
+		lo = r.lo
+	}
+	r.lo, r.hi = max(lo, pos+n-size), pos+n
+}
+
+// Holds reports whether a ring of size slots (0: not a ring, every
+// position kept) holds every position of [lo, hi) that was stored.
+func (r RingSpan) Holds(size, lo, hi int) bool {
+	return size == 0 || lo >= hi || lo >= r.lo && hi <= r.hi
+}
+
+// Held is the positions [lo, hi) the ring holds.
+func (r RingSpan) Held() (lo, hi int) { return r.lo, r.hi }
+
+// Wrapped reports whether a ring of size slots has lost positions since
+// the sequence last started at position 0.
+func (r RingSpan) Wrapped(size int) bool { return size > 0 && r.lo > 0 }
+
+// RingResumableFrom is the largest p ≤ n at which a sequence can go on
+// (the next append at p, the earlier positions kept) given its layers'
+// rings, ring(l) being layer l's size and span: the largest p whose window
+// every ring layer still holds. A query at p sees [p+1−window, p] and the
+// window is at most the ring, so resuming needs [max(0, p+1−size), p);
+// what the ring holds after p does not matter, the append overwrites or
+// forgets it. So a ring whose positions start at 0 allows any p up to its
+// end, and one that has wrapped allows p from lo+size−1 (its end, or one
+// before it) onwards. Layers without a ring hold every position appended.
+func RingResumableFrom(n, layers int, ring func(l int) (size int, span RingSpan)) int {
+	if n <= 0 {
+		return 0
+	}
+	p, lowest := n, 0
+	for l := range layers {
+		size, r := ring(l)
+		if size == 0 {
+			continue
+		}
+		p = min(p, r.hi)
+		if r.lo > 0 {
+			lowest = max(lowest, r.lo+size-1)
+		}
+	}
+	if p < lowest {
+		return 0
+	}
+	return p
+}
+
 // Holds reports whether the layer holds every position of [lo, hi) that was
 // appended: always for a layer without a ring, else when none of them has
 // been overwritten or forgotten by a rewind.
-func (lv *LayerView) Holds(lo, hi int) bool {
-	return lv.Ring == 0 || lo >= hi || lo >= lv.ringLo && hi <= lv.ringHi
-}
+func (lv *LayerView) Holds(lo, hi int) bool { return lv.span.Holds(lv.Ring, lo, hi) }
 
 // CheckRead reports a read of positions [lo, hi) that the layer's ring
 // cannot serve, naming what it holds.
@@ -105,21 +166,8 @@ func (lv *LayerView) CheckRead(lo, hi int) error {
 	if lv.Holds(lo, hi) {
 		return nil
 	}
-	return fmt.Errorf("kv: positions [%d, %d) read from a ring of %d that holds [%d, %d)", lo, hi, lv.Ring, lv.ringLo, lv.ringHi)
-}
-
-// noteAppend records positions [pos, pos+n) as stored: the ring then holds
-// them and the older positions they did not overwrite, as far back as a
-// contiguous run reaches.
-func (lv *LayerView) noteAppend(pos, n int) {
-	if lv.Ring == 0 {
-		return
-	}
-	lo := pos
-	if pos >= lv.ringLo && pos <= lv.ringHi {
-		lo = lv.ringLo
-	}
-	lv.ringLo, lv.ringHi = max(lo, pos+n-lv.Ring), pos+n
+	held, upTo := lv.span.Held()
+	return fmt.Errorf("kv: positions [%d, %d) read from a ring of %d that holds [%d, %d)", lo, hi, lv.Ring, held, upTo)
 }
 
 // RingWrapped reports whether a ring layer has lost positions since the
@@ -128,7 +176,7 @@ func (lv *LayerView) noteAppend(pos, n int) {
 // (ResumableFrom says which it can).
 func (c *Cache) RingWrapped() bool {
 	for l := range c.layers {
-		if c.layers[l].Ring > 0 && c.layers[l].ringLo > 0 {
+		if c.layers[l].span.Wrapped(c.layers[l].Ring) {
 			return true
 		}
 	}
@@ -137,30 +185,10 @@ func (c *Cache) RingWrapped() bool {
 
 // ResumableFrom is the largest p ≤ n at which the sequence can go on (the
 // next append at p, the earlier positions kept): 0 once eviction dropped
-// positions (Evicted), else the largest p whose window every ring layer
-// still holds. A query at p sees [p+1−window, p] and the window is at most
-// the ring, so resuming needs [max(0, p+1−Ring), p); what the ring holds
-// after p does not matter, the append overwrites or forgets it. So a ring
-// whose positions start at 0 allows any p up to its end, and one that has
-// wrapped allows p from ringLo+Ring−1 (its end, or one before it) onwards.
-// Layers without a ring hold every position appended.
+// positions (Evicted), else what the ring layers allow (RingResumableFrom).
 func (c *Cache) ResumableFrom(n int) int {
-	if n <= 0 || c.Evicted() {
+	if c.Evicted() {
 		return 0
 	}
-	p, lowest := n, 0
-	for l := range c.layers {
-		lv := &c.layers[l]
-		if lv.Ring == 0 {
-			continue
-		}
-		p = min(p, lv.ringHi)
-		if lv.ringLo > 0 {
-			lowest = max(lowest, lv.ringLo+lv.Ring-1)
-		}
-	}
-	if p < lowest {
-		return 0
-	}
-	return p
+	return RingResumableFrom(n, len(c.layers), func(l int) (int, RingSpan) { return c.layers[l].Ring, c.layers[l].span })
 }

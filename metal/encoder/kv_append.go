@@ -121,7 +121,7 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 		}
 		return 0
 	}
-	c.noteStored(pos, rows)
+	c.span.Note(c.Ring(), pos, rows)
 	ringFrom := c.storeTail(pos, rows)
 	if slots := c.Slots(); rows > slots {
 		// A ring keeps only the last slots rows of a longer batch: the

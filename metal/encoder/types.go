@@ -45,8 +45,8 @@ type KVLayer struct {
 	// keeps it as kv.Cache.Append keeps its own, in command order, and
 	// attention reads from the ring the positions it holds (TailStart).
 	Tail []int32
-	// ringLo, ringHi are the positions a ring layer holds (noteStored).
-	ringLo, ringHi int
+	// span is what a ring layer holds, kept by the CPU cache's rules.
+	span kv.RingSpan
 }
 
 // Slots is the positions a plane keeps per kv head: the context, or a
@@ -127,32 +127,15 @@ func (c *KVLayer) storeTail(pos, rows int) (from int) {
 	return from
 }
 
-// noteStored records positions [pos, pos+n) as stored, as kv.LayerView
-// does: a ring then holds them and the older positions they did not
-// overwrite, as far back as a contiguous run reaches.
-func (c *KVLayer) noteStored(pos, n int) {
-	ring := c.Ring()
-	if ring == 0 {
-		return
-	}
-	lo := pos
-	if pos >= c.ringLo && pos <= c.ringHi {
-		lo = c.ringLo
-	}
-	c.ringLo, c.ringHi = max(lo, pos+n-ring), pos+n
-}
+// Span is what a ring layer holds (kv.RingSpan, noted as each store is
+// encoded).
+func (c *KVLayer) Span() kv.RingSpan { return c.span }
 
 // Holds reports whether the layer holds every position of [lo, hi) that
 // was stored: always without a ring, else when none of them has been
 // overwritten or forgotten by a rewind.
-func (c *KVLayer) Holds(lo, hi int) bool {
-	return c.Ring() == 0 || lo >= hi || lo >= c.ringLo && hi <= c.ringHi
-}
-
-// RingHeld is the positions [lo, hi) a ring layer holds (noteStored); 0, 0
-// for a layer without a ring or before any store.
-func (c *KVLayer) RingHeld() (lo, hi int) { return c.ringLo, c.ringHi }
+func (c *KVLayer) Holds(lo, hi int) bool { return c.span.Holds(c.Ring(), lo, hi) }
 
 // RingWrapped reports whether a ring layer has lost positions since the
 // sequence last started at position 0 (kv.Cache.RingWrapped).
-func (c *KVLayer) RingWrapped() bool { return c.Ring() > 0 && c.ringLo > 0 }
+func (c *KVLayer) RingWrapped() bool { return c.span.Wrapped(c.Ring()) }
