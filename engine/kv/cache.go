@@ -42,7 +42,7 @@ type LayerView struct {
 	// Window is the residual window (0: none); tailPos[r] is the position
 	// whose f16 copy ring row r holds (-1: none).
 	Window  int
-	tailPos []int32
+	tailPos TailRing
 	// Ring is a sliding-window layer's ring size (ring.go; 0: none, every
 	// position at its own slot): Ctx slots, position p at slot p mod Ring;
 	// span is what it holds.
@@ -91,10 +91,7 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 			Window: cfg.LayerResidual(l), Ring: cfg.LayerRing(l)}
 		planeBytes := cfg.LayerPlaneBytes(l)
 		if lv.Window > 0 {
-			lv.tailPos = make([]int32, lv.Window)
-			for r := range lv.tailPos {
-				lv.tailPos[r] = -1
-			}
+			lv.tailPos = NewTailRing(lv.Window)
 		}
 		for i, p := range []*Plane{&lv.K, &lv.V} {
 			raw := alloc(planeBytes)
@@ -208,7 +205,7 @@ func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 func (c *Cache) appendAt(layer, pos int, k, v []float32, n int) {
 	cfg := c.cfg
 	lv := &c.layers[layer]
-	lv.forgetTail(pos)
+	lv.tailPos.Forget(pos)
 	first := 0
 	if lv.Ring > 0 {
 		first = max(0, n-lv.Ring)
@@ -229,7 +226,7 @@ func (c *Cache) appendAt(layer, pos int, k, v []float32, n int) {
 			}
 		}
 		if inTail {
-			lv.tailPos[(pos+t)%lv.Window] = int32(pos + t)
+			lv.tailPos.Note(pos + t)
 		}
 	}
 	lv.span.Note(lv.Ring, pos, n)

@@ -44,7 +44,7 @@ type KVLayer struct {
 	// (Residual() rows; nil is a ring that holds nothing yet). KVStore
 	// keeps it as kv.Cache.Append keeps its own, in command order, and
 	// attention reads from the ring the positions it holds (TailStart).
-	Tail []int32
+	Tail kv.TailRing
 	// span is what a ring layer holds, kept by the CPU cache's rules.
 	span kv.RingSpan
 }
@@ -83,22 +83,10 @@ func (c *KVLayer) RingOffset() int {
 // kv.Config.LayerPlaneBytes.
 func (c *KVLayer) PlaneBytes() int { return c.Cfg.LayerPlaneBytes(c.Layer) }
 
-// tailHolds reports whether the ring holds position pos.
-func (c *KVLayer) tailHolds(pos int) bool {
-	w := c.Residual()
-	return w > 0 && pos >= 0 && len(c.Tail) == w && int(c.Tail[pos%w]) == pos
-}
-
 // TailStart is where the ring's range of a read of positions [lo, n)
-// begins, as kv.LayerView.TailStart has it: the smallest t ≥ lo such that
-// the ring holds every position of [t, n); [lo, t) is read from the codes.
-func (c *KVLayer) TailStart(lo, n int) int {
-	t := n
-	for t > lo && t > n-c.Residual() && c.tailHolds(t-1) {
-		t--
-	}
-	return t
-}
+// begins (kv.TailRing.Start): the smallest t ≥ lo such that the ring holds
+// every position of [t, n); [lo, t) is read from the codes.
+func (c *KVLayer) TailStart(lo, n int) int { return c.Tail.Start(lo, n) }
 
 // storeTail records an append of rows positions at pos: the ring forgets
 // the positions at or after pos (a rewind) and takes the last W rows, as
@@ -110,19 +98,12 @@ func (c *KVLayer) storeTail(pos, rows int) (from int) {
 		return rows
 	}
 	if len(c.Tail) != w {
-		c.Tail = make([]int32, w)
-		for r := range c.Tail {
-			c.Tail[r] = -1
-		}
+		c.Tail = kv.NewTailRing(w)
 	}
-	for r, p := range c.Tail {
-		if int(p) >= pos {
-			c.Tail[r] = -1
-		}
-	}
+	c.Tail.Forget(pos)
 	from = max(0, rows-w)
 	for t := from; t < rows; t++ {
-		c.Tail[(pos+t)%w] = int32(pos + t)
+		c.Tail.Note(pos + t)
 	}
 	return from
 }
