@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"nibble/engine/family"
 )
 
 // Built-in templates for models whose GGUF carries no tokenizer.chat_template. Each reproduces
@@ -91,10 +93,12 @@ var allHints = []string{HintLlama3, HintLlama3EOT, HintChatML, HintGemma, HintPh
 //     "<|eot_id|>" → llama3, "<|im_start|>" → chatml, "<start_of_turn>" → gemma,
 //     "<|assistant|>" or both "<|user|>" and "<|end|>" → phi3 ("<|user|>" alone also appears
 //     in other vocabularies);
-//  2. the architecture (general.architecture): gemma* → gemma, phi3 → phi3, qwen* → chatml,
-//     mistral* → mistral, llama → mistral when "[INST]" is a single token (Mistral's
-//     vocabularies have it, Llama 2's does not) else llama2;
-//  3. anything else → chatml, as llama.cpp does.
+//  2. the architecture (general.architecture, any case): a registered family's Chat
+//     (engine/family): its InstTemplate when "[INST]" is a single token and it has one
+//     (llama → mistral: Mistral's vocabularies have it, Llama 2's does not), else its Template;
+//  3. an architecture outside the family table whose name starts like a format's relatives
+//     (relativeFormats: gemma* → gemma, qwen* → chatml, mistral* → mistral);
+//  4. anything else → chatml, as llama.cpp does.
 func Fallback(arch string, hints ...string) *Template {
 	return fallbackCache[fallbackName(arch, hints)]
 }
@@ -119,22 +123,25 @@ func fallbackName(arch string, hints []string) string {
 		return "phi3"
 	}
 	arch = strings.ToLower(arch)
-	switch {
-	case strings.HasPrefix(arch, "gemma"):
-		return "gemma"
-	case arch == "phi3":
-		return "phi3"
-	case strings.HasPrefix(arch, "qwen"):
-		return "chatml"
-	case strings.HasPrefix(arch, "mistral"):
-		return "mistral"
-	case arch == "llama":
-		if has(HintInst) {
-			return "mistral"
+	if f, ok := family.Lookup(arch); ok {
+		if f.Chat.InstTemplate != "" && has(HintInst) {
+			return f.Chat.InstTemplate
 		}
-		return "llama2"
+		return f.Chat.Template
+	}
+	for _, r := range relativeFormats {
+		if strings.HasPrefix(arch, r.prefix) {
+			return r.format
+		}
 	}
 	return "chatml"
+}
+
+// relativeFormats are the formats of architectures the engine does not run (so not in the
+// family table) but whose names say which format their files use: gemma3n, qwen2moe,
+// mistral3 and the like.
+var relativeFormats = []struct{ prefix, format string }{
+	{"gemma", "gemma"}, {"qwen", "chatml"}, {"mistral", "mistral"},
 }
 
 // ForModel returns the model's own template when source is non-empty, else the Fallback for arch

@@ -3,7 +3,24 @@ package chat
 import (
 	"strings"
 	"testing"
+
+	"nibble/engine/family"
 )
+
+// Every registered family names built-in formats, so a family added to the table without its
+// chat format fails here rather than at a model's first chat.
+func TestFamiliesNameBuiltinFormats(t *testing.T) {
+	for _, f := range family.All() {
+		for i, name := range []string{f.Chat.Template, f.Chat.InstTemplate} {
+			if i == 1 && name == "" {
+				continue // no [INST] variant
+			}
+			if fallbackCache[name] == nil {
+				t.Errorf("family %s: chat format %q is not a built-in template", f.Name, name)
+			}
+		}
+	}
+}
 
 func TestFallbackRule(t *testing.T) {
 	cases := []struct {

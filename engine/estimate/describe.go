@@ -99,12 +99,13 @@ func FromCatalog(m *models.Model, quant string) (Desc, error) {
 		}
 		file = f
 	}
-	// The family's traits (window pattern, soft-caps, norms) as a file of
-	// this architecture would give them; the catalog gives the sizes.
+	// The family's traits (RoPE flavour, window pattern, soft-caps, norms)
+	// as a file of this architecture would give them; the catalog gives the
+	// sizes.
 	hp := model.FamilyHParams(m.Arch)
 	hp.Layers, hp.Embd, hp.Heads, hp.KVHeads, hp.HeadDim = m.Layers, m.Embd, m.Heads, m.KVHeads, m.HeadDim
 	hp.FF, hp.Vocab, hp.CtxTrain, hp.RopeBase, hp.RopeDims = m.FF, m.Vocab, m.CtxTrain, float32(m.RopeBase), m.HeadDim
-	hp.RopeNeox, hp.RMSEps, hp.Window = m.Arch != "llama", float32(m.RMSEps), m.SlidingWindow
+	hp.RMSEps, hp.Window = float32(m.RMSEps), m.SlidingWindow
 	hp.TiedOutput, hp.QKVBias = m.TiedOutput, m.QKVBias
 	if err := hp.Validate(); err != nil {
 		return Desc{}, fmt.Errorf("catalog %s: %w", m.ID, err)

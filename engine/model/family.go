@@ -4,32 +4,50 @@ import (
 	"math"
 
 	"nibble/engine/backend"
+	"nibble/engine/family"
 )
 
-// family is what the engine knows of one architecture: its forward pass
-// (in the family's file), its tensor table, and the HParams fields it fixes
-// or defaults (before the file's keys are read).
-type family struct {
-	forward func(s *State, p *pass) error
-	layout  func(hp HParams) []TensorSpec
-	flags   HParams
-	// ignoresWindow: the file's sliding_window is not applied (llama.cpp
-	// disables Phi-3's).
-	ignoresWindow bool
-	// tied: the output matrix is token_embd even where the file has an
-	// output.weight (llama.cpp's Gemma).
-	tied bool
+// Supported reports whether arch is a registered family (engine/family),
+// whose files this engine loads and runs.
+func Supported(arch string) bool { _, ok := family.Lookup(arch); return ok }
+
+// FamilyHParams is hp for arch with the family's traits set (RoPE flavour,
+// biases, norms, soft-caps, window pattern), for writers that build a model
+// from sizes rather than read one, and as the start of reading a file; the
+// caller fills in the sizes. An unregistered arch gets no traits.
+func FamilyHParams(arch string) HParams {
+	f, _ := family.Lookup(arch)
+	t := f.Traits
+	return HParams{
+		Arch: arch, RopeScale: 1, Window: t.Window,
+		RopeNeox: t.RopeNeox, QKVBias: t.QKVBias, QKNorm: t.QKNorm, PostNorms: t.PostNorms,
+		GeluFFN: t.GeluFFN, EmbdScale: t.EmbdScale, AttnSoftcap: t.AttnSoftcap, FinalSoftcap: t.FinalSoftcap,
+		SWAPattern: t.SWAPattern, RopeBaseLocal: t.RopeBaseLocal,
+	}
 }
 
-// Families this engine runs. Gemma 2 defaults its caps and window as
-// llama.cpp does when the file lacks the keys.
-var families = map[string]family{
-	"llama":  {forward: forwardLlama, layout: llamaLayout},
-	"qwen2":  {forward: forwardLlama, layout: llamaLayout, flags: HParams{RopeNeox: true, QKVBias: true}},
-	"qwen3":  {forward: forwardQwen3, layout: qwen3Layout, flags: HParams{RopeNeox: true, QKNorm: true}},
-	"gemma2": {forward: forwardGemma, layout: gemmaLayout, flags: HParams{RopeNeox: true, PostNorms: true, GeluFFN: true, EmbdScale: true, AttnSoftcap: 50, FinalSoftcap: 30, SWAPattern: 2, Window: 4096}, tied: true},
-	"gemma3": {forward: forwardGemma, layout: gemmaLayout, flags: HParams{RopeNeox: true, QKNorm: true, PostNorms: true, GeluFFN: true, EmbdScale: true, SWAPattern: 6, RopeBaseLocal: 10000}, tied: true},
-	"phi3":   {forward: forwardPhi3, layout: phi3Layout, flags: HParams{RopeNeox: true}, ignoresWindow: true},
+// forward is every family's forward pass: pre-norm blocks whose layer spec
+// decides the rest (q/k norms, RoPE, window, soft-cap, activation, post
+// norms), between the embeddings (scaled where the family scales them) and
+// the output (soft-capped where it caps).
+func forward(s *State, p *pass) error {
+	s.embed(p)
+	for li := range s.m.Layers {
+		l, ls := &s.m.Layers[li], &s.specs[li]
+		if err := s.attention(p, li); err != nil {
+			return err
+		}
+		if ls.PostNorms {
+			s.postNorm(p, l.AttnPostNorm)
+		}
+		s.residual(p)
+		s.feedForward(p, li)
+		if ls.PostNorms {
+			s.postNorm(p, l.FFNPostNorm)
+		}
+		s.residual(p)
+	}
+	return s.output(p)
 }
 
 // Activation is a feed-forward block's gate function.
@@ -41,7 +59,7 @@ const (
 )
 
 // LayerSpec is how one block computes, derived from HParams by Layer: the
-// forward pass and (in a later step) the estimator and the cache read it
+// forward pass, the cache and the estimator (through LayerWindows) read it
 // per layer rather than model-wide.
 type LayerSpec struct {
 	Window    int          // sliding window in tokens; 0 = global attention

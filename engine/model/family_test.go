@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/engine/family"
 	"nibble/engine/gguf"
 	"nibble/internal/testdata"
 )
@@ -101,7 +102,7 @@ func TestLayerSpecs(t *testing.T) {
 	if w, _ := windows(llama); !slices.Equal(w, []int{4096, 4096, 4096}) {
 		t.Errorf("llama with a window: layer windows %v, want it on every layer", w)
 	}
-	if fam := families["phi3"]; !fam.ignoresWindow {
+	if fam, _ := family.Lookup("phi3"); !fam.Quirks.IgnoresWindow {
 		t.Error("phi3 must ignore its file's sliding window, as llama.cpp does")
 	}
 }

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"math"
 
+	"nibble/engine/family"
 	"nibble/engine/gguf"
 )
 
 // HParams are the architecture numbers a forward pass and the memory
 // estimator need. They come from GGUF metadata or from the model catalog.
 type HParams struct {
-	Arch       string // llama, qwen2, qwen3, gemma2, gemma3, phi3 (mistral files use "llama")
+	Arch       string // general.architecture: a registered family (engine/family), or any for the estimator
 	Layers     int
 	Embd       int
 	Heads      int
@@ -33,8 +34,8 @@ type HParams struct {
 	// the family's default, usually 1/sqrt(HeadDim).
 	AttnScale float32
 
-	// The fields below describe the newer families (Qwen3, Gemma 2 and 3,
-	// Phi-3); they are zero for llama and qwen2.
+	// The fields below are set by the family's traits (engine/family) and,
+	// for some, the file's keys; they are zero for llama and qwen2.
 
 	QKNorm    bool // per-head RMSNorm of q and k before RoPE (attn_q_norm, attn_k_norm)
 	PostNorms bool // post_attention_norm and post_ffw_norm on the blocks' outputs
@@ -64,17 +65,12 @@ func (hp HParams) QKScale() float32 {
 	if hp.AttnScale > 0 {
 		return hp.AttnScale
 	}
-	if gemma27B(hp) {
+	if f, _ := family.Lookup(hp.Arch); f.Quirks.WideScaleLayers > 0 && hp.Layers == f.Quirks.WideScaleLayers {
 		// llama.cpp: Gemma 2 and 3 27B scale by 1/sqrt(n_embd/n_head)
 		// (their query_pre_attn_scalar), every other size by the head dim.
 		return float32(1 / math.Sqrt(float64(hp.Embd/hp.Heads)))
 	}
 	return float32(1 / math.Sqrt(float64(hp.HeadDim)))
-}
-
-// gemma27B recognises the 27B Gemma models by layer count, as llama.cpp does.
-func gemma27B(hp HParams) bool {
-	return hp.Arch == "gemma2" && hp.Layers == 46 || hp.Arch == "gemma3" && hp.Layers == 62
 }
 
 // SlidingLayer reports whether layer il attends over Window tokens only.
@@ -86,13 +82,10 @@ func (hp HParams) SlidingLayer(il int) bool {
 	return p == 0 || il%p < p-1
 }
 
-// Supported reports whether arch has a forward pass here.
-func Supported(arch string) bool { _, ok := families[arch]; return ok }
-
 // HParamsFromGGUF reads the hyper-parameters of a family this engine runs.
 func HParamsFromGGUF(f *gguf.File) (HParams, error) {
 	if arch := f.Arch(); !Supported(arch) {
-		return HParams{}, fmt.Errorf("architecture %q is not supported (want llama, mistral, qwen2, qwen3, gemma2, gemma3 or phi3)", arch)
+		return HParams{}, fmt.Errorf("architecture %q is not supported (want %s)", arch, family.List(family.Names()))
 	}
 	return ReadHParams(f)
 }
@@ -177,7 +170,8 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	if v, ok := f.Float(arch + ".final_logit_softcapping"); ok && hp.FinalSoftcap > 0 {
 		hp.FinalSoftcap = float32(v)
 	}
-	if families[arch].ignoresWindow {
+	fam, _ := family.Lookup(arch)
+	if fam.Quirks.IgnoresWindow {
 		hp.Window = 0
 	}
 	if n, ok := f.ArrayLen("tokenizer.ggml.tokens"); ok {
@@ -186,7 +180,7 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 		hp.Vocab = int(v)
 	}
 	_, hasOutput := f.Tensor("output.weight")
-	hp.TiedOutput = !hasOutput || families[arch].tied
+	hp.TiedOutput = !hasOutput || fam.Quirks.TiedOutput
 	if t, ok := f.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 && hp.Vocab == 0 {
 		hp.Vocab = int(t.Dims[1])
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"nibble/engine/backend"
+	"nibble/engine/family"
 )
 
 // TensorKind says which weight of the model a tensor is.
@@ -76,15 +77,45 @@ type View struct {
 }
 
 // TensorLayout lists the tensors a model of hp has, as llama.cpp's loader
-// for its architecture requires them (one table per family, in the family's
-// file). The order is the one synth and the test writers put in files;
-// other writers order tensors differently, and the loader finds them by
-// name.
+// for its architecture requires them: llama's table with the departures of
+// the family's Layout (engine/family) and its traits (biases, q/k norms,
+// post norms); an unregistered arch gets llama's. The order is the one synth
+// and the test writers put in files; other writers order tensors
+// differently, and the loader finds them by name.
 func TensorLayout(hp HParams) []TensorSpec {
-	if fam, ok := families[hp.Arch]; ok {
-		return fam.layout(hp)
+	fam, _ := family.Lookup(hp.Arch)
+	lay := fam.Tensors
+	if fam.Name == "" {
+		lay = family.Layout{RopeFactors: family.RopeFreqs}
 	}
-	return llamaLayout(hp)
+	t := newTable(hp)
+	switch lay.RopeFactors {
+	case family.RopeFreqs:
+		t.ropeFactors("rope_freqs.weight", RopeFreqs)
+	case family.RopeLongShort:
+		t.ropeFactors("rope_factors_long.weight", RopeFactorsLong)
+		t.ropeFactors("rope_factors_short.weight", RopeFactorsShort)
+	}
+	t.embedding()
+	for l := range hp.Layers {
+		if lay.FusedQKV {
+			t.fusedAttention(l)
+		} else {
+			t.attention(l)
+		}
+		if hp.PostNorms {
+			t.add("post_attention_norm.weight", AttnPostNorm, l, t.embd())
+		}
+		if lay.FusedGateUp {
+			t.fusedFeedForward(l)
+		} else {
+			t.feedForward(l)
+		}
+		if hp.PostNorms {
+			t.add("post_ffw_norm.weight", FFNPostNorm, l, t.embd())
+		}
+	}
+	return t.output()
 }
 
 // table builds a TensorLayout: the family layouts add to it in file order.
@@ -142,11 +173,31 @@ func (t *table) attention(l int) {
 	t.add("attn_output.weight", AttnOutput, l, t.qDim(), t.embd())
 }
 
+// fusedAttention adds a block's attention with q, k and v in one attn_qkv
+// of rows [q (n_head·hd) | k (n_kv·hd) | v (n_kv·hd)], bound as three views
+// so the blocks see Wq, Wk and Wv as for llama and nothing is copied.
+func (t *table) fusedAttention(l int) {
+	q, kv := t.hp.QDim(), t.hp.KVDim()
+	t.add("attn_norm.weight", AttnNorm, l, t.embd())
+	t.add("attn_qkv.weight", AttnQKV, l, t.embd(), uint64(q+2*kv)).Views = []View{
+		{AttnQ, 0, q}, {AttnK, q, kv}, {AttnV, q + kv, kv}}
+	t.add("attn_output.weight", AttnOutput, l, t.qDim(), t.embd())
+}
+
 // feedForward adds a block's gated feed-forward weights.
 func (t *table) feedForward(l int) {
 	t.add("ffn_norm.weight", FFNNorm, l, t.embd())
 	t.add("ffn_gate.weight", FFNGate, l, t.embd(), t.ff())
 	t.add("ffn_up.weight", FFNUp, l, t.embd(), t.ff())
+	t.add("ffn_down.weight", FFNDown, l, t.ff(), t.embd())
+}
+
+// fusedFeedForward adds a block's feed-forward with gate and up in one
+// ffn_up of rows [gate (n_ff) | up (n_ff)], bound as two views.
+func (t *table) fusedFeedForward(l int) {
+	ff := t.hp.FF
+	t.add("ffn_norm.weight", FFNNorm, l, t.embd())
+	t.add("ffn_up.weight", FFNGateUp, l, t.embd(), uint64(2*ff)).Views = []View{{FFNGate, 0, ff}, {FFNUp, ff, ff}}
 	t.add("ffn_down.weight", FFNDown, l, t.ff(), t.embd())
 }
 
@@ -157,16 +208,6 @@ func (t *table) output() []TensorSpec {
 		t.add("output.weight", Output, -1, t.embd(), uint64(t.hp.Vocab))
 	}
 	return t.specs
-}
-
-// FamilyHParams is hp for arch with the family's flags and defaults set
-// (RoPE flavour, biases, norms, soft-caps, window pattern), for writers
-// that build a model from sizes rather than read one; the caller fills in
-// the sizes.
-func FamilyHParams(arch string) HParams {
-	hp := families[arch].flags
-	hp.Arch, hp.RopeScale = arch, 1
-	return hp
 }
 
 // weight is the field of m or l that holds a weight of kind k, or nil for

@@ -18,7 +18,6 @@ type Model struct {
 	Path    string
 	Backend backend.Backend // the backend the weights were mapped on
 	weights backend.Mapping
-	fam     family
 
 	TokEmbd    backend.Weight
 	OutputNorm backend.Weight
@@ -77,7 +76,7 @@ func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{HP: hp, File: f, Backend: b, Layers: make([]Layer, hp.Layers), fam: families[hp.Arch]}
+	m := &Model{HP: hp, File: f, Backend: b, Layers: make([]Layer, hp.Layers)}
 	var (
 		descs []backend.WeightDesc
 		dsts  []*backend.Weight

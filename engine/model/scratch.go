@@ -4,7 +4,7 @@ import "nibble/engine/kv"
 
 // activations lists the float32 tensors one forward pass allocates for a
 // batch of up to `batch` rows. The forward pass allocates exactly these (see
-// Model.NewState in llama.go) and the memory estimator sums them, so both
+// Model.NewState in state.go) and the memory estimator sums them, so both
 // use this table.
 func activations(hp HParams, batch int) []int {
 	return []int{

@@ -146,7 +146,7 @@ func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int
 	for i := range tokens {
 		s.pos[i] = int32(pos + i)
 	}
-	return s.m.fam.forward(s, &pass{tokens: tokens, n: n, pos: pos, logits: logits, each: each})
+	return forward(s, &pass{tokens: tokens, n: n, pos: pos, logits: logits, each: each})
 }
 
 // calibrate returns the channel smoothing factors for the n K rows of a

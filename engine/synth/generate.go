@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"nibble/engine/family"
 	"nibble/engine/gguf"
 	"nibble/engine/parallel"
 	"nibble/engine/quant"
@@ -77,6 +78,7 @@ func copyTokenizer(w *gguf.Writer, o *Options) (int, error) {
 
 func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 	a := o.Arch + "."
+	fam, _ := family.Lookup(o.Arch) // check has made sure it is registered
 	hd := uint32(o.headDim())
 	kvs := []struct {
 		key string
@@ -96,7 +98,7 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 		{a + "attention.head_count", uint32(o.Heads)},
 		{a + "attention.head_count_kv", uint32(o.KVHeads)},
 		{a + "rope.freq_base", o.RopeBase},
-		{a + "attention.layer_norm_rms_epsilon", rmsEps(o.Arch)},
+		{a + "attention.layer_norm_rms_epsilon", fam.Synth.RMSEps},
 		{a + "rope.dimension_count", hd},
 		{a + "attention.key_length", hd},
 		{a + "attention.value_length", hd},
@@ -110,16 +112,20 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 	if o.AttnScale > 0 {
 		add("attention.scale", o.AttnScale)
 	}
-	// The family keys llama.cpp reads (and the engine, engine/model).
-	if o.Arch == "gemma2" {
-		add("attn_logit_softcapping", float32(50))
-		add("final_logit_softcapping", float32(30))
+	// The family keys llama.cpp reads (and the engine, engine/model): the
+	// soft-caps of a family that has them, the window, which a family that ignores it must still state, and the
+	// original context of a LongRoPE family.
+	if t := fam.Traits; t.AttnSoftcap > 0 || t.FinalSoftcap > 0 {
+		add("attn_logit_softcapping", t.AttnSoftcap)
+		add("final_logit_softcapping", t.FinalSoftcap)
 	}
 	if o.Window > 0 {
 		add("attention.sliding_window", uint32(o.Window))
 	}
-	if o.Arch == "phi3" {
+	if fam.Quirks.IgnoresWindow {
 		add("attention.sliding_window", uint32(0))
+	}
+	if fam.Tensors.RopeFactors == family.RopeLongShort {
 		if o.LongRoPEOrigCtx > 0 {
 			add("rope.scaling.original_context_length", uint32(o.LongRoPEOrigCtx))
 			add("rope.scaling.attn_factor", o.longRoPEAttnFactor())

@@ -1,6 +1,6 @@
 // Package synth writes random-weight GGUF models with real tokenizers, in
-// the layout llama.cpp loads (llama, qwen2, qwen3, gemma2, gemma3 and phi3
-// architectures, with the tensor tables of engine/model). They stand in
+// the layout llama.cpp loads (every family of engine/family, with the
+// tensor tables of engine/model). They stand in
 // for real models of any size in tests and benchmarks: same shapes, same
 // tensor types, same code paths, no downloads.
 package synth
@@ -8,36 +8,37 @@ package synth
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
+	"nibble/engine/family"
 	"nibble/engine/ggml"
 )
 
 // Options describe the model to generate.
 type Options struct {
-	Arch                             string // llama, qwen2, qwen3, gemma2, gemma3 or phi3
+	Arch                             string // a registered family (engine/family)
 	Layers, Embd, Heads, KVHeads, FF int
 	// HeadDim is written as attention.key_length and value_length; 0 means
 	// Embd/Heads (Qwen3 and Gemma models often differ).
 	HeadDim int
 	// Window is the sliding window (attention.sliding_window); 0 means the
-	// family's usual: 4096 for Gemma 2 (its even layers), 1024 for Gemma 3
-	// (5 of every 6 layers), none for the others (every layer where set).
-	// Phi-3 files get 0, the key llama.cpp requires, and refuse another.
+	// family's usual (family.Synth.Window: 4096 for Gemma 2, on its even
+	// layers; 1024 for Gemma 3, 5 of every 6 layers; none for the others,
+	// every layer where set). A family that ignores the window (Phi-3) gets
+	// 0, the key llama.cpp requires, and refuses another.
 	Window    int
 	VocabFrom string    // GGUF whose tokenizer.* metadata is copied
 	VocabData []byte    // or the bytes of such a GGUF (takes precedence)
 	Type      ggml.Type // of 2D weights: F16, Q8_0 or Q4_0
 	Seed      uint64
 	Ctx       int     // context length; 0 means 4096
-	RopeBase  float32 // 0 means the family's (defaultRopeBase)
+	RopeBase  float32 // 0 means the family's (family.Synth.RopeBase)
 	// TiedOutput leaves out output.weight so logits use token_embd. A bool
 	// cannot say "unset", so Generate takes it as given; DefaultOptions and
-	// the CLI pick the per-arch default (untied for qwen2 and phi3, tied for
-	// the others; Gemma is always tied).
+	// the CLI pick the family's default (family.Synth.Untied: qwen2 and
+	// phi3); a family whose output is always tied (Gemma) is tied.
 	TiedOutput bool
-	// LongRoPEOrigCtx, when positive (phi3 only), makes a LongRoPE model
+	// LongRoPEOrigCtx, when positive (families with LongRoPE factors: phi3), makes a LongRoPE model
 	// trained at this context and extended to Ctx: rope_factors_short
 	// (about 1) and rope_factors_long (about 4) random per pair,
 	// rope.scaling.original_context_length and the attention factor
@@ -58,43 +59,15 @@ type Options struct {
 // sizes, VocabFrom and Seed.
 func DefaultOptions(arch string) Options {
 	o := Options{Arch: arch, Type: ggml.F16, Ctx: 4096}
-	o.RopeBase = defaultRopeBase(arch)
-	o.TiedOutput = arch != "qwen2" && arch != "phi3"
+	fam, _ := family.Lookup(arch)
+	o.RopeBase = fam.Synth.RopeBase
+	o.TiedOutput = !fam.Synth.Untied
 	return o
 }
 
-// Archs are the architectures Generate writes.
-var Archs = []string{"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}
-
-func defaultRopeBase(arch string) float32 {
-	switch arch {
-	case "qwen2", "qwen3", "gemma3":
-		return 1000000
-	case "gemma2", "phi3":
-		return 10000
-	}
-	return 500000
-}
-
-// defaultWindow is the sliding window of the families that have one.
-func defaultWindow(arch string) int {
-	switch arch {
-	case "gemma2":
-		return 4096
-	case "gemma3":
-		return 1024
-	}
-	return 0
-}
-
-// rmsEps follows the tiny fixtures: 1e-5 for llama and phi3, 1e-6 for the
-// others.
-func rmsEps(arch string) float32 {
-	if arch == "llama" || arch == "phi3" {
-		return 1e-5
-	}
-	return 1e-6
-}
+// Archs are the architectures Generate writes: the families registered
+// when the program starts.
+var Archs = family.Names()
 
 // longRoPEAttnFactor is the attention factor of a LongRoPE model (Phi-3's
 // converter and transformers compute it alike).
@@ -123,20 +96,21 @@ const (
 
 // check validates o and fills the defaults of Ctx and RopeBase.
 func (o *Options) check() error {
-	if !slices.Contains(Archs, o.Arch) {
-		return fmt.Errorf("synth: arch %q: want one of %s", o.Arch, strings.Join(Archs, ", "))
+	fam, ok := family.Lookup(o.Arch)
+	if !ok {
+		return fmt.Errorf("synth: arch %q: want one of %s", o.Arch, strings.Join(family.Names(), ", "))
 	}
 	if o.Ctx == 0 {
 		o.Ctx = 4096
 	}
 	if o.RopeBase == 0 {
-		o.RopeBase = defaultRopeBase(o.Arch)
+		o.RopeBase = fam.Synth.RopeBase
 	}
 	if o.Window == 0 {
-		o.Window = defaultWindow(o.Arch)
+		o.Window = fam.Synth.Window
 	}
-	if strings.HasPrefix(o.Arch, "gemma") {
-		o.TiedOutput = true // llama.cpp's Gemma has no output.weight
+	if fam.Quirks.TiedOutput {
+		o.TiedOutput = true // llama.cpp's loader has no output.weight for it
 	}
 	bounds := []struct {
 		name   string
@@ -159,11 +133,11 @@ func (o *Options) check() error {
 	if hd := o.headDim(); hd%8 != 0 || hd < 8 || hd > 512 {
 		return fmt.Errorf("synth: head dim %d is not a multiple of 8 in [8, 512]", hd)
 	}
-	if o.HeadDim != 0 && o.Arch == "phi3" && o.HeadDim != o.Embd/o.Heads {
-		return fmt.Errorf("synth: phi3 has head dim embd/heads = %d, not %d", o.Embd/o.Heads, o.HeadDim)
+	if o.HeadDim != 0 && fam.Tensors.FusedQKV && o.HeadDim != o.Embd/o.Heads {
+		return fmt.Errorf("synth: %s has head dim embd/heads = %d, not %d", o.Arch, o.Embd/o.Heads, o.HeadDim)
 	}
-	if o.Window < 0 || o.Window > maxCtx || o.Window > 0 && o.Arch == "phi3" {
-		return fmt.Errorf("synth: window %d: want 0..%d (0 for phi3, whose window llama.cpp ignores)", o.Window, maxCtx)
+	if o.Window < 0 || o.Window > maxCtx || o.Window > 0 && fam.Quirks.IgnoresWindow {
+		return fmt.Errorf("synth: window %d: want 0..%d (0 for %s, whose window llama.cpp ignores)", o.Window, maxCtx, o.Arch)
 	}
 	switch o.Type {
 	case ggml.F16:
@@ -184,11 +158,11 @@ func (o *Options) check() error {
 	if o.KeyOutliers < 0 || o.KeyOutliers > o.headDim() {
 		return fmt.Errorf("synth: key outliers %d: want 0..%d (the head dim)", o.KeyOutliers, o.headDim())
 	}
-	if o.LongRoPEOrigCtx != 0 && (o.Arch != "phi3" || o.LongRoPEOrigCtx < 2 || o.LongRoPEOrigCtx >= o.Ctx) {
-		return fmt.Errorf("synth: LongRoPE original context %d: phi3 only, in [2, ctx %d)", o.LongRoPEOrigCtx, o.Ctx)
+	if o.LongRoPEOrigCtx != 0 && (fam.Tensors.RopeFactors != family.RopeLongShort || o.LongRoPEOrigCtx < 2 || o.LongRoPEOrigCtx >= o.Ctx) {
+		return fmt.Errorf("synth: LongRoPE original context %d: only for a family with LongRoPE factors, in [2, ctx %d)", o.LongRoPEOrigCtx, o.Ctx)
 	}
-	if o.KeyOutliers > 0 && o.Arch == "phi3" {
-		return fmt.Errorf("synth: key outliers need a separate attn_k, which phi3 fuses into attn_qkv")
+	if o.KeyOutliers > 0 && fam.Tensors.FusedQKV {
+		return fmt.Errorf("synth: key outliers need a separate attn_k, which %s fuses into attn_qkv", o.Arch)
 	}
 	if o.KeyOutliers > 0 && !(o.KeyOutlierGain > 0 && o.KeyOutlierGain <= 1000) {
 		return fmt.Errorf("synth: key outlier gain %g: want (0, 1000]", o.KeyOutlierGain)

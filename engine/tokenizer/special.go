@@ -3,6 +3,8 @@ package tokenizer
 import (
 	"sort"
 	"strings"
+
+	"nibble/engine/family"
 )
 
 // Texts llama.cpp uses to find special tokens that the metadata does not name.
@@ -110,8 +112,23 @@ func (t *Tokenizer) buildSpecialCache() {
 	})
 }
 
+// familyVocab is the tokenizer overrides of the first registered family
+// (engine/family) whose Vocab.Names occur in the lower-cased model name, or
+// nil.
+func familyVocab(name string) *family.Vocab {
+	for _, f := range family.All() {
+		for _, sub := range f.Vocab.Names {
+			if strings.Contains(name, sub) {
+				return &f.Vocab
+			}
+		}
+	}
+	return nil
+}
+
 // applyNamedStripFlags sets the lstrip/rstrip attributes llama.cpp derives from
-// the model name, pre-tokenizer and architecture.
+// the model name, pre-tokenizer and architecture: the families' overrides from
+// the family table, those of encoders the engine does not run here.
 func (t *Tokenizer) applyNamedStripFlags(v *Vocab) {
 	set := func(text string, flag uint16, on bool) {
 		id, ok := t.toID[text]
@@ -133,15 +150,20 @@ func (t *Tokenizer) applyNamedStripFlags(v *Vocab) {
 		}
 		return false
 	}
+	fv := familyVocab(name)
 	switch {
 	case containsAny(v.Pre, "jina-v2-de", "jina-v2-es", "jina-v2-code") || containsAny(v.Arch, "nomic-bert-moe", "jina-bert-v3"):
 		set("<mask>", attrLStrip, true)
-	case containsAny(name, "phi-3", "phi3"):
-		for _, id := range t.special {
-			t.attrs[id] |= attrRStrip
+	case fv != nil:
+		if fv.RStripSpecials {
+			for _, id := range t.special {
+				t.attrs[id] |= attrRStrip
+			}
 		}
-		set("</s>", attrRStrip, true)
-		for _, s := range []string{"<unk>", "<s>", "<|endoftext|>"} {
+		for _, s := range fv.RStrip {
+			set(s, attrRStrip, true)
+		}
+		for _, s := range fv.KeepRight {
 			set(s, attrRStrip, false)
 		}
 	case containsAny(name, "modern-bert"):

@@ -1,0 +1,75 @@
+package family
+
+// The families the engine ships, as llama.cpp loads them.
+var builtin = []Family{
+	{
+		// Llama 2 and 3 and Mistral (whose files say llama): pre-norm blocks,
+		// SwiGLU, adjacent-pair RoPE (the converters permute Q and K).
+		Name:    "llama",
+		Tensors: Layout{RopeFactors: RopeFreqs},
+		Chat:    Chat{Template: "llama2", InstTemplate: "mistral"},
+		Synth:   Synth{RopeBase: 500000, RMSEps: 1e-5},
+	},
+	{
+		// Qwen2 and 2.5: the llama block with q/k/v biases and NeoX RoPE.
+		Name:    "qwen2",
+		Traits:  Traits{RopeNeox: true, QKVBias: true},
+		Tensors: Layout{RopeFactors: RopeFreqs},
+		Chat:    Chat{Template: "chatml"},
+		Synth:   Synth{RopeBase: 1000000, RMSEps: 1e-6, Untied: true},
+	},
+	{
+		// Qwen3: the llama block with per-head q/k RMSNorm before RoPE, no
+		// biases, NeoX RoPE; its head dim (attention.key_length) is often
+		// not n_embd/n_head.
+		Name:   "qwen3",
+		Traits: Traits{RopeNeox: true, QKNorm: true},
+		Chat:   Chat{Template: "chatml"},
+		Synth:  Synth{RopeBase: 1000000, RMSEps: 1e-6},
+	},
+	{
+		// Gemma 2: embeddings ×sqrt(n_embd), norms stored as 1+w by the
+		// converters (so applied like llama's), post norms on both block
+		// outputs, GELU-tanh feed-forward, attention and output logits
+		// soft-capped (50, 30), even layers sliding (4096 when the file does
+		// not say), output tied to token_embd; the 27B scales q·k by
+		// 1/sqrt(n_embd/n_head).
+		Name: "gemma2",
+		Traits: Traits{RopeNeox: true, PostNorms: true, GeluFFN: true, EmbdScale: true,
+			AttnSoftcap: 50, FinalSoftcap: 30, SWAPattern: 2, Window: 4096},
+		Quirks: Quirks{TiedOutput: true, WideScaleLayers: 46},
+		Chat:   Chat{Template: "gemma"},
+		Synth:  Synth{RopeBase: 10000, RMSEps: 1e-6, Window: 4096},
+	},
+	{
+		// Gemma 3: Gemma 2's block with per-head q/k norms instead of
+		// soft-caps; 5 of every 6 layers slide, with RoPE base 10000 there
+		// (the file's base is the global layers').
+		Name: "gemma3",
+		Traits: Traits{RopeNeox: true, QKNorm: true, PostNorms: true, GeluFFN: true, EmbdScale: true,
+			SWAPattern: 6, RopeBaseLocal: 10000},
+		Quirks: Quirks{TiedOutput: true, WideScaleLayers: 62},
+		Chat:   Chat{Template: "gemma"},
+		Synth:  Synth{RopeBase: 1000000, RMSEps: 1e-6, Window: 1024},
+	},
+	{
+		// Phi-3 and 3.5: the llama block over fused q|k|v and gate|up
+		// weights, NeoX RoPE, LongRoPE where the file has the factors; the
+		// file's sliding window is ignored. llama.cpp matches its tokenizer
+		// overrides by model name.
+		Name:    "phi3",
+		Traits:  Traits{RopeNeox: true},
+		Quirks:  Quirks{IgnoresWindow: true},
+		Tensors: Layout{RopeFactors: RopeLongShort, FusedQKV: true, FusedGateUp: true},
+		Chat:    Chat{Template: "phi3"},
+		Vocab: Vocab{Names: []string{"phi-3", "phi3"}, RStripSpecials: true,
+			RStrip: []string{"</s>"}, KeepRight: []string{"<unk>", "<s>", "<|endoftext|>"}},
+		Synth: Synth{RopeBase: 10000, RMSEps: 1e-5, Untied: true},
+	},
+}
+
+func init() {
+	for _, f := range builtin {
+		Register(f)
+	}
+}
