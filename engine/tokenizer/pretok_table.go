@@ -2,9 +2,10 @@ package tokenizer
 
 // Pre-tokenizer regexes per tokenizer.ggml.pre, as llama.cpp's
 // llm_tokenizer_bpe constructor lists them. Each regex further splits the
-// pieces the previous one produced. gpt2Regex and llama3Regex run through the
-// hand-written splitters (llama.cpp does the same); the rest run through
-// regexp2 with llama.cpp's std::regex conventions (see pretok_regex.go).
+// pieces the previous one produced. gpt2Regex, llama3Regex and qwen2Regex run
+// through the hand-written splitters of pretok_custom.go (customSplitters); the
+// rest run through regexp2 with llama.cpp's std::regex conventions
+// (collapseRegex in pretok.go).
 const (
 	gpt2Regex   = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
 	llama3Regex = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
