@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"nibble/metal"
-	"nibble/metal/emulator"
-	"nibble/metal/emulator/emutest"
+	"nibble/metal/internal/emulator"
+	"nibble/metal/internal/emulator/emutest"
 )
 
 var (

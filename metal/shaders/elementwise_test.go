@@ -11,8 +11,8 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/fastmath"
 	"nibble/metal/device"
-	"nibble/metal/emulator"
 	"nibble/metal/encoder"
+	"nibble/metal/internal/emulator"
 )
 
 // ewRun runs one elementwise kernel, scalar (_f32) or float4 (_f32_4), over

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"nibble/metal/emulator/emutest"
+	"nibble/metal/internal/emulator/emutest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,8 +22,8 @@ import (
 	"nibble/internal/testdata"
 	"nibble/metal"
 	"nibble/metal/device"
-	"nibble/metal/emulator"
 	"nibble/metal/encoder"
+	"nibble/metal/internal/emulator"
 	"nibble/metal/msl"
 	"nibble/metal/shaders"
 	"nibble/metal/traffic"
@@ -34,7 +34,7 @@ var outDir = flag.String("out", "", "TestExport: write kernels.cu and the traces
 const exportPrompt = "Nibble keeps its KV cache in four bits because memory, not arithmetic, " +
 	"bounds decoding on a laptop: every generated token reads the whole cache once."
 
-// TestExport writes what metal/gpu/run.sh needs on the GPU machine:
+// TestExport writes what metal/internal/gpu/run.sh needs on the GPU machine:
 // kernels.cu, the check trace (the test models' forward passes on the
 // emulator with three cache types, up to 3 dispatches per pipeline) and the
 // timing traces (decode attention of one Llama-3.1-70B layer at 8K, 32K and
@@ -353,7 +353,7 @@ func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 }
 
 // bugsTrace writes dir/bugs: the CUDA translation of the emulator's
-// planted-bug kernels (metal/emulator/testdata/bugs.metal) and a trace of
+// planted-bug kernels (metal/internal/emulator/testdata/bugs.metal) and a trace of
 // those compute-sanitizer should flag: a missing barrier
 // (shift_missing_barrier), a clear and a write of the same slots without a
 // barrier between (clear_then_write), and two different barriers in the
