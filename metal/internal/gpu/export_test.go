@@ -310,8 +310,10 @@ func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 	g := heads / kvHeads
 	chunks := g / hg
 	chunk := (n + splits - 1) / splits
-	args := encoder.Args(heads, g, chunks, n, 0, n, chunk, splits, 0, kvHeads,
-		float32(1/math.Sqrt(d)*1.4426950408889634), float32(1/math.Sqrt(d)), 0)
+	// No residual window: the ring starts at the end (Tail = N).
+	args := encoder.AttnArgs{Heads: uint32(heads), Group: uint32(g), Chunks: uint32(chunks), Ctx: uint32(n), N: uint32(n),
+		Chunk: uint32(chunk), Splits: uint32(splits), KVHeads: kvHeads,
+		QScale: float32(1 / math.Sqrt(d) * 1.4426950408889634), Norm: float32(1 / math.Sqrt(d)), Tail: uint32(n)}.Bytes()
 	consts := []device.Constant{{Index: 100, Value: uint32(d)}, {Index: 101, Value: uint32(32)}, {Index: 102, Value: uint32(hg)},
 		{Index: 103, Value: false}, {Index: 104, Value: false}, {Index: 105, Value: false}}
 	p1, err := lib.Pipeline("kernel_attn_decode_"+typ.String(), consts...)
