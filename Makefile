@@ -181,7 +181,7 @@ darwin-check:
 	go run ./app/desktop/darwincheck
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go vet ./app/... .
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o /dev/null .
-	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o /dev/null ./metal/cmd/metalcheck
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o /dev/null ./metal/internal/cmd/metalcheck
 
 lint:
 	go run $(STATICCHECK) ./...

@@ -2,7 +2,7 @@
 // metal/device.Device. Every op is encoded into a command list by
 // metal/encoder (pipeline, grid, bindings, argument struct) and the list runs
 // at Sync. The device is Metal on a Mac (the darwin device layer) and the MSL
-// emulator (metal/emulator) elsewhere, where the whole forward pass is tested
+// emulator (metal/internal/emulator) elsewhere, where the whole forward pass is tested
 // against the CPU backend.
 package metal
 

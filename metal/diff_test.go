@@ -1,6 +1,6 @@
 //go:build linux
 
-package metal
+package metal_test
 
 import (
 	"encoding/binary"
@@ -16,6 +16,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
 	"nibble/engine/quant"
+	"nibble/metal"
 )
 
 // pair is a backend that runs every op on the CPU backend (the reference)
@@ -25,7 +26,7 @@ import (
 // one op kind with a large error, not as drift through the layers.
 type pair struct {
 	ref *cpu.Backend
-	got *Backend
+	got *metal.Backend
 	t   *testing.T
 	// worst relative error ‖Δ‖₂/‖ref‖₂ per op label; ops counts them.
 	worst map[string]float64
@@ -168,7 +169,7 @@ func (p *pair) check(label string, x backend.Tensor, n int) {
 		p.worst[label] = rel
 		p.first[label] = fmt.Sprintf("op %d", p.seq)
 	}
-	g := pt(x).g.(*tensor)
+	g := metal.TensorRegion(pt(x).g)
 	mem := g.Buf.Bytes()[g.Off:]
 	for i, v := range want {
 		binary.LittleEndian.PutUint32(mem[4*i:], math.Float32bits(v))
@@ -183,7 +184,7 @@ func (p *pair) checkKV(label string, c backend.KVCache, layer int) {
 		p.t.Fatalf("op %d (%s): %v", p.seq, label, err)
 	}
 	kc := pc(c)
-	lv := &kc.g.(*kvCache).layers[layer]
+	lv := metal.CacheLayer(kc.g, layer)
 	n := lv.PlaneBytes()
 	rk, rv := make([]byte, n), make([]byte, n)
 	gk, gv := make([]byte, n), make([]byte, n)

@@ -1,13 +1,14 @@
 //go:build linux
 
-package metal
+package metal_test
 
 import (
-	"nibble/metal/emulator/emutest"
 	"sync"
 	"testing"
 
-	"nibble/metal/emulator"
+	"nibble/metal"
+	"nibble/metal/internal/emulator"
+	"nibble/metal/internal/emulator/emutest"
 )
 
 var (
@@ -32,9 +33,9 @@ func emulatorDevice(t *testing.T) *emulator.Device {
 }
 
 // newBackend is a Metal backend on the emulator, closed when t ends.
-func newBackend(t *testing.T) *Backend {
+func newBackend(t *testing.T) *metal.Backend {
 	t.Helper()
-	b, err := New(emulatorDevice(t))
+	b, err := metal.New(emulatorDevice(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package metal
+package metal_test
 
 import (
 	"fmt"

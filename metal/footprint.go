@@ -2,7 +2,6 @@ package metal
 
 import (
 	"nibble/engine/backend"
-	_ "nibble/engine/cpu" // registers the CPU footprint, whose overhead the Metal one borrows
 	"nibble/engine/kv"
 )
 
@@ -28,10 +27,12 @@ func (footprint) ReadsKVResidual() bool { return true }
 // counts rings on Metal as on the CPU.
 func (footprint) ReadsKVRing() bool { return true }
 
-// OverheadBytes is the CPU backend's for now: the Go runtime, the tokenizer
-// and the host-side pools are the same process. What Metal adds (the
-// driver, pipeline state objects, command buffers, staging uploads) is to be
-// measured on a Mac in part 2 of the Metal backend.
+// OverheadBytes is the CPU backend's ("cpu", registered by engine/cpu, which
+// every program that chooses a backend links: app/backends): the Go runtime,
+// the tokenizer and the host-side pools are the same process. What Metal
+// adds besides (the driver, pipeline state objects, command buffers,
+// staging uploads) is not measured and not counted; without the CPU
+// footprint registered it is 0.
 func (footprint) OverheadBytes(s backend.Shape, batch int) int64 {
 	f, err := backend.FootprintOf("cpu")
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package metal
+package metal_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
+	"nibble/metal"
 	"nibble/models"
 )
 
@@ -96,7 +97,7 @@ func TestRingsOnMetal(t *testing.T) {
 // setFloats writes x into the Metal tensor t (emulator buffers are host
 // memory).
 func setFloats(t backend.Tensor, x []float32) {
-	r := t.(*tensor).Region
+	r := metal.TensorRegion(t)
 	mem := r.Buf.Bytes()[r.Off:]
 	for i, v := range x {
 		binary.LittleEndian.PutUint32(mem[4*i:], math.Float32bits(v))

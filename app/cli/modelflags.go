@@ -6,12 +6,12 @@ import (
 	"runtime"
 	"strconv"
 
+	"nibble/app/backends"
 	"nibble/engine"
 	"nibble/engine/backend"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
 	"nibble/engine/scheduler"
-	"nibble/metal"
 )
 
 // modelFlags are the options every model-running command shares.
@@ -87,7 +87,7 @@ func (mf *modelFlags) registerModel(fs *flag.FlagSet) {
 	fs.BoolVar(&mf.smooth, "kv-smooth", true, "scale quantized K per channel, calibrated on the prompt (tames outlier key channels)")
 	fs.IntVar(&mf.kvTail, "kv-residual", -1, "keep the most recent N positions of a quantized KV cache in f16 as well (-1: the type's default where the backend reads one, 0: none)")
 	fs.StringVar(&mf.ram, "ram", "", "simulate a machine with this memory `SIZE` (e.g. 8GiB) instead of probing")
-	fs.StringVar(&mf.backend, "backend", metal.BackendAuto, "run on `cpu`, metal or auto (Metal on a Mac with a GPU, else the CPU)")
+	fs.StringVar(&mf.backend, "backend", backends.Auto, "run on `cpu`, metal or auto (Metal on a Mac with a GPU, else the CPU)")
 }
 
 func (mf *modelFlags) options() (engine.Options, error) {
@@ -101,7 +101,7 @@ func (mf *modelFlags) options() (engine.Options, error) {
 	if err := checkKVGroup(mf.kvGroup); err != nil {
 		return engine.Options{}, err
 	}
-	if _, err := metal.ParseBackend(mf.backend); err != nil {
+	if _, err := backends.Parse(mf.backend); err != nil {
 		return engine.Options{}, fmt.Errorf("%w: --backend must be cpu, metal or auto, got %q", ErrUsage, mf.backend)
 	}
 	residual, err := residualOption(mf.kvTail)
@@ -123,17 +123,17 @@ func (mf *modelFlags) options() (engine.Options, error) {
 	return o, nil
 }
 
-// newBackend makes the backend --backend asks for (metal.Choose): on auto,
+// newBackend makes the backend --backend asks for (backends.Choose): on auto,
 // Metal on a Mac with a GPU, else the CPU on --threads. --backend metal
 // where there is no Metal is an error that says why.
-func (mf *modelFlags) newBackend() (backend.Backend, metal.Choice, error) {
-	return metal.Choose(mf.backend, mf.threads)
+func (mf *modelFlags) newBackend() (backend.Backend, backends.Choice, error) {
+	return backends.Choose(mf.backend, mf.threads)
 }
 
 // warnFallback says so when auto fell back to the CPU on a Mac (elsewhere
 // the CPU is the only choice and needs no word).
-func (mf *modelFlags) warnFallback(env *Env, c metal.Choice) {
-	if want, _ := metal.ParseBackend(mf.backend); runtime.GOOS == "darwin" && want == metal.BackendAuto && c.Backend == metal.BackendCPU {
+func (mf *modelFlags) warnFallback(env *Env, c backends.Choice) {
+	if want, _ := backends.Parse(mf.backend); runtime.GOOS == "darwin" && want == backends.Auto && c.Backend == backends.CPU {
 		fmt.Fprintf(env.Stderr, "warning: running on the CPU: %s\n", c.Reason)
 	}
 }

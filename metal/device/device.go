@@ -1,7 +1,7 @@
 // Package device is the GPU as the Metal backend sees it: a library of
 // kernels built from .metal sources, pipelines by kernel name and function
 // constants, buffers, and lists of dispatches that run asynchronously until
-// Sync. Two implementations: the MSL emulator on Linux (metal/emulator) and
+// Sync. Two implementations: the MSL emulator on Linux (metal/internal/emulator) and
 // Metal itself on macOS (the darwin device layer). The encoder writes
 // CommandLists against this interface only, so it runs and is tested
 // everywhere.

@@ -200,25 +200,10 @@ func attnConsts(c *KVLayer, a *backend.Attention, hg int, scores bool) []device.
 	}
 }
 
-// attnArgs is attn_args of attention.metal.
-type attnArgs struct {
-	heads, group, chunks, ctx, lo, n, chunk, splits, window, kvHeads int
-	qscale, norm                                                     float32
-	scoreStride                                                      int
-	// tail is the first position read from the residual window's ring,
-	// ringRows its rows per kv head, ring its byte offset in a plane.
-	tail, ringRows, ring int
-}
-
-func (a *attnArgs) bytes() []byte {
-	return Args(a.heads, a.group, a.chunks, a.ctx, a.lo, a.n, a.chunk, a.splits, a.window, a.kvHeads,
-		a.qscale, a.norm, a.scoreStride, a.tail, a.ringRows, uint64(a.ring))
-}
-
 // setRing sets the residual window's part of a: positions [tail, end) of
 // a read that ends at end are in the ring (tail = end: none).
-func (a *attnArgs) setRing(c *KVLayer, tail int) {
-	a.tail, a.ringRows, a.ring = tail, c.Residual(), c.RingOffset()
+func (a *AttnArgs) setRing(c *KVLayer, tail int) {
+	a.Tail, a.RingRows, a.Ring = u32(tail), u32(c.Residual()), uint64(c.RingOffset())
 }
 
 // attnPlanes binds K codes, K metadata, V codes, V metadata, λ and the
@@ -300,12 +285,12 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	_, s := DecodeGrid(a.Heads, a.KVHeads, n-lo, c.Cfg.Ctx)
 	maxS := attnMaxSplitsFor(c.Cfg.Ctx)
 	chunk := (n - lo + s - 1) / s
-	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Slots(), lo: lo, n: n, chunk: chunk, splits: s,
-		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: rotationNorm(d)}
+	args := AttnArgs{Heads: u32(a.Heads), Group: u32(g), Chunks: u32(chunks), Ctx: u32(c.Slots()), Lo: u32(lo), N: u32(n),
+		Chunk: u32(chunk), Splits: u32(s), Window: u32(a.Window), KVHeads: u32(a.KVHeads), QScale: a.Scale * log2e, Norm: rotationNorm(d)}
 	args.setRing(c, c.TailStart(lo, n))
 	export := scores.Buf != nil
 	if export {
-		args.scoreStride = stride
+		args.ScoreStride = u32(stride)
 	}
 	partO := ws.Sub(0, s*a.Heads*d*4)
 	partML := ws.Sub(maxS*a.Heads*d*4, s*a.Heads*2*4)
@@ -313,7 +298,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	if export {
 		sc = scores
 	}
-	consts, inline := attnConsts(c, a, hg, export), []device.Inline{{Index: 0, Data: args.bytes()}}
+	consts, inline := attnConsts(c, a, hg, export), []device.Inline{{Index: 0, Data: args.Bytes()}}
 	bind := append([]device.Binding{q.bind(1)}, e.attnPlanes(c)...)
 	bind = append(bind, partO.bind(8), partML.bind(9), sc.bind(10))
 	e.dispatch(device.Dispatch{
@@ -364,11 +349,11 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 	}
 	g := a.Heads / a.KVHeads
 	chunks := g / hg
-	args := attnArgs{heads: a.Heads, group: g, chunks: chunks, ctx: c.Slots(), lo: past, n: rows,
-		window: a.Window, kvHeads: a.KVHeads, qscale: a.Scale * log2e, norm: rotationNorm(d)}
+	args := AttnArgs{Heads: u32(a.Heads), Group: u32(g), Chunks: u32(chunks), Ctx: u32(c.Slots()), Lo: u32(past), N: u32(rows),
+		Window: u32(a.Window), KVHeads: u32(a.KVHeads), QScale: a.Scale * log2e, Norm: rotationNorm(d)}
 	args.setRing(c, c.TailStart(0, past))
 	sk, sv := ws.Sub(part, stagedBytes), ws.Sub(part+stagedBytes, stagedBytes)
-	consts, inline := attnConsts(c, a, hg, false), []device.Inline{{Index: 0, Data: args.bytes()}}
+	consts, inline := attnConsts(c, a, hg, false), []device.Inline{{Index: 0, Data: args.Bytes()}}
 	planes := e.attnPlanes(c)
 	// Stage: λ and signs at buffer(3, 4).
 	e.dispatch(device.Dispatch{

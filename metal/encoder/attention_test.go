@@ -11,7 +11,7 @@ import (
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
-	"nibble/metal/emulator"
+	"nibble/metal/internal/emulator"
 )
 
 // AttendDecode and AttendPrefill on the emulator against the CPU backend's

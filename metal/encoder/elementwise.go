@@ -43,12 +43,12 @@ func (e *Encoder) ewCheck(op string, n int, rs ...Region) bool {
 // ewDispatch runs kernel_<op>_f32[_4] over n floats of each of rows rows,
 // with regions bound at buffer(1), buffer(2), ...
 func (e *Encoder) ewDispatch(op string, n, rows int, rs ...Region) {
-	e.ewDispatchArgs(op, n, rows, nil, rs...)
+	e.ewDispatchArgs(op, n, rows, func(count uint32) []byte { return EWArgs{N: count}.Bytes() }, rs...)
 }
 
 // ewDispatchArgs is ewDispatch for a kernel whose argument struct has more
-// after the count (ew_scalar_args): the fields of scalar.
-func (e *Encoder) ewDispatchArgs(op string, n, rows int, scalar []any, rs ...Region) {
+// after the count (ew_scalar_args): args packs it for a count.
+func (e *Encoder) ewDispatchArgs(op string, n, rows int, args func(count uint32) []byte, rs ...Region) {
 	name, count := "kernel_"+op+"_f32", n
 	if ewVec4(n, rs...) {
 		name, count = name+"_4", n/4
@@ -61,7 +61,7 @@ func (e *Encoder) ewDispatchArgs(op string, n, rows int, scalar []any, rs ...Reg
 		Pipeline: e.pipeline(name),
 		Groups:   [3]int{(count + ewThreads - 1) / ewThreads, rows, 1},
 		Threads:  [3]int{ewThreads, 1, 1},
-		Inline:   []device.Inline{{Index: 0, Data: Args(append([]any{count}, scalar...)...)}},
+		Inline:   []device.Inline{{Index: 0, Data: args(u32(count))}},
 		Buffers:  b,
 	})
 }
@@ -92,7 +92,7 @@ func (e *Encoder) GeluGLU(dst, gate, up Region, n int) {
 // Scale: x[i] *= s for i < n (kernel_scale_f32).
 func (e *Encoder) Scale(x Region, s float32, n int) {
 	if e.ewCheck("scale", n, x) && n > 0 {
-		e.ewDispatchArgs("scale", n, 1, []any{s}, x)
+		e.ewDispatchArgs("scale", n, 1, func(count uint32) []byte { return EWScalarArgs{N: count, S: s}.Bytes() }, x)
 	}
 }
 
@@ -104,7 +104,7 @@ func (e *Encoder) Softcap(x Region, c float32, n int) {
 		return
 	}
 	if e.ewCheck("softcap", n, x) && n > 0 {
-		e.ewDispatchArgs("softcap", n, 1, []any{c}, x)
+		e.ewDispatchArgs("softcap", n, 1, func(count uint32) []byte { return EWScalarArgs{N: count, S: c}.Bytes() }, x)
 	}
 }
 
@@ -172,7 +172,7 @@ func (e *Encoder) Argmax(dst, x Region, rows, n int) {
 		Pipeline:    e.pipeline(name),
 		Groups:      [3]int{rows, 1, 1},
 		Threads:     [3]int{min(1024, (count+31)&^31), 1, 1},
-		Inline:      []device.Inline{{Index: 0, Data: Args(n)}},
+		Inline:      []device.Inline{{Index: 0, Data: EWArgs{N: u32(n)}.Bytes()}},
 		Buffers:     []device.Binding{x.bind(1), dst.bind(2)},
 		Threadgroup: []int{64 * 4}, // 32 values, then 32 indices
 	})

@@ -11,7 +11,7 @@ import (
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
-	"nibble/metal/emulator"
+	"nibble/metal/internal/emulator"
 )
 
 // opsVector is a one-row F32 weight holding x, for the CPU backend and on

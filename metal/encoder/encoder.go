@@ -10,9 +10,7 @@
 package encoder
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"reflect"
 
 	"nibble/metal/device"
@@ -217,51 +215,4 @@ func (e *Encoder) constant(key []byte, fill func() ([]byte, error)) Region {
 	}
 	e.consts[string(key)] = r
 	return r
-}
-
-// Args packs a kernel's argument struct field by field with Metal's
-// alignment rules for scalars (each field aligned to its size; the struct
-// padded to its largest field). Field types: int32/uint32 (also int, written
-// as a 32-bit value), float32, int64/uint64, [2]uint16 and similar small
-// arrays are not supported: keep argument structs to scalars.
-func Args(fields ...any) []byte {
-	var b []byte
-	maxAlign := 4
-	align := func(a int) {
-		if a > maxAlign {
-			maxAlign = a
-		}
-		for len(b)%a != 0 {
-			b = append(b, 0)
-		}
-	}
-	for _, f := range fields {
-		switch v := f.(type) {
-		case int:
-			if v < math.MinInt32 || v > math.MaxUint32 {
-				panic(fmt.Sprintf("encoder.Args: %d does not fit 32 bits", v))
-			}
-			align(4)
-			b = binary.LittleEndian.AppendUint32(b, uint32(v))
-		case int32:
-			align(4)
-			b = binary.LittleEndian.AppendUint32(b, uint32(v))
-		case uint32:
-			align(4)
-			b = binary.LittleEndian.AppendUint32(b, v)
-		case float32:
-			align(4)
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		case int64:
-			align(8)
-			b = binary.LittleEndian.AppendUint64(b, uint64(v))
-		case uint64:
-			align(8)
-			b = binary.LittleEndian.AppendUint64(b, v)
-		default:
-			panic(fmt.Sprintf("encoder.Args: field of type %T", f))
-		}
-	}
-	align(maxAlign)
-	return b
 }

@@ -81,7 +81,7 @@ func (e *Encoder) Embed(dst Region, table *Weight, tokens []int32) {
 		Pipeline: e.pipeline("kernel_get_rows_" + KernelSuffix(table.Type)),
 		Groups:   [3]int{len(tokens), (chunks + threads - 1) / threads, 1},
 		Threads:  [3]int{threads, 1, 1},
-		Inline:   []device.Inline{{Index: 0, Data: Args(n, table.RowBytes(), 4*n)}},
+		Inline:   []device.Inline{{Index: 0, Data: GetRowsArgs{N: u32(n), SrcStride: u32(table.RowBytes()), DstStride: u32(4 * n)}.Bytes()}},
 		Buffers:  []device.Binding{table.bind(1), e.upload(ids).bind(2), dst.bind(3)},
 	})
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"nibble/engine/cpu"
-	"nibble/metal/emulator"
-	"nibble/metal/emulator/emutest"
+	"nibble/metal/internal/emulator"
+	"nibble/metal/internal/emulator/emutest"
 	"nibble/metal/shaders"
 )
 

@@ -115,7 +115,7 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 			return
 		}
 	}
-	flag := func(b bool) int {
+	flag := func(b bool) uint32 {
 		if b {
 			return 1
 		}
@@ -133,13 +133,14 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 	}
 	n := rows * row / 8
 	vps, threads := kvAppendLayout(rows*cfg.KVHeads, d)
-	a := Args(d, cfg.GroupSize, cfg.KVHeads, c.Slots(), pos, n, flag(smooth), flag(cfg.Rotate),
-		rotationNorm(d), vps, c.Residual(), ringFrom, uint64(c.CodesBytes()), uint64(c.RingOffset()))
+	a := KVAppendArgs{D: u32(d), GS: u32(cfg.GroupSize), KVHeads: u32(cfg.KVHeads), Ctx: u32(c.Slots()), Pos: u32(pos), N: u32(n),
+		Smooth: flag(smooth), Rotate: flag(cfg.Rotate), Norm: rotationNorm(d), VPS: u32(vps), Window: u32(c.Residual()),
+		RingFrom: u32(ringFrom), Meta: uint64(c.CodesBytes()), Ring: uint64(c.RingOffset())}
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_kv_append_" + cfg.Type.String()),
 		Groups:   [3]int{(threads + kvAppendThreads - 1) / kvAppendThreads, 2, 1},
 		Threads:  [3]int{kvAppendThreads, 1, 1},
-		Inline:   []device.Inline{{Index: 0, Data: a}},
+		Inline:   []device.Inline{{Index: 0, Data: a.Bytes()}},
 		Buffers:  []device.Binding{k.bind(1), v.bind(2), lambda.bind(3), signs.bind(4), c.K.bind(5), c.V.bind(6)},
 	})
 }

@@ -12,7 +12,7 @@ import (
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
-	"nibble/metal/emulator"
+	"nibble/metal/internal/emulator"
 )
 
 // opsLayer is one cache layer of cfg on the device, λ holding ones, as the

@@ -73,8 +73,8 @@ func (e *Encoder) mulMM(dst Region, w *Weight, x Region, rows int) {
 		Pipeline: e.pipeline(name),
 		Groups:   [3]int{(rows + mulMMRows - 1) / mulMMRows, (w.Rows + mulMMOuts - 1) / mulMMOuts, 1},
 		Threads:  [3]int{mulMMThreads, 1, 1},
-		// struct mul_mm_args: cols, outs, rows, w_stride, x_stride, d_stride.
-		Inline:  []device.Inline{{Index: 0, Data: Args(uint32(w.Cols), uint32(w.Rows), uint32(rows), uint32(rb), uint32(4*w.Cols), uint32(4*w.Rows))}},
+		Inline: []device.Inline{{Index: 0, Data: MulMMArgs{Cols: uint32(w.Cols), Outs: uint32(w.Rows), Rows: uint32(rows),
+			WStride: uint32(rb), XStride: uint32(4 * w.Cols), DStride: uint32(4 * w.Rows)}.Bytes()}},
 		Buffers: []device.Binding{w.bind(1), x.bind(2), dst.bind(3)},
 	})
 }

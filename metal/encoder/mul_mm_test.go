@@ -17,7 +17,7 @@ import (
 	"nibble/engine/half"
 	"nibble/engine/quant"
 	"nibble/metal/device"
-	"nibble/metal/emulator"
+	"nibble/metal/internal/emulator"
 )
 
 // mmWeights returns rows×cols random elements of t: normal values quantized

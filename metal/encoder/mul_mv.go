@@ -46,7 +46,8 @@ func (e *Encoder) mulMV(dst Region, w *Weight, x Region, rows int) {
 		Pipeline: e.pipeline("kernel_mul_mv_"+KernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)}),
 		Groups:   [3]int{(w.Rows + perGroup - 1) / perGroup, (rows + nx - 1) / nx, 1},
 		Threads:  [3]int{32 * mulMVSimdgroups, 1, 1},
-		Inline:   []device.Inline{{Index: 0, Data: Args(w.Cols, w.Rows, rows, w.RowBytes(), 4*w.Cols, 4*w.Rows)}},
-		Buffers:  []device.Binding{w.bind(1), x.bind(2), dst.bind(3)},
+		Inline: []device.Inline{{Index: 0, Data: MulMVArgs{Cols: u32(w.Cols), Rows: u32(w.Rows), XRows: u32(rows),
+			WStride: u32(w.RowBytes()), XStride: u32(4 * w.Cols), DStride: u32(4 * w.Rows)}.Bytes()}},
+		Buffers: []device.Binding{w.bind(1), x.bind(2), dst.bind(3)},
 	})
 }

@@ -38,7 +38,7 @@ func (e *Encoder) RMSNorm(dst, x Region, w *Weight, eps float32, rows int) {
 		Pipeline:    e.pipeline("kernel_rms_norm_" + KernelSuffix(w.Type)),
 		Groups:      [3]int{rows, 1, 1},
 		Threads:     [3]int{min(1024, (n/4+31)&^31), 1, 1},
-		Inline:      []device.Inline{{Index: 0, Data: Args(n, 4*n, 4*n, eps)}},
+		Inline:      []device.Inline{{Index: 0, Data: RMSNormArgs{N: u32(n), SrcStride: u32(4 * n), DstStride: u32(4 * n), Eps: eps}.Bytes()}},
 		Buffers:     []device.Binding{x.bind(1), w.bind(2), dst.bind(3)},
 		Threadgroup: []int{32 * 4},
 	})

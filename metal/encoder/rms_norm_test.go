@@ -13,7 +13,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/half"
-	"nibble/metal/emulator"
+	"nibble/metal/internal/emulator"
 )
 
 // opsHalfVector is opsVector with an F16 weight (x rounded through fp16).

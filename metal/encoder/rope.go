@@ -66,7 +66,7 @@ func (e *Encoder) RoPE(x Region, heads, headDim, rows int, pos []int32, r *backe
 		Pipeline: e.pipeline(name),
 		Groups:   [3]int{rows, (heads + hpg - 1) / hpg, 1},
 		Threads:  [3]int{(pairs + 31) &^ 31, 1, 1},
-		Inline:   []device.Inline{{Index: 0, Data: Args(heads, headDim, pairs, hpg, mscale)}},
+		Inline:   []device.Inline{{Index: 0, Data: RoPEArgs{Heads: u32(heads), HeadDim: u32(headDim), Pairs: u32(pairs), HPG: u32(hpg), MScale: mscale}.Bytes()}},
 		Buffers:  []device.Binding{x.bind(1), e.upload(p).bind(2), e.ropeFreqs(r).bind(3)},
 	})
 }

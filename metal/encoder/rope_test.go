@@ -10,7 +10,7 @@ import (
 
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
-	"nibble/metal/emulator"
+	"nibble/metal/internal/emulator"
 )
 
 // RoPE on the emulator against the CPU backend's, norm and NeoX, with

@@ -15,7 +15,7 @@ import (
 	"nibble/engine/ggml"
 	"nibble/engine/ggml/ggmltest"
 	"nibble/metal/device"
-	"nibble/metal/emulator"
+	"nibble/metal/internal/emulator"
 )
 
 // deviceWeight puts data into a device buffer at a 32-byte offset (as in

@@ -31,7 +31,7 @@ import (
 //     before each launch otherwise; is_function_constant_defined(x) reads
 //     a flag beside each.
 //
-// The sources sit inside namespace msl, whose shim (metal/gpu/msl_cuda.h,
+// The sources sit inside namespace msl, whose shim (metal/internal/gpu/msl_cuda.h,
 // included through <metal_stdlib>) defines MSL's types and functions; the
 // entries are in namespace msl::entry. After them comes a host-side
 // registry (msl_kernels, msl_constants) that a harness uses to launch a

@@ -1,5 +1,5 @@
 // Package msl is the pre-pass that turns Metal Shading Language sources into
-// C++ for the MSL emulator (metal/emulator). It rewrites only what C++ cannot
+// C++ for the MSL emulator (metal/internal/emulator). It rewrites only what C++ cannot
 // parse, and keeps every line where it was (#line per file, no edit adds or
 // removes a newline), so compiler errors and the emulator's reports point
 // at the .metal file and line:

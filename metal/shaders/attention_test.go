@@ -14,8 +14,8 @@ import (
 	"nibble/engine/half"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
-	"nibble/metal/emulator"
 	"nibble/metal/encoder"
+	"nibble/metal/internal/emulator"
 )
 
 // The attention kernels are dispatched through metal/encoder, which picks

@@ -11,8 +11,8 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/fastmath"
 	"nibble/metal/device"
-	"nibble/metal/emulator"
 	"nibble/metal/encoder"
+	"nibble/metal/internal/emulator"
 )
 
 // ewRun runs one elementwise kernel, scalar (_f32) or float4 (_f32_4), over
@@ -31,7 +31,7 @@ func ewRun(t *testing.T, d *emulator.Device, o emulator.Order, name string, vec 
 	}
 	run(t, d, o, device.Dispatch{
 		Pipeline: pipeline(t, l, name), Groups: [3]int{(count + 255) / 256, rows, 1}, Threads: [3]int{256, 1, 1},
-		Inline:  []device.Inline{{Index: 0, Data: encoder.Args(count)}},
+		Inline:  []device.Inline{{Index: 0, Data: encoder.EWArgs{N: uint32(count)}.Bytes()}},
 		Buffers: b,
 	})
 }
@@ -198,7 +198,7 @@ func TestArgmax(t *testing.T) {
 				dst := buffer(t, d, make([]byte, 4*len(rows)))
 				run(t, d, o, device.Dispatch{
 					Pipeline: p, Groups: [3]int{len(rows), 1, 1}, Threads: [3]int{c.threads, 1, 1},
-					Inline:      []device.Inline{{Index: 0, Data: encoder.Args(c.n)}},
+					Inline:      []device.Inline{{Index: 0, Data: encoder.EWArgs{N: uint32(c.n)}.Bytes()}},
 					Buffers:     []device.Binding{{Index: 1, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 2, Buffer: dst}},
 					Threadgroup: []int{64 * 4},
 				})
@@ -224,7 +224,7 @@ func ewRunScalar(t *testing.T, d *emulator.Device, o emulator.Order, name string
 	}
 	run(t, d, o, device.Dispatch{
 		Pipeline: pipeline(t, l, name), Groups: [3]int{(count + 255) / 256, 1, 1}, Threads: [3]int{256, 1, 1},
-		Inline:  []device.Inline{{Index: 0, Data: encoder.Args(count, s)}},
+		Inline:  []device.Inline{{Index: 0, Data: encoder.EWScalarArgs{N: uint32(count), S: s}.Bytes()}},
 		Buffers: []device.Binding{{Index: 1, Buffer: x}},
 	})
 }

@@ -68,7 +68,7 @@ func TestGetRows(t *testing.T) {
 					chunks := (c.n/16 + c.threads - 1) / c.threads
 					run(t, d, o, device.Dispatch{
 						Pipeline: p, Groups: [3]int{c.rows, chunks, 1}, Threads: [3]int{c.threads, 1, 1},
-						Inline:  []device.Inline{{Index: 0, Data: encoder.Args(c.n, rb, dstStride)}},
+						Inline:  []device.Inline{{Index: 0, Data: encoder.GetRowsArgs{N: uint32(c.n), SrcStride: uint32(rb), DstStride: uint32(dstStride)}.Bytes()}},
 						Buffers: []device.Binding{{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: buffer(t, d, i32Bytes(ids))}, {Index: 3, Buffer: dst}},
 					})
 					for row := 0; row < c.rows; row++ {

@@ -185,14 +185,15 @@ func kvAppendLayout(vecs, d int) (vps, threads int) {
 
 // kvAppendArgs packs kv_append_args (the ulongs last, from offset 48).
 func kvAppendArgs(hd, gs, kvHeads, ctx, pos, n int, smooth, rotate bool, vps, window, ringFrom, meta, ring int) []byte {
-	b := func(v bool) int {
+	b := func(v bool) uint32 {
 		if v {
 			return 1
 		}
 		return 0
 	}
-	return encoder.Args(hd, gs, kvHeads, ctx, pos, n, b(smooth), b(rotate), float32(1/math.Sqrt(float64(hd&-hd))),
-		vps, window, ringFrom, uint64(meta), uint64(ring))
+	return encoder.KVAppendArgs{D: uint32(hd), GS: uint32(gs), KVHeads: uint32(kvHeads), Ctx: uint32(ctx), Pos: uint32(pos), N: uint32(n),
+		Smooth: b(smooth), Rotate: b(rotate), Norm: float32(1 / math.Sqrt(float64(hd&-hd))),
+		VPS: uint32(vps), Window: uint32(window), RingFrom: uint32(ringFrom), Meta: uint64(meta), Ring: uint64(ring)}.Bytes()
 }
 
 func kvAppendCompare(t *testing.T, plane string, got, want []byte, codes, ring int) {

@@ -46,7 +46,7 @@ func runMulMM(t *testing.T, c mmCase, w []byte, x []float32, o int) []float32 {
 	dst := buffer(t, d, make([]byte, dStride*c.rows))
 	run(t, d, orders[o], device.Dispatch{
 		Pipeline: p, Groups: [3]int{(c.rows + 31) / 32, (c.outs + 63) / 64, 1}, Threads: [3]int{128, 1, 1},
-		Inline:  []device.Inline{{Index: 0, Data: encoder.Args(c.cols, c.outs, c.rows, c.typ.RowBytes(c.cols), xStride, dStride)}},
+		Inline:  []device.Inline{{Index: 0, Data: encoder.MulMMArgs{Cols: uint32(c.cols), Outs: uint32(c.outs), Rows: uint32(c.rows), WStride: uint32(c.typ.RowBytes(c.cols)), XStride: uint32(xStride), DStride: uint32(dStride)}.Bytes()}},
 		Buffers: []device.Binding{{Index: 1, Buffer: buffer(t, d, w)}, {Index: 2, Buffer: buffer(t, d, xb)}, {Index: 3, Buffer: dst}},
 	})
 	got := make([]float32, c.rows*c.outs)

@@ -91,7 +91,7 @@ func TestMulMV(t *testing.T) {
 						Pipeline: p,
 						Groups:   [3]int{(c.rows + perGroup - 1) / perGroup, (c.xrows + c.nx - 1) / c.nx, 1},
 						Threads:  [3]int{32 * c.nsg, 1, 1},
-						Inline:   []device.Inline{{Index: 0, Data: encoder.Args(c.cols, c.rows, c.xrows, typ.RowBytes(c.cols), 4*c.cols, dStride)}},
+						Inline:   []device.Inline{{Index: 0, Data: encoder.MulMVArgs{Cols: uint32(c.cols), Rows: uint32(c.rows), XRows: uint32(c.xrows), WStride: uint32(typ.RowBytes(c.cols)), XStride: uint32(4 * c.cols), DStride: uint32(dStride)}.Bytes()}},
 						Buffers: []device.Binding{
 							{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 3, Buffer: dst},
 						},

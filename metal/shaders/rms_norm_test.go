@@ -73,7 +73,7 @@ func TestRMSNorm(t *testing.T) {
 				dst := buffer(t, d, make([]byte, dstStride*c.rows))
 				run(t, d, o, device.Dispatch{
 					Pipeline: p, Groups: [3]int{c.rows, 1, 1}, Threads: [3]int{c.threads, 1, 1},
-					Inline:      []device.Inline{{Index: 0, Data: encoder.Args(c.n, 4*c.n, dstStride, float32(eps))}},
+					Inline:      []device.Inline{{Index: 0, Data: encoder.RMSNormArgs{N: uint32(c.n), SrcStride: uint32(4 * c.n), DstStride: uint32(dstStride), Eps: float32(eps)}.Bytes()}},
 					Buffers:     []device.Binding{{Index: 1, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 2, Buffer: buffer(t, d, wb)}, {Index: 3, Buffer: dst}},
 					Threadgroup: []int{32 * 4},
 				})

@@ -93,7 +93,7 @@ func TestRoPE(t *testing.T) {
 					xb := buffer(t, d, f32Bytes(x))
 					run(t, d, o, device.Dispatch{
 						Pipeline: p, Groups: [3]int{rows, (c.heads + hpg - 1) / hpg, 1}, Threads: [3]int{(c.dims/2 + 31) / 32 * 32, 1, 1},
-						Inline:  []device.Inline{{Index: 0, Data: encoder.Args(c.heads, c.headDim, c.dims/2, hpg, mscale)}},
+						Inline:  []device.Inline{{Index: 0, Data: encoder.RoPEArgs{Heads: uint32(c.heads), HeadDim: uint32(c.headDim), Pairs: uint32(c.dims / 2), HPG: uint32(hpg), MScale: mscale}.Bytes()}},
 						Buffers: []device.Binding{{Index: 1, Buffer: xb}, {Index: 2, Buffer: buffer(t, d, pos)}, {Index: 3, Buffer: buffer(t, d, f32Bytes(ropeFreqs(rp)))}},
 					})
 					got := f32s(xb.Bytes())

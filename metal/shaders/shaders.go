@@ -1,6 +1,6 @@
 // Package shaders holds the Metal backend's kernels: one .metal file per
 // kernel family, kernels named kernel_<op>_<type>. They run on Metal on a
-// Mac and in the MSL emulator (metal/emulator) everywhere else; every
+// Mac and in the MSL emulator (metal/internal/emulator) everywhere else; every
 // kernel has a test that runs it in the emulator against its Go twin.
 package shaders
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"nibble/metal/device"
-	"nibble/metal/emulator"
-	"nibble/metal/emulator/emutest"
+	"nibble/metal/internal/emulator"
+	"nibble/metal/internal/emulator/emutest"
 )
 
 var orders = []emulator.Order{emulator.Forward, emulator.Reverse}

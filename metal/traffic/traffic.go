@@ -10,7 +10,7 @@
 //
 // It counts each buffer a kernel reads once (activations re-read by many
 // threadgroups come from cache), as the profiler's DRAM bytes do when the
-// caches are cold; metal/gpu's README compares it with ncu on an H100.
+// caches are cold; metal/internal/gpu's README compares it with ncu on an H100.
 package traffic
 
 import (
@@ -109,7 +109,7 @@ func (s *Step) Attention(heads, kvHeads, d, n, ctx int, c Cache) {
 // DecodeStep is the traffic of one generated token at position ctx-1 (the
 // cache holds ctx positions): embed; per layer norm, q/k/v, RoPE, KV store,
 // attention, o, residual, norm, gate/up, SwiGLU, down, residual; final
-// norm, output, argmax. The dispatches of metal/gpu's decode trace.
+// norm, output, argmax. The dispatches of metal/internal/gpu's decode trace.
 func DecodeStep(m Shape, ctx int, c Cache) Step {
 	var s Step
 	h, f := int64(m.Hidden), int64(m.FFN)

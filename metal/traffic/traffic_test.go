@@ -11,7 +11,7 @@ import (
 var llama1B = Shape{Name: "llama3.2-1b", Layers: 16, Hidden: 2048, Heads: 32, KVHeads: 8, HeadDim: 64, FFN: 8192, Vocab: 128256,
 	Weight: ggml.Q4_K, Embed: ggml.Q6_K, Output: ggml.Q6_K}
 
-// h100 is what ncu measured for one decode step of metal/gpu's
+// h100 is what ncu measured for one decode step of metal/internal/gpu's
 // decode-llama3.2-1b-q4-4k trace on an H100 (caches flushed before each
 // kernel): DRAM bytes read per kernel, summed over its dispatches, and the
 // dispatch counts.

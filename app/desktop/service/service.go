@@ -18,13 +18,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"nibble/app/backends"
 	"nibble/app/desktop/demo"
 	"nibble/app/history"
 	"nibble/app/settings"
 	"nibble/engine/chat"
 	"nibble/engine/estimate"
 	"nibble/engine/scheduler"
-	"nibble/metal"
 )
 
 // Event names, with the payload type each carries.
@@ -101,8 +101,8 @@ type Service struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	choiceMu sync.Mutex   // guards choice, set when a scheduler makes its backend
-	choice   metal.Choice // the engine's backend and why (engineBackend)
+	choiceMu sync.Mutex      // guards choice, set when a scheduler makes its backend
+	choice   backends.Choice // the engine's backend and why (engineBackend)
 
 	// What remote servers said about their models (remote.go).
 	remote remoteState

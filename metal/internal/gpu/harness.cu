@@ -1,4 +1,4 @@
-// The GPU harness: replays traces written by metal/gpu (export_test.go)
+// The GPU harness: replays traces written by metal/internal/gpu (export_test.go)
 // through the CUDA translation of the .metal kernels (kernels.cu, made by
 // metal/msl.TranslateCUDA).
 //

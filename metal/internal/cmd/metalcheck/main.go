@@ -5,7 +5,7 @@
 // kernel_add_f32 on a shared buffer and on page-aligned memory wrapped
 // without copying (as the model's mapping is), and checks the sums.
 //
-//	go run ./metal/cmd/metalcheck
+//	go run ./metal/internal/cmd/metalcheck
 package main
 
 import (

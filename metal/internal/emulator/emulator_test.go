@@ -16,7 +16,7 @@ import (
 
 	"nibble/engine/half"
 	"nibble/metal/device"
-	"nibble/metal/emulator/emutest"
+	"nibble/metal/internal/emulator/emutest"
 	"nibble/metal/msl"
 )
 

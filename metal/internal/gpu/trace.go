@@ -15,7 +15,7 @@
 //     dispatch.
 //
 // run.sh (on the GPU machine) builds and runs it all; export_test.go writes
-// the traces and kernels.cu (go test ./metal/gpu -run TestExport -args -out DIR).
+// the traces and kernels.cu (go test ./metal/internal/gpu -run TestExport -args -out DIR).
 package gpu
 
 import (

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"nibble/metal/emulator/emutest"
+	"nibble/metal/internal/emulator/emutest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,8 +22,8 @@ import (
 	"nibble/internal/testdata"
 	"nibble/metal"
 	"nibble/metal/device"
-	"nibble/metal/emulator"
 	"nibble/metal/encoder"
+	"nibble/metal/internal/emulator"
 	"nibble/metal/msl"
 	"nibble/metal/shaders"
 	"nibble/metal/traffic"
@@ -34,7 +34,7 @@ var outDir = flag.String("out", "", "TestExport: write kernels.cu and the traces
 const exportPrompt = "Nibble keeps its KV cache in four bits because memory, not arithmetic, " +
 	"bounds decoding on a laptop: every generated token reads the whole cache once."
 
-// TestExport writes what metal/gpu/run.sh needs on the GPU machine:
+// TestExport writes what metal/internal/gpu/run.sh needs on the GPU machine:
 // kernels.cu, the check trace (the test models' forward passes on the
 // emulator with three cache types, up to 3 dispatches per pipeline) and the
 // timing traces (decode attention of one Llama-3.1-70B layer at 8K, 32K and
@@ -310,8 +310,10 @@ func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 	g := heads / kvHeads
 	chunks := g / hg
 	chunk := (n + splits - 1) / splits
-	args := encoder.Args(heads, g, chunks, n, 0, n, chunk, splits, 0, kvHeads,
-		float32(1/math.Sqrt(d)*1.4426950408889634), float32(1/math.Sqrt(d)), 0)
+	// No residual window: the ring starts at the end (Tail = N).
+	args := encoder.AttnArgs{Heads: uint32(heads), Group: uint32(g), Chunks: uint32(chunks), Ctx: uint32(n), N: uint32(n),
+		Chunk: uint32(chunk), Splits: uint32(splits), KVHeads: kvHeads,
+		QScale: float32(1 / math.Sqrt(d) * 1.4426950408889634), Norm: float32(1 / math.Sqrt(d)), Tail: uint32(n)}.Bytes()
 	consts := []device.Constant{{Index: 100, Value: uint32(d)}, {Index: 101, Value: uint32(32)}, {Index: 102, Value: uint32(hg)},
 		{Index: 103, Value: false}, {Index: 104, Value: false}, {Index: 105, Value: false}}
 	p1, err := lib.Pipeline("kernel_attn_decode_"+typ.String(), consts...)
@@ -353,7 +355,7 @@ func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 }
 
 // bugsTrace writes dir/bugs: the CUDA translation of the emulator's
-// planted-bug kernels (metal/emulator/testdata/bugs.metal) and a trace of
+// planted-bug kernels (metal/internal/emulator/testdata/bugs.metal) and a trace of
 // those compute-sanitizer should flag: a missing barrier
 // (shift_missing_barrier), a clear and a write of the same slots without a
 // barrier between (clear_then_write), and two different barriers in the

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Runs the .metal kernels on an NVIDIA GPU (the device machine: nvcc,
 # PyTorch, compute-sanitizer, ncu; no network). Needs the traces and
-# kernels.cu that `go test ./metal/gpu -run TestExport -args -out DIR`
-# writes (DIR defaults to metal/gpu/out). Results go to $OUT (or ./results).
+# kernels.cu that `go test ./metal/internal/gpu -run TestExport -args -out DIR`
+# writes (DIR defaults to metal/internal/gpu/out). Results go to $OUT (or ./results).
 #
 #   run.sh build            the builds below
 #   run.sh check            every recorded dispatch against the emulator
@@ -24,7 +24,7 @@
 # Metal specialises a pipeline), attn-fullwarp (the same, collectives
 # assuming full warps, -DMSL_FULL_WARP), attn-hg4/2/1 (4, 2, 1 heads a
 # threadgroup), decode1b (every kernel, the 1B model's constants compiled
-# in), bugs (metal/emulator/testdata/bugs.metal). Timing builds use
+# in), bugs (metal/internal/emulator/testdata/bugs.metal). Timing builds use
 # --use_fast_math, as Metal compiles with fast math.
 set -u
 cd "$(dirname "$0")"
@@ -63,7 +63,7 @@ sanitize() {
     timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --print-limit 20 build/generic check "$DIR/check.trace" > "$OUT/sanitize-$tool.txt" 2>&1
     echo "== $tool (rc $?)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|Race|Barrier|check:" "$OUT/sanitize-$tool.txt" | sort | uniq -c | head -20
   done
-  # The planted bugs of metal/emulator/testdata/bugs.metal must be flagged,
+  # The planted bugs of metal/internal/emulator/testdata/bugs.metal must be flagged,
   # at their .metal lines.
   for tool in racecheck synccheck; do
     timeout 120 compute-sanitizer --tool $tool --print-limit 10 build/bugs time "$DIR/bugs/bugs.trace" 1 > "$OUT/sanitize-bugs-$tool.txt" 2>&1
