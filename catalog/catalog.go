@@ -1,8 +1,8 @@
-// Package models is Nibble's catalog of popular instruct models in GGUF:
+// Package catalog is Nibble's catalog of popular instruct models in GGUF:
 // their architecture numbers (from each model's config.json) and where to
 // download one or two quantizations, so memory can be estimated before a
 // file is fetched.
-package models
+package catalog
 
 import (
 	_ "embed"
@@ -151,21 +151,21 @@ type Catalog struct {
 func Parse(data []byte) (*Catalog, error) {
 	var c Catalog
 	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, fmt.Errorf("models: catalog: %w", err)
+		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	if c.Version != 1 {
-		return nil, fmt.Errorf("models: catalog version %d not supported (want 1)", c.Version)
+		return nil, fmt.Errorf("catalog version %d not supported (want 1)", c.Version)
 	}
 	c.byID = make(map[string]int, len(c.Models))
 	for i := range c.Models {
 		m := &c.Models[i]
 		if err := m.validate(); err != nil {
-			return nil, fmt.Errorf("models: catalog entry %d: %w", i, err)
+			return nil, fmt.Errorf("catalog entry %d: %w", i, err)
 		}
 		// ByID is case-insensitive, so ids differing only in case clash.
 		key := strings.ToLower(m.ID)
 		if _, dup := c.byID[key]; dup {
-			return nil, fmt.Errorf("models: catalog: duplicate id %q", m.ID)
+			return nil, fmt.Errorf("catalog: duplicate id %q", m.ID)
 		}
 		c.byID[key] = i
 	}
@@ -223,15 +223,15 @@ func Load() (*Catalog, error) { return builtin() }
 func LoadFile(name string) (*Catalog, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("models: catalog: %w", err)
+		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxCatalogBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("models: catalog %s: %w", name, err)
+		return nil, fmt.Errorf("catalog %s: %w", name, err)
 	}
 	if len(data) > maxCatalogBytes {
-		return nil, fmt.Errorf("models: catalog %s is larger than %d MiB", name, maxCatalogBytes>>20)
+		return nil, fmt.Errorf("catalog %s is larger than %d MiB", name, maxCatalogBytes>>20)
 	}
 	c, err := Parse(data)
 	if err != nil {
@@ -273,5 +273,5 @@ func ByID(id string) (*Model, error) {
 	for i := range c.Models {
 		ids[i] = c.Models[i].ID
 	}
-	return nil, fmt.Errorf("models: no catalog entry %q (known: %s)", id, strings.Join(ids, ", "))
+	return nil, fmt.Errorf("no catalog entry %q (known: %s)", id, strings.Join(ids, ", "))
 }
