@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"nibble/app/documents"
+	"nibble/app/documents/retrieve"
 	"nibble/app/remote"
 	"nibble/app/settings"
 	"nibble/engine/scheduler"
@@ -170,7 +170,7 @@ func approxTokens(text string) int {
 // remoteTokenCounter counts for a remote model, which has no tokenizer
 // here: remoteBytesPerToken bytes a token, rounded up, and a context
 // remoteContextMargin of the model's.
-func (s *Service) remoteTokenCounter(ep settings.RemoteEndpoint) (documents.TokenCounter, int, error) {
+func (s *Service) remoteTokenCounter(ep settings.RemoteEndpoint) (retrieve.TokenCounter, int, error) {
 	return approxTokens, int(float64(s.remoteContext(ep)) * remoteContextMargin), nil
 }
 
