@@ -73,7 +73,7 @@ func (s *Service) Catalog() ([]CatalogEntry, error) {
 	c := s.store.Get()
 	t, err := parseKV(c.KVType)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: settings kv_type: %w", err)
+		return nil, fmt.Errorf("catalog: settings kvType: %w", err)
 	}
 	b, src := s.budget()
 	partial := map[string]int64{}
@@ -182,7 +182,7 @@ func (s *Service) CatalogEstimate(id, quant string) (Estimate, error) {
 	c := s.store.Get()
 	t, err := parseKV(c.KVType)
 	if err != nil {
-		return Estimate{}, fmt.Errorf("settings kv_type: %w", err)
+		return Estimate{}, fmt.Errorf("settings kvType: %w", err)
 	}
 	ctx := c.ContextTokens
 	if ct := d.HParams.CtxTrain; ct > 0 && ctx > ct {
