@@ -212,10 +212,10 @@ fuzz:
 	go test ./app/history -run '^$$' -fuzz FuzzSearch -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/history -run '^$$' -fuzz FuzzMarkdownExport -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/remote -run '^$$' -fuzz FuzzStream -fuzztime $(FUZZTIME) -parallel 2
-	go test ./app/documents -run '^$$' -fuzz FuzzExtractPDF -fuzztime $(FUZZTIME) -parallel 2
-	go test ./app/documents -run '^$$' -fuzz FuzzExtractDOCX -fuzztime $(FUZZTIME) -parallel 2
-	go test ./app/documents -run '^$$' -fuzz FuzzExtractHTML -fuzztime $(FUZZTIME) -parallel 2
-	go test ./app/documents -run '^$$' -fuzz FuzzChunk -fuzztime $(FUZZTIME) -parallel 2
+	go test ./app/documents/extract/pdf -run '^$$' -fuzz FuzzExtractPDF -fuzztime $(FUZZTIME) -parallel 2
+	go test ./app/documents/extract -run '^$$' -fuzz FuzzExtractDOCX -fuzztime $(FUZZTIME) -parallel 2
+	go test ./app/documents/extract -run '^$$' -fuzz FuzzExtractHTML -fuzztime $(FUZZTIME) -parallel 2
+	go test ./app/documents/retrieve -run '^$$' -fuzz FuzzChunk -fuzztime $(FUZZTIME) -parallel 2
 	go test ./metal/msl -run '^$$' -fuzz FuzzTranslate -fuzztime $(FUZZTIME) -parallel 2
 
 clean:

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/synth"
 	"nibble/internal/testdata"
-	"nibble/models/vocab"
 )
 
 // writeProbeSynth writes a small llama synth model with the given attention

@@ -6,12 +6,12 @@ import (
 	"slices"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/sample"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 // ringGemma3 is a random Gemma 3 with a sliding window of 16 on five of its

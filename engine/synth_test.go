@@ -5,11 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/sample"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 // A model written by nibble synth passes the loader's llama.cpp-style checks

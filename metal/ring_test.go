@@ -11,12 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/catalog"
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
 	"nibble/metal"
-	"nibble/models"
 )
 
 // The Metal backend keeps sliding-window layers in rings, as the CPU does:
@@ -36,7 +36,7 @@ func TestRingsOnMetal(t *testing.T) {
 	if !kv.ReadsRing(b) || !kv.ReadsRing(f) {
 		t.Fatalf("the Metal backend (%v) or its footprint (%v) keeps no rings", kv.ReadsRing(b), kv.ReadsRing(f))
 	}
-	cm, err := models.ByID("gemma-3-4b-it")
+	cm, err := catalog.ByID("gemma-3-4b-it")
 	if err != nil {
 		t.Fatal(err)
 	}

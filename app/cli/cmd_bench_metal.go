@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"nibble/catalog"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/metal/traffic"
-	"nibble/models"
 )
 
 func init() {
@@ -78,7 +78,7 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	s := traffic.Shape{Name: "custom", Layers: *layers, Hidden: *hidden, Heads: *heads, KVHeads: *kvHeads, HeadDim: *headDim,
 		FFN: *ffn, Vocab: *vocab, Weight: wt, Embed: ot, Output: ot}
 	if *catalogID != "" {
-		m, err := models.ByID(*catalogID)
+		m, err := catalog.ByID(*catalogID)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"nibble/catalog"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
 	"nibble/engine/sysmem"
-	"nibble/models"
 )
 
 func init() {
@@ -128,7 +128,7 @@ func describeModel(path, url, catalogID, quant string) (estimate.Desc, error) {
 		defer cancel()
 		return estimate.FromURL(ctx, nil, url)
 	}
-	m, err := models.ByID(catalogID)
+	m, err := catalog.ByID(catalogID)
 	if err != nil {
 		return estimate.Desc{}, fmt.Errorf("%w: %v", ErrUsage, err)
 	}

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/ggml"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 func init() {

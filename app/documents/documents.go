@@ -1,21 +1,20 @@
-// Package documents turns files a user attaches to a chat (text, Markdown,
-// source code, HTML, PDF, DOCX, CSV, JSON) into plain text, and decides how
-// that text goes into the model's context: whole when it fits, else the
+// Package documents is what a document attached to a chat is once read: its
+// text, kind, pages and warnings (Document), and the bounds on reading one
+// (Limits, the errors extraction wraps).
+//
+// Two packages do the work: extract turns files (text, Markdown, source
+// code, HTML, PDF, DOCX, CSV, JSON) into a Document; retrieve decides how
+// documents go into the model's context: whole when they fit, else the
 // passages most relevant to the question, with citations (pages or lines).
 //
 // Nothing is dropped silently: a Document carries warnings for anything that
-// was repaired or skipped, and a Plan says per document whether it went in
-// whole or which parts were used.
-//
-// Extraction treats every file as hostile: sizes, decompressed bytes,
-// compression ratios and nesting depths are bounded (see Limits), and a
-// malformed file gives an error, never a panic.
+// was repaired or skipped, and a retrieval plan says per document whether it
+// went in whole or which parts were used.
 package documents
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -36,7 +35,7 @@ const (
 	KindJSON     Kind = "json"
 )
 
-// Errors that Extract wraps; test with errors.Is. The wrapping error's text
+// Errors that extraction wraps; test with errors.Is. The wrapping error's text
 // says what was wrong with which file.
 var (
 	// ErrUnsupported: a format Nibble does not read (images, archives,
@@ -58,7 +57,10 @@ var (
 	ErrNoText = errors.New("document has no text")
 )
 
-// Limits bound what extraction may read and allocate. A zero field takes its
+// Limits bound what extraction may read and allocate. Extraction treats
+// every file as hostile: sizes, decompressed bytes, compression ratios and
+// nesting depths are bounded, and a malformed file gives an error, never a
+// panic. A zero field takes its
 // default (DefaultLimits).
 type Limits struct {
 	// MaxFileBytes is the largest file accepted.
@@ -90,7 +92,8 @@ func DefaultLimits() Limits {
 	}
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults is l with every zero (or negative) field set to its default.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxFileBytes <= 0 {
 		l.MaxFileBytes = d.MaxFileBytes
@@ -122,7 +125,7 @@ type PageSpan struct {
 
 // Document is an extracted document: its text and where things are in it.
 type Document struct {
-	// Name is the file name given to Extract.
+	// Name is the file name the document was read from.
 	Name string
 	// Kind is the format the file was read as.
 	Kind Kind
@@ -154,11 +157,13 @@ func NewDocument(name string, kind Kind, text string) *Document {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
 	d.Text = text
-	d.index()
+	d.IndexLines()
 	return d
 }
 
-func (d *Document) index() {
+// IndexLines records where Text's lines start, for LineAt and LineStarts;
+// an extractor calls it once Text is final.
+func (d *Document) IndexLines() {
 	d.lineStarts = lineStarts(d.Text)
 }
 
@@ -173,19 +178,20 @@ func lineStarts(s string) []int {
 }
 
 // Lines is the number of lines in Text.
-func (d *Document) Lines() int {
+func (d *Document) Lines() int { return len(d.LineStarts()) }
+
+// LineStarts is the byte offset of each line's start in Text (the first is
+// 0). The slice is the document's own: callers must not modify it.
+func (d *Document) LineStarts() []int {
 	if d.lineStarts == nil {
-		return len(lineStarts(d.Text))
+		return lineStarts(d.Text)
 	}
-	return len(d.lineStarts)
+	return d.lineStarts
 }
 
 // LineAt is the 1-based line holding byte offset off of Text.
 func (d *Document) LineAt(off int) int {
-	starts := d.lineStarts
-	if starts == nil {
-		starts = lineStarts(d.Text)
-	}
+	starts := d.LineStarts()
 	// The last start <= off.
 	i := sort.Search(len(starts), func(i int) bool { return starts[i] > off })
 	if i == 0 {
@@ -211,119 +217,23 @@ func (d *Document) PageAt(off int) int {
 	return d.Pages[i].Number
 }
 
-// Extract reads the document named name (its extension and contents decide
-// the kind) of size bytes from r.
-func Extract(name string, r io.ReaderAt, size int64, limits Limits) (*Document, error) {
-	doc, err := extract(name, r, size, limits.withDefaults())
-	if err != nil {
-		err = fmt.Errorf("documents: %s: %w", quoteName(name), err)
-		if !utf8.ValidString(err.Error()) { // a parser quoted bytes of the file
-			err = validUTF8Error{err}
-		}
-		return nil, err
-	}
-	return doc, nil
-}
-
-// validUTF8Error shows an error's message with invalid UTF-8 replaced, for
-// messages that quote bytes of a file; errors.Is still sees the original.
-type validUTF8Error struct{ err error }
-
-func (e validUTF8Error) Error() string { return strings.ToValidUTF8(e.err.Error(), "\uFFFD") }
-func (e validUTF8Error) Unwrap() error { return e.err }
-
-// ExtractBytes is Extract on a byte slice.
-func ExtractBytes(name string, data []byte, limits Limits) (*Document, error) {
-	return Extract(name, bytesReaderAt(data), int64(len(data)), limits)
-}
-
-type bytesReaderAt []byte
-
-func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, errors.New("negative offset")
-	}
-	if off >= int64(len(b)) {
-		return 0, io.EOF
-	}
-	n := copy(p, b[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-func quoteName(name string) string {
-	if name == "" {
-		return "(unnamed)"
-	}
-	return fmt.Sprintf("%q", name)
-}
-
-func extract(name string, r io.ReaderAt, size int64, lim Limits) (*Document, error) {
-	if r == nil {
-		return nil, errors.New("no reader")
-	}
-	if size < 0 {
-		return nil, fmt.Errorf("negative size %d", size)
-	}
-	if size > lim.MaxFileBytes {
-		return nil, fmt.Errorf("%w: %s", ErrTooLarge, FileTooLarge(size, lim.MaxFileBytes))
-	}
-	data := make([]byte, size)
-	n, err := r.ReadAt(data, 0)
-	if n < len(data) {
-		if err == nil || errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: the file ended after %d of %d bytes", ErrDamaged, n, size)
-		}
-		return nil, fmt.Errorf("reading: %w", err)
-	}
-	kind, lang, err := detect(name, data)
-	if err != nil {
-		return nil, err
-	}
-	var doc *Document
-	switch kind {
-	case KindPDF:
-		doc, err = extractPDF(data, lim)
-	case KindDOCX:
-		doc, err = extractDOCX(data, lim)
-	case KindHTML:
-		doc, err = extractHTML(data, lim)
-	default:
-		doc, err = extractPlain(kind, data, lim)
-	}
-	if err != nil {
-		return nil, err
-	}
-	doc.Name = name
-	doc.Kind = kind
-	doc.Language = lang
-	if !utf8.ValidString(doc.Text) { // every extractor promises this; keep the promise here too
-		doc.Text = strings.ToValidUTF8(doc.Text, "\uFFFD")
-	}
-	if len(doc.Text) > lim.MaxTextBytes {
-		return nil, textTooLarge(len(doc.Text), lim)
-	}
-	doc.index()
-	return doc, nil
-}
-
 // MaxFile is the largest file l accepts: MaxFileBytes, or its default.
-func (l Limits) MaxFile() int64 { return l.withDefaults().MaxFileBytes }
+func (l Limits) MaxFile() int64 { return l.WithDefaults().MaxFileBytes }
 
 // FileTooLarge says that a file of size bytes is over the limit of max
 // bytes: "the file is 2 MiB, over the 1 MiB limit for documents".
 func FileTooLarge(size, max int64) string {
-	return fmt.Sprintf("the file is %s, over the %s limit for documents", humanBytes(size), humanBytes(max))
+	return fmt.Sprintf("the file is %s, over the %s limit for documents", HumanBytes(size), HumanBytes(max))
 }
 
-func textTooLarge(n int, lim Limits) error {
-	return fmt.Errorf("%w: its text is %s, over the %s limit for extracted text", ErrTooLarge, humanBytes(int64(n)), humanBytes(int64(lim.MaxTextBytes)))
+// TextTooLarge is the ErrTooLarge error for n bytes of extracted text over
+// lim's MaxTextBytes.
+func TextTooLarge(n int, lim Limits) error {
+	return fmt.Errorf("%w: its text is %s, over the %s limit for extracted text", ErrTooLarge, HumanBytes(int64(n)), HumanBytes(int64(lim.MaxTextBytes)))
 }
 
-// humanBytes formats n as "512 bytes", "3.2 KiB", "64 MiB".
-func humanBytes(n int64) string {
+// HumanBytes formats n as "512 bytes", "3.2 KiB", "64 MiB".
+func HumanBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d bytes", n)

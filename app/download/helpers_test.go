@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/ggml"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 var (

@@ -29,20 +29,20 @@ func ExampleSave() {
 	fmt.Print(string(data))
 	// Output:
 	// {
-	//   "version": 1,
-	//   "last_model": "/Users/ann/Models/Llama-3.2-3B-Instruct-Q4_K_M.gguf",
-	//   "context_tokens": 8192,
-	//   "kv_type": "auto",
+	//   "version": 2,
+	//   "lastModel": "/Users/ann/Models/Llama-3.2-3B-Instruct-Q4_K_M.gguf",
+	//   "contextTokens": 8192,
+	//   "kvType": "auto",
 	//   "sampling": {
 	//     "temperature": 0.7,
-	//     "top_p": 0.95,
-	//     "top_k": 40,
-	//     "min_p": 0.05,
-	//     "repeat_penalty": 1
+	//     "topP": 0.95,
+	//     "topK": 40,
+	//     "minP": 0.05,
+	//     "repeatPenalty": 1
 	//   },
-	//   "system_prompt": "",
+	//   "systemPrompt": "",
 	//   "theme": "system",
-	//   "start_at_login": false,
+	//   "startAtLogin": false,
 	//   "hotkey": "cmd+shift+space",
 	//   "server": {
 	//     "enabled": true,
@@ -50,7 +50,7 @@ func ExampleSave() {
 	//   },
 	//   "slots": 2,
 	//   "threads": 0,
-	//   "quick_actions": [
+	//   "quickActions": [
 	//     {
 	//       "name": "Summarize",
 	//       "prompt": "Summarize the following text in a few sentences:\n\n{{text}}"
@@ -60,12 +60,12 @@ func ExampleSave() {
 	//       "prompt": "Explain the following in simple terms:\n\n{{text}}"
 	//     }
 	//   ],
-	//   "memory_limit": 0,
-	//   "model_files": [],
-	//   "remote_endpoints": [],
-	//   "active_remote": "",
-	//   "document_max_bytes": 67108864,
-	//   "when_context_does_not_fit": "refuse"
+	//   "memoryLimit": 0,
+	//   "modelFiles": [],
+	//   "remoteEndpoints": [],
+	//   "activeRemote": "",
+	//   "documentMaxBytes": 67108864,
+	//   "whenContextDoesNotFit": "refuse"
 	// }
 }
 

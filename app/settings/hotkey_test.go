@@ -73,7 +73,7 @@ func TestValidateQuickActionsAndToken(t *testing.T) {
 	s.QuickActions[0].Name = strings.Repeat("x", MaxQuickActionName+1)
 	s.QuickActions[1].Name = "two\nlines"
 	err := s.Validate()
-	for _, want := range []string{"server.token: contains a space", "quick_actions[0].name: 41 characters", "quick_actions[1].name: must be one line"} {
+	for _, want := range []string{"server.token: contains a space", "quickActions[0].name: 41 characters", "quickActions[1].name: must be one line"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v; want a line %q", err, want)
 		}
@@ -82,7 +82,7 @@ func TestValidateQuickActionsAndToken(t *testing.T) {
 	for len(s.QuickActions) <= MaxQuickActions {
 		s.QuickActions = append(s.QuickActions, QuickAction{Name: "a" + strings.Repeat("b", len(s.QuickActions)), Prompt: Placeholder})
 	}
-	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "quick_actions: 21 actions") {
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "quickActions: 21 actions") {
 		t.Errorf("21 actions: %v", err)
 	}
 	s = Defaults()

@@ -23,7 +23,7 @@ type RemoteEndpoint struct {
 	Model string `json:"model"` // "" = the server's default model
 	// ContextTokens is the model's context on that server (0: unknown,
 	// the server's /v1/models figure or DefaultRemoteContext is used).
-	ContextTokens int `json:"context_tokens"`
+	ContextTokens int `json:"contextTokens"`
 }
 
 // Limits on the remote endpoints.
@@ -51,11 +51,11 @@ func (s Settings) FindRemote(name string) (RemoteEndpoint, bool) {
 // checkRemote checks the remote endpoints and the active one.
 func (s Settings) checkRemote(bad func(field, format string, args ...any)) {
 	if len(s.RemoteEndpoints) > MaxRemoteEndpoints {
-		bad("remote_endpoints", "%d endpoints: at most %d", len(s.RemoteEndpoints), MaxRemoteEndpoints)
+		bad("remoteEndpoints", "%d endpoints: at most %d", len(s.RemoteEndpoints), MaxRemoteEndpoints)
 	}
 	names := map[string]int{}
 	for i, e := range s.RemoteEndpoints {
-		field := fmt.Sprintf("remote_endpoints[%d]", i)
+		field := fmt.Sprintf("remoteEndpoints[%d]", i)
 		name := strings.TrimSpace(e.Name)
 		switch {
 		case name == "":
@@ -66,7 +66,7 @@ func (s Settings) checkRemote(bad func(field, format string, args ...any)) {
 			bad(field+".name", "%q contains a control character", name)
 		default:
 			if j, dup := names[strings.ToLower(name)]; dup {
-				bad(field+".name", "%q is also the name of remote_endpoints[%d]", e.Name, j)
+				bad(field+".name", "%q is also the name of remoteEndpoints[%d]", e.Name, j)
 			} else {
 				names[strings.ToLower(name)] = i
 			}
@@ -82,12 +82,12 @@ func (s Settings) checkRemote(bad func(field, format string, args ...any)) {
 			bad(field+".model", "is longer than %d bytes or contains a control character", maxRemoteModel)
 		}
 		if e.ContextTokens != 0 && (e.ContextTokens < MinContext || e.ContextTokens > MaxContext) {
-			bad(field+".context_tokens", "%d is out of range: want %d to %d (0 = ask the server)", e.ContextTokens, MinContext, MaxContext)
+			bad(field+".contextTokens", "%d is out of range: want %d to %d (0 = ask the server)", e.ContextTokens, MinContext, MaxContext)
 		}
 	}
 	if s.ActiveRemote != "" {
 		if _, ok := s.FindRemote(s.ActiveRemote); !ok {
-			bad("active_remote", "%q is not the name of a remote endpoint", s.ActiveRemote)
+			bad("activeRemote", "%q is not the name of a remote endpoint", s.ActiveRemote)
 		}
 	}
 }

@@ -32,16 +32,16 @@ func TestRemoteEndpointsValidate(t *testing.T) {
 	bad.ActiveRemote = "nobody"
 	err := bad.Validate()
 	want := map[string]string{
-		"remote_endpoints[0].name":           "is empty",
-		"remote_endpoints[1].url":            "http:// or https://",
-		"remote_endpoints[2].name":           `"A" is also the name of remote_endpoints[1]`,
-		"remote_endpoints[2].url":            "http:// or https://",
-		"remote_endpoints[3].key":            "control character",
-		"remote_endpoints[3].context_tokens": "100 is out of range",
-		"remote_endpoints[4].name":           "control character",
-		"remote_endpoints[4].url":            "key field",
-		"remote_endpoints[4].model":          "longer than 256",
-		"active_remote":                      `"nobody" is not the name`,
+		"remoteEndpoints[0].name":          "is empty",
+		"remoteEndpoints[1].url":           "http:// or https://",
+		"remoteEndpoints[2].name":          `"A" is also the name of remoteEndpoints[1]`,
+		"remoteEndpoints[2].url":           "http:// or https://",
+		"remoteEndpoints[3].key":           "control character",
+		"remoteEndpoints[3].contextTokens": "100 is out of range",
+		"remoteEndpoints[4].name":          "control character",
+		"remoteEndpoints[4].url":           "key field",
+		"remoteEndpoints[4].model":         "longer than 256",
+		"activeRemote":                     `"nobody" is not the name`,
 	}
 	got := map[string]string{}
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {

@@ -19,7 +19,7 @@ import (
 // SchemaVersion is the version Save writes. Raise it, and add a step to
 // migrations, whenever a field changes meaning or name; added fields need
 // neither (absent ones take their defaults).
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Placeholder is where a quick action's prompt template receives the text.
 const Placeholder = "{{text}}"
@@ -40,46 +40,46 @@ const DefaultServerAddress = "127.0.0.1:11435"
 // format; Validate's errors use them too.
 type Settings struct {
 	Version       int           `json:"version"`
-	LastModel     string        `json:"last_model"`     // path of the GGUF file loaded last; "" = none
-	ContextTokens int           `json:"context_tokens"` // context budget
-	KVType        string        `json:"kv_type"`        // "auto", "q4", "q8" or "f16"
+	LastModel     string        `json:"lastModel"`     // path of the GGUF file loaded last; "" = none
+	ContextTokens int           `json:"contextTokens"` // context budget
+	KVType        string        `json:"kvType"`        // "auto", "q4", "q8" or "f16"
 	Sampling      Sampling      `json:"sampling"`
-	SystemPrompt  string        `json:"system_prompt"` // "" = the model's own default
-	Theme         string        `json:"theme"`         // "system", "light" or "dark"
-	StartAtLogin  bool          `json:"start_at_login"`
+	SystemPrompt  string        `json:"systemPrompt"` // "" = the model's own default
+	Theme         string        `json:"theme"`        // "system", "light" or "dark"
+	StartAtLogin  bool          `json:"startAtLogin"`
 	Hotkey        string        `json:"hotkey"` // e.g. "cmd+shift+space"; "" = no global hotkey
 	Server        Server        `json:"server"`
 	Slots         int           `json:"slots"`   // requests that run at once
 	Threads       int           `json:"threads"` // CPU threads; 0 = auto
-	QuickActions  []QuickAction `json:"quick_actions"`
+	QuickActions  []QuickAction `json:"quickActions"`
 	// MemoryLimit caps the memory a model may use, in bytes (0: the
 	// machine's own budget), like LM Studio's custom guardrail.
-	MemoryLimit int64 `json:"memory_limit"`
+	MemoryLimit int64 `json:"memoryLimit"`
 	// ModelFiles are GGUF files outside the models folder that the user
 	// added to the picker (open dialog, dropped on the window).
-	ModelFiles []string `json:"model_files"`
+	ModelFiles []string `json:"modelFiles"`
 	// RemoteEndpoints are OpenAI-compatible servers the model picker can
 	// use (remote.go); ActiveRemote names the one chats go to ("": the
 	// local model).
-	RemoteEndpoints []RemoteEndpoint `json:"remote_endpoints"`
-	ActiveRemote    string           `json:"active_remote"`
+	RemoteEndpoints []RemoteEndpoint `json:"remoteEndpoints"`
+	ActiveRemote    string           `json:"activeRemote"`
 	// DocumentMaxBytes is the largest document file that may be attached
 	// to a chat (0: DefaultDocumentMaxBytes).
-	DocumentMaxBytes int64 `json:"document_max_bytes"`
+	DocumentMaxBytes int64 `json:"documentMaxBytes"`
 	// WhenContextDoesNotFit is what a load whose context's KV cache does
 	// not fit does: "refuse" (with advice), or "evict": load with an H2O
 	// cache of the largest budget that fits, which keeps the most useful
 	// tokens (docs/ARCHITECTURE.md, "Eviction (H2O)").
-	WhenContextDoesNotFit string `json:"when_context_does_not_fit"`
+	WhenContextDoesNotFit string `json:"whenContextDoesNotFit"`
 }
 
 // Sampling holds the sampler defaults (see engine/sample.Params).
 type Sampling struct {
 	Temperature   float32 `json:"temperature"` // 0 = greedy
-	TopP          float32 `json:"top_p"`       // 1 = off
-	TopK          int     `json:"top_k"`       // 0 = off
-	MinP          float32 `json:"min_p"`       // 0 = off
-	RepeatPenalty float32 `json:"repeat_penalty"`
+	TopP          float32 `json:"topP"`        // 1 = off
+	TopK          int     `json:"topK"`        // 0 = off
+	MinP          float32 `json:"minP"`        // 0 = off
+	RepeatPenalty float32 `json:"repeatPenalty"`
 }
 
 // Server is the local OpenAI-compatible server.
@@ -159,7 +159,7 @@ func (s Settings) Clone() Settings {
 }
 
 // FieldError is one invalid field; Field is its JSON path, e.g.
-// "sampling.temperature" or "quick_actions[2].prompt".
+// "sampling.temperature" or "quickActions[2].prompt".
 type FieldError struct {
 	Field string
 	Msg   string
@@ -190,23 +190,23 @@ func (s Settings) Validate() error {
 		bad("version", "%d, but this build writes version %d", s.Version, SchemaVersion)
 	}
 	if strings.ContainsRune(s.LastModel, 0) {
-		bad("last_model", "contains a NUL byte")
+		bad("lastModel", "contains a NUL byte")
 	}
-	intIn("context_tokens", s.ContextTokens, MinContext, MaxContext, "")
-	oneOf("kv_type", s.KVType, []string{"auto", "q4", "q8", "f16"}, bad)
+	intIn("contextTokens", s.ContextTokens, MinContext, MaxContext, "")
+	oneOf("kvType", s.KVType, []string{"auto", "q4", "q8", "f16"}, bad)
 
 	floatIn("sampling.temperature", s.Sampling.Temperature, 0, 5, " (0 = greedy)")
-	floatIn("sampling.top_p", s.Sampling.TopP, 0, 1, " (1 = off)")
+	floatIn("sampling.topP", s.Sampling.TopP, 0, 1, " (1 = off)")
 	if s.Sampling.TopK < 0 {
-		bad("sampling.top_k", "%d is negative (0 = off)", s.Sampling.TopK)
+		bad("sampling.topK", "%d is negative (0 = off)", s.Sampling.TopK)
 	}
-	floatIn("sampling.min_p", s.Sampling.MinP, 0, 1, " (0 = off)")
+	floatIn("sampling.minP", s.Sampling.MinP, 0, 1, " (0 = off)")
 	if !(s.Sampling.RepeatPenalty > 0 && s.Sampling.RepeatPenalty <= 10) {
-		bad("sampling.repeat_penalty", "%v is out of range: want more than 0, at most 10 (1 = off)", s.Sampling.RepeatPenalty)
+		bad("sampling.repeatPenalty", "%v is out of range: want more than 0, at most 10 (1 = off)", s.Sampling.RepeatPenalty)
 	}
 
 	oneOf("theme", s.Theme, []string{"system", "light", "dark"}, bad)
-	oneOf("when_context_does_not_fit", s.WhenContextDoesNotFit, []string{"refuse", "evict"}, bad)
+	oneOf("whenContextDoesNotFit", s.WhenContextDoesNotFit, []string{"refuse", "evict"}, bad)
 	if err := checkHotkey(s.Hotkey); err != nil {
 		bad("hotkey", "%q: %v", s.Hotkey, err)
 	}
@@ -223,11 +223,11 @@ func (s Settings) Validate() error {
 	s.checkRemote(bad)
 	s.checkDocuments(bad)
 	if s.MemoryLimit < 0 {
-		bad("memory_limit", "%d is negative (0 = the machine's own budget)", s.MemoryLimit)
+		bad("memoryLimit", "%d is negative (0 = the machine's own budget)", s.MemoryLimit)
 	}
 	seen := map[string]int{}
 	for i, p := range s.ModelFiles {
-		field := fmt.Sprintf("model_files[%d]", i)
+		field := fmt.Sprintf("modelFiles[%d]", i)
 		switch {
 		case strings.ContainsRune(p, 0):
 			bad(field, "contains a NUL byte")
@@ -235,7 +235,7 @@ func (s Settings) Validate() error {
 			bad(field, "%q is not an absolute path", p)
 		default:
 			if j, dup := seen[filepath.Clean(p)]; dup {
-				bad(field, "%q is also model_files[%d]", p, j)
+				bad(field, "%q is also modelFiles[%d]", p, j)
 			} else {
 				seen[filepath.Clean(p)] = i
 			}
@@ -243,16 +243,16 @@ func (s Settings) Validate() error {
 	}
 
 	if n := len(s.QuickActions); n > MaxQuickActions {
-		bad("quick_actions", "%d actions: at most %d", n, MaxQuickActions)
+		bad("quickActions", "%d actions: at most %d", n, MaxQuickActions)
 	}
 	names := map[string]int{}
 	for i, q := range s.QuickActions {
-		field := fmt.Sprintf("quick_actions[%d]", i)
+		field := fmt.Sprintf("quickActions[%d]", i)
 		name := strings.TrimSpace(q.Name)
 		if name == "" {
 			bad(field+".name", "is empty")
 		} else if j, dup := names[strings.ToLower(name)]; dup {
-			bad(field+".name", "%q is also the name of quick_actions[%d]", q.Name, j)
+			bad(field+".name", "%q is also the name of quickActions[%d]", q.Name, j)
 		} else {
 			names[strings.ToLower(name)] = i
 		}
@@ -317,7 +317,7 @@ const (
 // checkDocuments checks the documents' size limit.
 func (s Settings) checkDocuments(bad func(field, format string, args ...any)) {
 	if s.DocumentMaxBytes < 0 || s.DocumentMaxBytes > MaxDocumentMaxBytes {
-		bad("document_max_bytes", "%d is out of range: want 0 to %d bytes (1 GiB; 0 = %d MiB)",
+		bad("documentMaxBytes", "%d is out of range: want 0 to %d bytes (1 GiB; 0 = %d MiB)",
 			s.DocumentMaxBytes, MaxDocumentMaxBytes, DefaultDocumentMaxBytes>>20)
 	}
 }

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // maxFileSize bounds what Load reads: settings take a few KiB, so a larger
@@ -31,6 +35,73 @@ var migrations = []func(doc map[string]json.RawMessage) error{
 	// 0 (no "version" field): dev builds from before the schema had a
 	// version. They used the same names; fields they lack take defaults.
 	0: func(map[string]json.RawMessage) error { return nil },
+	// 1: the keys were snake_case ("context_tokens"); from version 2 they
+	// are camelCase ("contextTokens"), as in the rest of the JSON the
+	// frontend reads.
+	1: camelKeys,
+}
+
+// camelKeys renames the snake_case keys of a JSON object, and of the objects
+// inside it, to camelCase. Keys are taken in sorted order, so that when a
+// file has both "top_p" and "topP" the snake_case one, which the version-1
+// schema read, wins.
+func camelKeys(doc map[string]json.RawMessage) error {
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
+		v, err := camelValue(doc[k])
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		delete(doc, k)
+		doc[snakeToCamel(k)] = v
+	}
+	return nil
+}
+
+// camelValue is raw with the keys of the objects in it renamed by
+// camelKeys; anything else (a number, a string, malformed JSON) is left for
+// the decoding into Settings to accept or report.
+func camelValue(raw json.RawMessage) (json.RawMessage, error) {
+	switch t := bytes.TrimLeft(raw, " \t\r\n"); {
+	case len(t) > 0 && t[0] == '{':
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return raw, nil
+		}
+		if err := camelKeys(obj); err != nil {
+			return nil, err
+		}
+		return json.Marshal(obj)
+	case len(t) > 0 && t[0] == '[':
+		var list []json.RawMessage
+		if json.Unmarshal(raw, &list) != nil {
+			return raw, nil
+		}
+		for i, v := range list {
+			var err error
+			if list[i], err = camelValue(v); err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+		}
+		return json.Marshal(list)
+	}
+	return raw, nil
+}
+
+// snakeToCamel turns "when_context_does_not_fit" into
+// "whenContextDoesNotFit"; a key without "_" is returned as it is.
+func snakeToCamel(k string) string {
+	parts := strings.Split(k, "_")
+	var b strings.Builder
+	b.WriteString(parts[0])
+	for _, p := range parts[1:] {
+		if p == "" {
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(p)
+		b.WriteRune(unicode.ToUpper(r))
+		b.WriteString(p[n:])
+	}
+	return b.String()
 }
 
 // Warning is an error from Load that lost nothing: the file's content was

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -62,7 +63,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	// Readable by a person: indented, and prompts are not \u-escaped.
 	data, _ := os.ReadFile(path)
-	if !bytes.Contains(data, []byte("\n  \"system_prompt\": \"Answer briefly. Q&A <b>")) {
+	if !bytes.Contains(data, []byte("\n  \"systemPrompt\": \"Answer briefly. Q&A <b>")) {
 		t.Errorf("file is not written for people:\n%s", data)
 	}
 	assertOnly(t, filepath.Dir(path), "settings.json")
@@ -214,6 +215,125 @@ func TestLoadVersion0Migrates(t *testing.T) {
 	}
 }
 
+// TestLoadSnakeCaseFile: a settings file written before the keys were
+// camelCase (schema version 1, snake_case) loads with every value kept, and
+// the next save writes camelCase keys.
+func TestLoadSnakeCaseFile(t *testing.T) {
+	path := settingsPath(t)
+	legacy := `{
+  "version": 1,
+  "last_model": "/Users/ann/Models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+  "context_tokens": 32768,
+  "kv_type": "q8",
+  "sampling": {
+    "temperature": 0.3,
+    "top_p": 0.9,
+    "top_k": 20,
+    "min_p": 0.1,
+    "repeat_penalty": 1.1
+  },
+  "system_prompt": "Answer briefly.",
+  "theme": "dark",
+  "start_at_login": true,
+  "hotkey": "cmd+shift+space",
+  "server": {
+    "enabled": true,
+    "address": "[::1]:8080",
+    "token": "s3cret"
+  },
+  "slots": 4,
+  "threads": 6,
+  "quick_actions": [
+    {
+      "name": "Haiku",
+      "prompt": "Write a haiku about:\n{{text}}"
+    }
+  ],
+  "memory_limit": 8589934592,
+  "model_files": ["/Volumes/Models/phi-3-mini-q4.gguf"],
+  "remote_endpoints": [
+    {
+      "name": "lab",
+      "url": "http://10.0.0.5:8000/v1",
+      "key": "sk-lab",
+      "model": "qwen",
+      "context_tokens": 16384
+    }
+  ],
+  "active_remote": "lab",
+  "document_max_bytes": 1048576,
+  "when_context_does_not_fit": "evict"
+}
+`
+	os.WriteFile(path, []byte(legacy), 0o600)
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Settings{
+		Version:       SchemaVersion,
+		LastModel:     "/Users/ann/Models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+		ContextTokens: 32768,
+		KVType:        "q8",
+		Sampling:      Sampling{Temperature: 0.3, TopP: 0.9, TopK: 20, MinP: 0.1, RepeatPenalty: 1.1},
+		SystemPrompt:  "Answer briefly.",
+		Theme:         "dark",
+		StartAtLogin:  true,
+		Hotkey:        "cmd+shift+space",
+		Server:        Server{Enabled: true, Address: "[::1]:8080", Token: "s3cret"},
+		Slots:         4,
+		Threads:       6,
+		QuickActions:  []QuickAction{{"Haiku", "Write a haiku about:\n{{text}}"}},
+		MemoryLimit:   8 << 30,
+		ModelFiles:    []string{"/Volumes/Models/phi-3-mini-q4.gguf"},
+		RemoteEndpoints: []RemoteEndpoint{{Name: "lab", URL: "http://10.0.0.5:8000/v1", Key: "sk-lab", Model: "qwen",
+			ContextTokens: 16384}},
+		ActiveRemote:          "lab",
+		DocumentMaxBytes:      1 << 20,
+		WhenContextDoesNotFit: "evict",
+	}
+	// Every field differs from its default, so none can pass by being lost.
+	def, w := reflect.ValueOf(Defaults()), reflect.ValueOf(want)
+	for i := range w.NumField() {
+		if name := w.Type().Field(i).Name; name != "Version" && reflect.DeepEqual(w.Field(i).Interface(), def.Field(i).Interface()) {
+			t.Fatalf("the legacy file leaves %s at its default", name)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	if data, _ := os.ReadFile(path); string(data) != legacy {
+		t.Fatal("Load changed the legacy file")
+	}
+
+	if err := Save(path, got); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if snake := regexp.MustCompile(`"[A-Za-z]+_[A-Za-z_]*":`).Find(data); snake != nil {
+		t.Errorf("saved a snake_case key %s:\n%s", snake, data)
+	}
+	for _, key := range []string{`"version": 2,`, `"contextTokens": 32768,`, `"topP": 0.9,`, `"contextTokens": 16384`, `"whenContextDoesNotFit": "evict"`} {
+		if !bytes.Contains(data, []byte(key)) {
+			t.Errorf("saved file lacks %s:\n%s", key, data)
+		}
+	}
+	if again, err := Load(path); err != nil || !reflect.DeepEqual(again, want) {
+		t.Fatalf("reloaded %+v, %v", again, err)
+	}
+}
+
+func TestSnakeToCamel(t *testing.T) {
+	for in, want := range map[string]string{
+		"theme": "theme", "top_p": "topP", "when_context_does_not_fit": "whenContextDoesNotFit",
+		"Last_Model": "LastModel", "a__b": "aB", "trailing_": "trailing", "ünï_cödé": "ünïCödé",
+	} {
+		if got := snakeToCamel(in); got != want {
+			t.Errorf("snakeToCamel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestMigrationHook(t *testing.T) {
 	saved := migrations[0]
 	t.Cleanup(func() { migrations[0] = saved })
@@ -334,7 +454,7 @@ func TestSaveRejectsInvalid(t *testing.T) {
 	before, _ := os.ReadFile(path)
 	bad := custom()
 	bad.Sampling.TopP = 2
-	if err := Save(path, bad); err == nil || !strings.Contains(err.Error(), "sampling.top_p") {
+	if err := Save(path, bad); err == nil || !strings.Contains(err.Error(), "sampling.topP") {
 		t.Fatalf("got %v", err)
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
@@ -388,7 +508,7 @@ func TestStoreUpdate(t *testing.T) {
 	}
 	err = st.Update(func(s *Settings) error { s.Theme = "light"; s.ContextTokens = 100; return nil })
 	var fe *FieldError
-	if !errors.As(err, &fe) || fe.Field != "context_tokens" {
+	if !errors.As(err, &fe) || fe.Field != "contextTokens" {
 		t.Fatalf("got %v", err)
 	}
 	if st.Get().Theme != "dark" {

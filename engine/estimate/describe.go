@@ -9,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"nibble/catalog"
 	"nibble/engine/estimate/httprange"
 	"nibble/engine/gguf"
 	"nibble/engine/model"
-	"nibble/models"
 )
 
 // headerOptions skips every metadata array longer than this: the estimate
@@ -90,7 +90,7 @@ func fromReader(r io.ReaderAt, size int64, source, name string) (Desc, error) {
 // takes the first). The weights are the listed file size, marked
 // approximate unless the catalog gives an exact figure; the other listed
 // files become the alternatives offered in advice.
-func FromCatalog(m *models.Model, quant string) (Desc, error) {
+func FromCatalog(m *catalog.Model, quant string) (Desc, error) {
 	file := m.Files[0]
 	if quant != "" {
 		f, ok := m.Quant(quant)

@@ -4,10 +4,10 @@ import (
 	"math"
 	"testing"
 
+	"nibble/catalog"
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
-	"nibble/models"
 )
 
 // Gemma 3's local layers keep only their window (kv.Config.LayerWindow), and
@@ -20,7 +20,7 @@ import (
 // Metal's estimate (the CPU's figures standing in for it) counts rings too.
 func TestEstimateCountsSlidingWindowRings(t *testing.T) {
 	const id = "gemma-3-4b-it"
-	cm, err := models.ByID(id)
+	cm, err := catalog.ByID(id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,12 @@ import (
 	"syscall"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/estimate"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/synth"
 	"nibble/internal/testdata"
-	"nibble/models/vocab"
 )
 
 // The estimate's total against the peak RSS of a real `nibble run` whose

@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/catalog"
 	"nibble/engine/kv"
-	"nibble/models"
 )
 
 const gib = 1 << 30
 
 func catalogDesc(t *testing.T, id string) Desc {
 	t.Helper()
-	m, err := models.ByID(id)
+	m, err := catalog.ByID(id)
 	if err != nil {
 		t.Fatal(err)
 	}

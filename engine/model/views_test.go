@@ -4,11 +4,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/model"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 // Phi-3's fused attn_qkv and ffn_up are bound as views: Wq, Wk, Wv, Gate

@@ -7,11 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 // probeSynth is a small llama model with attention scale 1.0 and outlier

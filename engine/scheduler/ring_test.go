@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 // A follow-up that extends a conversation longer than the sliding window

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/ggml"
 	"nibble/engine/gguf"
 	"nibble/engine/model"
-	"nibble/models/vocab"
 )
 
 const headerLimit = 16 << 20

@@ -12,9 +12,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/ggml"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 // FileName is the demo model's name inside the cache folder.

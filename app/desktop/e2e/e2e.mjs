@@ -276,7 +276,7 @@ await step('demo-model-ready', async () => {
   await tid('setting-memory-limit').fill(String(want / 2 ** 30));
   await tid('settings-save').click();
   await tid('settings-saved').waitFor();
-  const budget = (await bindOK('Settings')).memory_limit;
+  const budget = (await bindOK('Settings')).memoryLimit;
   check(Math.abs(budget - want) <= 1048576, `the saved memory limit is ${budget} bytes, want ${want} (${want / 2 ** 30} GiB typed)`);
   check(longMax > budget * 1.1, `the chat model at ${fx.longCtx} tokens needs ${longMax} bytes, not clearly more than the budget ${budget}`);
   check(fx.bigBytes > budget, `the big model (${fx.bigBytes} bytes) is not bigger than the budget ${budget}`);

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/ggml"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 // fixtures are the files a run makes: models in the models folder (one

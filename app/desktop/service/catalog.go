@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"nibble/app/download"
+	"nibble/catalog"
 	"nibble/engine/estimate"
 	"nibble/engine/model"
-	"nibble/models"
 )
 
 // headerTimeout bounds reading a remote file's header by range requests.
@@ -44,36 +44,36 @@ func (s *Service) initCatalog() {
 }
 
 // catalogFile finds a catalog entry's file.
-func catalogFile(id, quant string) (*models.Model, models.File, error) {
-	cat, err := models.Active()
+func catalogFile(id, quant string) (*catalog.Model, catalog.File, error) {
+	cat, err := catalog.Active()
 	if err != nil {
-		return nil, models.File{}, err
+		return nil, catalog.File{}, err
 	}
 	m, ok := cat.ByID(id)
 	if !ok {
-		return nil, models.File{}, fmt.Errorf("the catalog has no model %q", id)
+		return nil, catalog.File{}, fmt.Errorf("the catalog has no model %q", id)
 	}
 	f, ok := m.Quant(quant)
 	if !ok {
-		return nil, models.File{}, fmt.Errorf("%s has no %s file in the catalog", m.Name, quant)
+		return nil, catalog.File{}, fmt.Errorf("%s has no %s file in the catalog", m.Name, quant)
 	}
 	return m, f, nil
 }
 
-// Catalog lists the catalog's models (models.Active: the built-in one, or
+// Catalog lists the catalog's models (catalog.Active: the built-in one, or
 // $NIBBLE_CATALOG_FILE), each file with its estimate here at the settings'
 // context (at most the model's trained one) and KV type. The estimate is
 // exact once the header was read (CatalogEstimate) or the file is
 // downloaded, and from the listed size (Approx) before.
 func (s *Service) Catalog() ([]CatalogEntry, error) {
-	cat, err := models.Active()
+	cat, err := catalog.Active()
 	if err != nil {
 		return nil, err
 	}
 	c := s.store.Get()
 	t, err := parseKV(c.KVType)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: settings kv_type: %w", err)
+		return nil, fmt.Errorf("catalog: settings kvType: %w", err)
 	}
 	b, src := s.budget()
 	partial := map[string]int64{}
@@ -122,7 +122,7 @@ func (s *Service) Catalog() ([]CatalogEntry, error) {
 // downloaded file's header, the header read over HTTP, else the catalog's
 // listed numbers. The catalog's other files stay the advice's smaller
 // quantizations.
-func (s *Service) catalogDesc(m *models.Model, f models.File, local string) (estimate.Desc, error) {
+func (s *Service) catalogDesc(m *catalog.Model, f catalog.File, local string) (estimate.Desc, error) {
 	listed, err := estimate.FromCatalog(m, f.Quant)
 	if err != nil {
 		return estimate.Desc{}, err
@@ -182,7 +182,7 @@ func (s *Service) CatalogEstimate(id, quant string) (Estimate, error) {
 	c := s.store.Get()
 	t, err := parseKV(c.KVType)
 	if err != nil {
-		return Estimate{}, fmt.Errorf("settings kv_type: %w", err)
+		return Estimate{}, fmt.Errorf("settings kvType: %w", err)
 	}
 	ctx := c.ContextTokens
 	if ct := d.HParams.CtxTrain; ct > 0 && ctx > ct {

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"nibble/app/documents"
+	"nibble/app/documents/extract"
+	"nibble/app/documents/retrieve"
 	"nibble/engine/scheduler"
 )
 
@@ -108,7 +110,7 @@ const countPiece = 64 << 10
 // tokenCounter counts tokens with the loaded model's tokenizer, and says
 // the context budget in force. Counts of long texts are remembered per
 // model: the plan counts every document again for every question.
-func (s *Service) tokenCounter() (documents.TokenCounter, int, error) {
+func (s *Service) tokenCounter() (retrieve.TokenCounter, int, error) {
 	if ep, ok := s.activeRemote(); ok {
 		return s.remoteTokenCounter(ep) // approximate: no tokenizer for a remote model
 	}
@@ -360,7 +362,7 @@ func (s *Service) readDocumentFile(e *docEntry, path string) ([]byte, error) {
 // progress, then marks the entry ready (or failed).
 func (s *Service) extractDocument(e *docEntry, data []byte) {
 	s.setDoc(e, func(i *DocumentInfo) { i.Stage, i.Progress = "extracting the text", 0.3 })
-	doc, err := documents.ExtractBytes(e.info.Name, data, s.documentLimits())
+	doc, err := extract.Bytes(e.info.Name, data, s.documentLimits())
 	if err != nil {
 		s.docFailed(e, err)
 		return
@@ -461,7 +463,7 @@ func (s *Service) Documents(ids []string) ([]DocumentInfo, error) {
 	for k, i := range readyAt {
 		out[i].Tokens = count(ready[k].Text)
 	}
-	plan, err := documents.PlanContext(documents.PlanRequest{Documents: ready, Count: count,
+	plan, err := retrieve.PlanContext(retrieve.PlanRequest{Documents: ready, Count: count,
 		ContextTokens: ctx, ReserveTokens: answerReserve(ctx, 0)})
 	if err != nil {
 		for _, i := range readyAt {
@@ -584,7 +586,7 @@ func (s *Service) withDocuments(req SendRequest) (SendRequest, *docPlan, error) 
 		turns = append(turns, m)
 		overhead += count(m.Content) + 8
 	}
-	plan, err := documents.PlanContext(documents.PlanRequest{Documents: docs, Question: question, Count: count,
+	plan, err := retrieve.PlanContext(retrieve.PlanRequest{Documents: docs, Question: question, Count: count,
 		ContextTokens: ctx, ReserveTokens: answerReserve(ctx, req.MaxTokens), OverheadTokens: overhead})
 	if err != nil {
 		return req, nil, errors.New(documentError(err))

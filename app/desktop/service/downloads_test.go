@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"nibble/app/download"
-	"nibble/models"
+	"nibble/catalog"
 )
 
 // modelServer serves files with Range support, as Hugging Face does, and
@@ -146,7 +146,7 @@ func withCatalog(t *testing.T, s *Service) *catalogFixture {
 	}
 	path := filepath.Join(t.TempDir(), "catalog.json")
 	writeFile(t, path, doc)
-	t.Setenv(models.CatalogFileEnv, path)
+	t.Setenv(catalog.CatalogFileEnv, path)
 	// Reconnect at once after a dropped connection.
 	s.cat.dl = download.NewManager(download.Options{Client: s.cat.client, ProgressInterval: progressInterval, RetryDelay: 10 * time.Millisecond})
 	return &catalogFixture{srv: srv, data: data, tiny: "tiny", bad: "damaged", sizingOnly: "sizing", fileName: "tiny-q8_0.gguf"}

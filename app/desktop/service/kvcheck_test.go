@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"nibble/app/settings"
+	"nibble/catalog/vocab"
 	"nibble/engine/ggml"
 	"nibble/engine/synth"
 	"nibble/internal/testdata"
-	"nibble/models/vocab"
 )
 
 // autoService is a service whose KV setting is auto (the app's default),

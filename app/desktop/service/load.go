@@ -345,7 +345,7 @@ func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
 	return s.Status(), remember
 }
 
-// kvSetting is the settings' kv_type for a type asked for by name.
+// kvSetting is the settings' kvType for a type asked for by name.
 func kvSetting(name string, t kv.Type) string {
 	if name == "auto" {
 		return name

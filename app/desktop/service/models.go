@@ -22,7 +22,7 @@ import (
 // Where a LocalModel comes from.
 const (
 	SourceFolder = "folder" // the models folder (downloads go there)
-	SourceAdded  = "added"  // added from elsewhere: settings.model_files
+	SourceAdded  = "added"  // added from elsewhere: settings.modelFiles
 	SourceDemo   = "demo"   // the synthesized demo model
 )
 

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
-	"nibble/app/documents"
+	"nibble/app/documents/retrieve"
 	"nibble/app/remote"
 	"nibble/app/settings"
 	"nibble/engine/scheduler"
@@ -170,7 +171,7 @@ func approxTokens(text string) int {
 // remoteTokenCounter counts for a remote model, which has no tokenizer
 // here: remoteBytesPerToken bytes a token, rounded up, and a context
 // remoteContextMargin of the model's.
-func (s *Service) remoteTokenCounter(ep settings.RemoteEndpoint) (documents.TokenCounter, int, error) {
+func (s *Service) remoteTokenCounter(ep settings.RemoteEndpoint) (retrieve.TokenCounter, int, error) {
 	return approxTokens, int(float64(s.remoteContext(ep)) * remoteContextMargin), nil
 }
 
@@ -409,13 +410,27 @@ func remoteSettingsError(err error) error {
 	for i, e := range errs {
 		lines[i] = e.Error()
 		var fe *settings.FieldError
-		if errors.As(e, &fe) && strings.HasPrefix(fe.Field, "remote_endpoints[") {
+		if errors.As(e, &fe) && strings.HasPrefix(fe.Field, "remoteEndpoints[") {
 			if _, field, ok := strings.Cut(fe.Field, "]."); ok {
-				lines[i] = strings.ReplaceAll(field, "_", " ") + ": " + fe.Msg
+				lines[i] = fieldWords(field) + ": " + fe.Msg
 			}
 		}
 	}
 	return errors.New(strings.Join(lines, "\n"))
+}
+
+// fieldWords spells a camelCase settings key as words: "contextTokens" is
+// "context tokens".
+func fieldWords(key string) string {
+	var b strings.Builder
+	for _, r := range key {
+		if unicode.IsUpper(r) {
+			b.WriteByte(' ')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // RemoveRemoteEndpoint forgets an endpoint (and its key); if chats went

@@ -245,6 +245,10 @@ func TestRemoteEndpointsEditing(t *testing.T) {
 	if _, err := s.SaveRemoteEndpoint(RemoteEndpointInput{Name: "", URL: ts.URL}); err == nil || !strings.Contains(err.Error(), "name: is empty") {
 		t.Errorf("an endpoint without a name: %v", err)
 	}
+	if _, err := s.SaveRemoteEndpoint(RemoteEndpointInput{Name: "tiny", URL: ts.URL, ContextTokens: 100}); err == nil ||
+		!strings.HasPrefix(err.Error(), "context tokens: 100 is out of range") {
+		t.Errorf("a context below the minimum, in the form's words: %v", err)
+	}
 	if len(s.RemoteEndpoints()) != 0 {
 		t.Fatalf("refused endpoints were kept: %+v", s.RemoteEndpoints())
 	}

@@ -13,8 +13,8 @@ func (s *Service) Settings() settings.Settings { return withoutKeys(s.store.Get(
 //
 // Sampling, the system prompt and the memory limit apply to the next
 // reply and estimate. What the engine was made with applies at the next
-// load: context_tokens and kv_type (ApplyContext changes the loaded
-// model's at once), slots and threads. last_model and model_files are the
+// load: contextTokens and kvType (ApplyContext changes the loaded
+// model's at once), slots and threads. lastModel and modelFiles are the
 // service's own (LoadModel, AddModel, ForgetModel change them), so the
 // values in c are ignored: a window holding older settings cannot undo a
 // load or an added model.

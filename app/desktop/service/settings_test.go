@@ -19,7 +19,7 @@ func TestUpdateSettings(t *testing.T) {
 	if err == nil || !errors.As(err, &fe) {
 		t.Fatalf("UpdateSettings(bad) = %v, want field errors", err)
 	}
-	for _, field := range []string{"sampling.temperature: ", "memory_limit: ", "kv_type: "} {
+	for _, field := range []string{"sampling.temperature: ", "memoryLimit: ", "kvType: "} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("%q does not name %s", err, field)
 		}

@@ -15,7 +15,7 @@ vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEng
 
 /** stored are saved settings with the default quick actions. */
 function stored(over: Partial<Settings> = {}): Settings {
-  return settingsFixture({ quick_actions: defaultActions.map((a) => ({ ...a })), ...over });
+  return settingsFixture({ quickActions: defaultActions.map((a) => ({ ...a })), ...over });
 }
 
 let offChat: () => void;
@@ -60,7 +60,7 @@ describe('quick actions row', () => {
     const { unmount } = render(QuickActionsBar);
     expect((screen.getAllByTestId('quick-action')[0] as HTMLButtonElement).disabled).toBe(true);
     unmount();
-    settings.saved = stored({ quick_actions: [] });
+    settings.saved = stored({ quickActions: [] });
     render(QuickActionsBar);
     expect(screen.queryByTestId('quick-actions')).toBeNull();
   });

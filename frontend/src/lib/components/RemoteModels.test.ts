@@ -96,7 +96,7 @@ describe('remote endpoints', () => {
     await fireEvent.change(select, { target: { value: 'qwen2.5-72b' } });
     expect((screen.getByTestId('remote-context') as HTMLInputElement).value).toBe('32768');
 
-    vi.mocked(engine.saveRemoteEndpoint).mockRejectedValueOnce(new Error('remote endpoints[0].name: "lab" is also the name of remote_endpoints[1]'));
+    vi.mocked(engine.saveRemoteEndpoint).mockRejectedValueOnce(new Error('remote endpoints[0].name: "lab" is also the name of remoteEndpoints[1]'));
     await fireEvent.click(screen.getByTestId('remote-save'));
     expect((await screen.findByTestId('remote-form-error')).textContent).toContain('also the name');
     expect(screen.getByTestId('remote-form')).toBeTruthy();

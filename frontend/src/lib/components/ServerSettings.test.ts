@@ -10,7 +10,7 @@ vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEng
 
 /** stored are saved settings with the default quick actions. */
 function stored(over: Partial<Settings> = {}): Settings {
-  return settingsFixture({ quick_actions: defaultActions.map((a) => ({ ...a })), ...over });
+  return settingsFixture({ quickActions: defaultActions.map((a) => ({ ...a })), ...over });
 }
 
 beforeEach(() => {

@@ -9,7 +9,7 @@ import SettingsView from './SettingsView.svelte';
 vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEngine());
 
 const GiB = 2 ** 30;
-const base: Settings = settingsFixture({ memory_limit: 52428800 }); // 50 MiB: not a round number of GiB
+const base: Settings = settingsFixture({ memoryLimit: 52428800 }); // 50 MiB: not a round number of GiB
 
 const update = vi.mocked(engine.updateSettings);
 
@@ -48,10 +48,10 @@ describe('settings', () => {
     await fireEvent.click(screen.getByTestId('settings-save'));
     await vi.waitFor(() => expect(screen.getByTestId('settings-saved')).toBeTruthy());
     const sent = update.mock.calls[0]?.[0];
-    expect(sent?.system_prompt).toBe('Be brief.');
+    expect(sent?.systemPrompt).toBe('Be brief.');
     expect(sent?.sampling.temperature).toBe(0.2);
-    expect(sent?.sampling.top_k).toBe(40); // the rest is kept
-    expect(sent?.memory_limit).toBe(6 * GiB);
+    expect(sent?.sampling.topK).toBe(40); // the rest is kept
+    expect(sent?.memoryLimit).toBe(6 * GiB);
     expect(sent?.theme).toBe('dark');
     expect(document.documentElement.dataset.theme).toBe('dark');
     expect(screen.queryByTestId('settings-error')).toBeNull();
@@ -64,7 +64,7 @@ describe('settings', () => {
     await fireEvent.change(screen.getByTestId('setting-when-too-long'), { target: { value: 'evict' } });
     await fireEvent.click(screen.getByTestId('settings-save'));
     await vi.waitFor(() => expect(update).toHaveBeenCalled());
-    expect(update.mock.calls[0]?.[0].when_context_does_not_fit).toBe('evict');
+    expect(update.mock.calls[0]?.[0].whenContextDoesNotFit).toBe('evict');
   });
 
   it('keeps an untouched memory limit exact', async () => {
@@ -72,7 +72,7 @@ describe('settings', () => {
     await open();
     await fireEvent.click(screen.getByTestId('settings-save'));
     await vi.waitFor(() => expect(update).toHaveBeenCalled());
-    expect(update.mock.calls[0]?.[0].memory_limit).toBe(52428800);
+    expect(update.mock.calls[0]?.[0].memoryLimit).toBe(52428800);
   });
 
   it('shows and saves the document size limit in MiB', async () => {
@@ -82,7 +82,7 @@ describe('settings', () => {
     await fireEvent.input(input('setting-document-limit'), { target: { value: '8' } });
     await fireEvent.click(screen.getByTestId('settings-save'));
     await vi.waitFor(() => expect(update).toHaveBeenCalled());
-    expect(update.mock.calls[0]?.[0].document_max_bytes).toBe(8 * 2 ** 20);
+    expect(update.mock.calls[0]?.[0].documentMaxBytes).toBe(8 * 2 ** 20);
     update.mockClear();
     await fireEvent.input(input('setting-document-limit'), { target: { value: '0' } });
     await fireEvent.click(screen.getByTestId('settings-save'));
@@ -91,7 +91,7 @@ describe('settings', () => {
   });
 
   it('shows the errors UpdateSettings names, by field', async () => {
-    update.mockRejectedValueOnce(new Error('sampling.temperature: -3 is out of range: want 0 to 5 (0 = greedy)\ncontext_tokens: 100 is out of range: want 512 to 1048576'));
+    update.mockRejectedValueOnce(new Error('sampling.temperature: -3 is out of range: want 0 to 5 (0 = greedy)\ncontextTokens: 100 is out of range: want 512 to 1048576'));
     await open();
     await fireEvent.input(input('setting-temperature'), { target: { value: '-3' } });
     await fireEvent.input(input('setting-context'), { target: { value: '100' } });

@@ -32,9 +32,9 @@ export class Documents {
     return this.items.filter((d) => d.state !== 'error').map((d) => d.id);
   }
 
-  /** The largest file accepted (the settings' document_max_bytes). */
+  /** The largest file accepted (the settings' documentMaxBytes). */
   get maxBytes(): number {
-    return settings.saved?.document_max_bytes || defaultDocumentBytes;
+    return settings.saved?.documentMaxBytes || defaultDocumentBytes;
   }
 
   get reading(): boolean {

@@ -65,7 +65,7 @@ describe('documents', () => {
 
   it('refuses a file over the size limit with a red chip, keeping the others', async () => {
     attachData.mockResolvedValue(info({ id: 'd3', name: 'small.txt' }));
-    settings.saved = savedSettings({ document_max_bytes: 10 });
+    settings.saved = savedSettings({ documentMaxBytes: 10 });
     await docs.add([
       { name: 'big.txt', file: new File(['x'.repeat(2048)], 'big.txt') },
       { name: 'small.txt', file: new File(['tiny'], 'small.txt') },

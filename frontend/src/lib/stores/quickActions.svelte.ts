@@ -67,7 +67,7 @@ export class QuickActions {
 
   /** The actions in force (the settings'). */
   get actions(): QuickAction[] {
-    return settings.saved?.quick_actions ?? [];
+    return settings.saved?.quickActions ?? [];
   }
 
   /** connect handles the status item's Quick Actions menu and the hotkey. */
@@ -148,9 +148,9 @@ export class QuickActions {
     }
     this.saving = true;
     try {
-      const quick_actions = this.draft.map((a) => ({ name: a.name.trim(), prompt: a.prompt }));
-      const saved = await settings.change((cur) => ({ ...cur, quick_actions }));
-      this.draft = (saved.quick_actions ?? []).map((a) => ({ ...a }));
+      const actions = this.draft.map((a) => ({ name: a.name.trim(), prompt: a.prompt }));
+      const saved = await settings.change((cur) => ({ ...cur, quickActions: actions }));
+      this.draft = (saved.quickActions ?? []).map((a) => ({ ...a }));
       this.problems = [];
       this.badRows = [];
       this.justSaved = true;
@@ -158,7 +158,7 @@ export class QuickActions {
     } catch (e) {
       this.problems = messageLines(e);
       this.badRows = this.problems.flatMap((l) => {
-        const m = /quick_actions\[(\d+)\]/.exec(l);
+        const m = /quickActions\[(\d+)\]/.exec(l);
         return m ? [Number(m[1])] : [];
       });
       return false;

@@ -14,7 +14,7 @@ const clipboard = vi.mocked(engine.clipboardText);
 
 /** saved are saved settings with the default quick actions. */
 function saved(over: Partial<Settings> = {}): Settings {
-  return settingsFixture({ quick_actions: defaultActions.map((a) => ({ ...a })), ...over });
+  return settingsFixture({ quickActions: defaultActions.map((a) => ({ ...a })), ...over });
 }
 
 let qa: QuickActions;
@@ -142,8 +142,8 @@ describe('quick actions editor', () => {
     expect(await qa.save()).toBe(true);
     const sent = vi.mocked(engine.updateSettings).mock.calls[0]?.[0];
     expect(sent?.theme).toBe('dark');
-    expect(sent?.quick_actions?.map((a) => a.name)).toEqual(['Explain', 'Fix grammar', 'Translate to English', 'Draft a reply', 'Haiku']);
-    expect(settings.saved?.quick_actions).toHaveLength(5);
+    expect(sent?.quickActions?.map((a) => a.name)).toEqual(['Explain', 'Fix grammar', 'Translate to English', 'Draft a reply', 'Haiku']);
+    expect(settings.saved?.quickActions).toHaveLength(5);
     expect(qa.justSaved).toBe(true);
 
     qa.reset();
@@ -162,9 +162,9 @@ describe('quick actions editor', () => {
 
     first.prompt = placeholder;
     vi.mocked(engine.getSettings).mockResolvedValueOnce(saved());
-    vi.mocked(engine.updateSettings).mockRejectedValueOnce(new Error('quick_actions[2].name: must be one line'));
+    vi.mocked(engine.updateSettings).mockRejectedValueOnce(new Error('quickActions[2].name: must be one line'));
     expect(await qa.save()).toBe(false);
-    expect(qa.problems).toEqual(['quick_actions[2].name: must be one line']);
+    expect(qa.problems).toEqual(['quickActions[2].name: must be one line']);
     expect(qa.badRows).toEqual([2]);
   });
 });

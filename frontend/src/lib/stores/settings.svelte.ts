@@ -25,14 +25,14 @@ export interface Form {
 
 /** The JSON fields of settings.Settings each form field sets. */
 export const fieldNames: Record<keyof Form, string> = {
-  systemPrompt: 'system_prompt',
+  systemPrompt: 'systemPrompt',
   temperature: 'sampling.temperature',
-  context: 'context_tokens',
-  kv: 'kv_type',
-  memoryGiB: 'memory_limit',
+  context: 'contextTokens',
+  kv: 'kvType',
+  memoryGiB: 'memoryLimit',
   theme: 'theme',
-  documentMiB: 'document_max_bytes',
-  whenTooLong: 'when_context_does_not_fit',
+  documentMiB: 'documentMaxBytes',
+  whenTooLong: 'whenContextDoesNotFit',
 };
 
 const GiB = 2 ** 30;
@@ -83,14 +83,14 @@ export class Settings {
   #take(s: SettingsData): void {
     this.saved = s;
     this.form = {
-      systemPrompt: s.system_prompt ?? '',
+      systemPrompt: s.systemPrompt ?? '',
       temperature: String(s.sampling?.temperature ?? ''),
-      context: String(s.context_tokens ?? ''),
-      kv: (s.kv_type || 'auto') as KVType,
-      memoryGiB: giB(s.memory_limit ?? 0),
+      context: String(s.contextTokens ?? ''),
+      kv: (s.kvType || 'auto') as KVType,
+      memoryGiB: giB(s.memoryLimit ?? 0),
       theme: (s.theme || 'system') as Theme,
-      documentMiB: miB(s.document_max_bytes || defaultDocumentBytes),
-      whenTooLong: s.when_context_does_not_fit === 'evict' ? 'evict' : 'refuse',
+      documentMiB: miB(s.documentMaxBytes || defaultDocumentBytes),
+      whenTooLong: s.whenContextDoesNotFit === 'evict' ? 'evict' : 'refuse',
     };
     applyTheme(s.theme);
   }
@@ -118,21 +118,21 @@ export class Settings {
     if (!bad.documentMiB && !(docMiB > 0)) bad.documentMiB = `${fieldNames.documentMiB}: ${f.documentMiB} MiB: want more than 0`;
     if (Object.keys(bad).length > 0) return { bad };
     // An untouched limit keeps its exact bytes (the field shows it rounded).
-    const limit = f.memoryGiB === giB(base.memory_limit ?? 0) ? base.memory_limit : Math.round(gib * GiB);
+    const limit = f.memoryGiB === giB(base.memoryLimit ?? 0) ? base.memoryLimit : Math.round(gib * GiB);
     return {
       bad,
       value: {
         ...base,
-        system_prompt: f.systemPrompt,
+        systemPrompt: f.systemPrompt,
         sampling: { ...base.sampling, temperature },
-        context_tokens: context,
-        kv_type: f.kv,
-        memory_limit: limit,
+        contextTokens: context,
+        kvType: f.kv,
+        memoryLimit: limit,
         theme: f.theme,
-        when_context_does_not_fit: f.whenTooLong,
+        whenContextDoesNotFit: f.whenTooLong,
         // An untouched limit keeps its exact bytes, as the memory limit does.
-        document_max_bytes:
-          f.documentMiB === miB(base.document_max_bytes || defaultDocumentBytes) ? base.document_max_bytes : Math.round(docMiB * MiB),
+        documentMaxBytes:
+          f.documentMiB === miB(base.documentMaxBytes || defaultDocumentBytes) ? base.documentMaxBytes : Math.round(docMiB * MiB),
       },
     };
   }

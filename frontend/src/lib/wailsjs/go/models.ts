@@ -970,7 +970,7 @@ export namespace settings {
 	    url: string;
 	    key: string;
 	    model: string;
-	    context_tokens: number;
+	    contextTokens: number;
 	
 	    static createFrom(source: any = {}) {
 	        return new RemoteEndpoint(source);
@@ -982,15 +982,15 @@ export namespace settings {
 	        this.url = source["url"];
 	        this.key = source["key"];
 	        this.model = source["model"];
-	        this.context_tokens = source["context_tokens"];
+	        this.contextTokens = source["contextTokens"];
 	    }
 	}
 	export class Sampling {
 	    temperature: number;
-	    top_p: number;
-	    top_k: number;
-	    min_p: number;
-	    repeat_penalty: number;
+	    topP: number;
+	    topK: number;
+	    minP: number;
+	    repeatPenalty: number;
 	
 	    static createFrom(source: any = {}) {
 	        return new Sampling(source);
@@ -999,10 +999,10 @@ export namespace settings {
 	    constructor(source: any = {}) {
 	        if ('string' === typeof source) source = JSON.parse(source);
 	        this.temperature = source["temperature"];
-	        this.top_p = source["top_p"];
-	        this.top_k = source["top_k"];
-	        this.min_p = source["min_p"];
-	        this.repeat_penalty = source["repeat_penalty"];
+	        this.topP = source["topP"];
+	        this.topK = source["topK"];
+	        this.minP = source["minP"];
+	        this.repeatPenalty = source["repeatPenalty"];
 	    }
 	}
 	export class Server {
@@ -1023,24 +1023,24 @@ export namespace settings {
 	}
 	export class Settings {
 	    version: number;
-	    last_model: string;
-	    context_tokens: number;
-	    kv_type: string;
+	    lastModel: string;
+	    contextTokens: number;
+	    kvType: string;
 	    sampling: Sampling;
-	    system_prompt: string;
+	    systemPrompt: string;
 	    theme: string;
-	    start_at_login: boolean;
+	    startAtLogin: boolean;
 	    hotkey: string;
 	    server: Server;
 	    slots: number;
 	    threads: number;
-	    quick_actions: QuickAction[];
-	    memory_limit: number;
-	    model_files: string[];
-	    remote_endpoints: RemoteEndpoint[];
-	    active_remote: string;
-	    document_max_bytes: number;
-	    when_context_does_not_fit: string;
+	    quickActions: QuickAction[];
+	    memoryLimit: number;
+	    modelFiles: string[];
+	    remoteEndpoints: RemoteEndpoint[];
+	    activeRemote: string;
+	    documentMaxBytes: number;
+	    whenContextDoesNotFit: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new Settings(source);
@@ -1049,24 +1049,24 @@ export namespace settings {
 	    constructor(source: any = {}) {
 	        if ('string' === typeof source) source = JSON.parse(source);
 	        this.version = source["version"];
-	        this.last_model = source["last_model"];
-	        this.context_tokens = source["context_tokens"];
-	        this.kv_type = source["kv_type"];
+	        this.lastModel = source["lastModel"];
+	        this.contextTokens = source["contextTokens"];
+	        this.kvType = source["kvType"];
 	        this.sampling = this.convertValues(source["sampling"], Sampling);
-	        this.system_prompt = source["system_prompt"];
+	        this.systemPrompt = source["systemPrompt"];
 	        this.theme = source["theme"];
-	        this.start_at_login = source["start_at_login"];
+	        this.startAtLogin = source["startAtLogin"];
 	        this.hotkey = source["hotkey"];
 	        this.server = this.convertValues(source["server"], Server);
 	        this.slots = source["slots"];
 	        this.threads = source["threads"];
-	        this.quick_actions = this.convertValues(source["quick_actions"], QuickAction);
-	        this.memory_limit = source["memory_limit"];
-	        this.model_files = source["model_files"];
-	        this.remote_endpoints = this.convertValues(source["remote_endpoints"], RemoteEndpoint);
-	        this.active_remote = source["active_remote"];
-	        this.document_max_bytes = source["document_max_bytes"];
-	        this.when_context_does_not_fit = source["when_context_does_not_fit"];
+	        this.quickActions = this.convertValues(source["quickActions"], QuickAction);
+	        this.memoryLimit = source["memoryLimit"];
+	        this.modelFiles = source["modelFiles"];
+	        this.remoteEndpoints = this.convertValues(source["remoteEndpoints"], RemoteEndpoint);
+	        this.activeRemote = source["activeRemote"];
+	        this.documentMaxBytes = source["documentMaxBytes"];
+	        this.whenContextDoesNotFit = source["whenContextDoesNotFit"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
