@@ -134,9 +134,12 @@ type Final struct {
 	DecodeTokPerSec  float64 `json:"decodeTokPerSec"`
 }
 
-func finalOf(id string, r *scheduler.Result) Final {
+// finalOf is the final event of reply id, the one place it is built:
+// from the reply's result, or, when the stream ended without one, a
+// cancellation carrying shown, the text the window was sent.
+func finalOf(id string, r *scheduler.Result, shown string) Final {
 	if r == nil {
-		return Final{ID: id, FinishReason: "cancelled"}
+		return Final{ID: id, FinishReason: "cancelled", Text: shown}
 	}
 	f := Final{ID: id, FinishReason: r.FinishReason, Text: r.Text, PromptTokens: r.PromptTokens,
 		ReusedTokens: r.ReusedTokens, PrefillTokens: r.PrefillTokens, GenTokens: r.GenTokens,
