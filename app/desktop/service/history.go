@@ -190,7 +190,7 @@ func (c *chatPart) conversation(id int64) (Conversation, error) {
 		sm := StoredMessage{Role: string(m.Role), Content: m.Content}
 		if m.Stats != nil {
 			sm.Stats = &ReplyStats{FinishReason: m.Stats.FinishReason, GenTokens: m.Stats.Tokens,
-				TTFTMs: float64(m.Stats.TTFT.Microseconds()) / 1000, DecodeTokPerSec: m.Stats.TokensPerSec}
+				TTFTMs: millis(m.Stats.TTFT), DecodeTokPerSec: m.Stats.TokensPerSec}
 		}
 		for _, src := range m.Sources {
 			sm.Sources = append(sm.Sources, Source{Number: src.Number, Document: src.Document, Label: src.Label})

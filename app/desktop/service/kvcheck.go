@@ -162,7 +162,7 @@ func (k *kvChecker) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice
 // checkOf is the KVCheck showing choice c.
 func checkOf(c *engine.KVChoice, cached bool) KVCheck {
 	k := KVCheck{State: KVCheckDone, Cached: cached, Chosen: c.Chosen().Label(), Summary: c.Summary(), Reason: c.Reason,
-		ScaleRatio: c.ScaleRatio, Tokens: c.Tokens, ElapsedMs: float64(c.Elapsed.Microseconds()) / 1000}
+		ScaleRatio: c.ScaleRatio, Tokens: c.Tokens, ElapsedMs: millis(c.Elapsed)}
 	for _, cand := range c.Candidates {
 		k.Rows = append(k.Rows, KVCheckRow{Mode: cand.Label(), Top1: cand.Quality.Top1Agreement, Cosine: cand.Quality.Cosine,
 			Passed: cand.Passed, Skipped: cand.Skipped, Info: cand.Info})
