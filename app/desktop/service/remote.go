@@ -174,7 +174,7 @@ func remoteMessages(r scheduler.Request) []remote.Message {
 	return out
 }
 
-// submit starts r on ep. The connection is made here, so that an
+// submit starts req on ep. The connection is made here, so that an
 // endpoint that cannot be reached, a refused key or a missing model fail
 // Send at once; the reply then streams as the scheduler's would: deltas,
 // and one final event with the server's token counts and the timing.
