@@ -20,7 +20,7 @@ func (s *Service) Diagnostics() Diagnostics {
 	d := Diagnostics{OS: runtime.GOOS, Arch: runtime.GOARCH, Device: device(runtime.GOOS, "/proc/cpuinfo"),
 		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), DataDir: s.dirs.Data, ConfigDir: s.dirs.Config, ModelsDir: s.dirs.Models}
 	d.Version, d.WailsVersion = versions()
-	choice := s.backendChoice()
+	choice := s.machine.backendChoice()
 	d.Backend, d.BackendReason = choice.Backend, choice.Reason
 	if choice.Device != "" {
 		d.Device = choice.Device // the GPU's name, e.g. "Apple M2 Pro"
@@ -29,7 +29,7 @@ func (s *Service) Diagnostics() Diagnostics {
 		d.TotalRAM, d.AvailableRAM = clamp(info.TotalRAM), clamp(info.AvailableRAM)
 		d.WiredLimitMB = clamp(info.WiredLimitMB)
 	}
-	b, src := s.budget()
+	b, src := s.machine.budget()
 	d.Budget, d.BudgetSource = b.Bytes, src
 	c := s.store.Get()
 	d.Threads = c.Threads
@@ -40,7 +40,7 @@ func (s *Service) Diagnostics() Diagnostics {
 	d.TemplateStatus = "no model is loaded"
 	if m := st.Model; m != nil {
 		d.Model = m
-		if info, ok := s.engine().Info(); ok && info.Estimate.Threads > 0 {
+		if info, ok := s.loader.engine().Info(); ok && info.Estimate.Threads > 0 {
 			d.Threads = info.Estimate.Threads
 		}
 		switch {
@@ -52,10 +52,9 @@ func (s *Service) Diagnostics() Diagnostics {
 			d.TemplateStatus = "built-in " + m.Template + " template"
 		}
 	}
-	s.mu.Lock()
-	d.SettingsWarning = s.settingsWarning
-	s.mu.Unlock()
-	d.ChatTarget = s.remoteTarget()
+	d.SettingsWarning = s.settingsWarning()
+	_, loaded := s.loader.engine().Info()
+	d.ChatTarget = s.remote.target(loaded)
 	return d
 }
 

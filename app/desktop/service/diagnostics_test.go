@@ -17,7 +17,7 @@ func TestDiagnostics(t *testing.T) {
 	if d.OS != runtime.GOOS || d.Arch != runtime.GOARCH || d.CPUs < 1 || d.Threads != 2 || d.Device == "" {
 		t.Fatalf("machine %+v", d)
 	}
-	if d.Backend != "cpu" || d.BackendReason != s.backendChoice().Reason || d.BackendReason == "" || d.GoVersion != runtime.Version() || d.Version == "" || d.WailsVersion == "" {
+	if d.Backend != "cpu" || d.BackendReason != s.machine.backendChoice().Reason || d.BackendReason == "" || d.GoVersion != runtime.Version() || d.Version == "" || d.WailsVersion == "" {
 		t.Fatalf("backend and versions %+v", d)
 	}
 	if d.Model != nil || d.TemplateStatus != "no model is loaded" || d.SettingsWarning != "settings: the file was moved aside" {
@@ -66,23 +66,23 @@ func TestDevice(t *testing.T) {
 // still.
 func TestBudgetSource(t *testing.T) {
 	s, _ := newService(t)
-	s.probe = func() (estimate.Budget, error) {
+	s.machine.probe = func() (estimate.Budget, error) {
 		return estimate.Budget{Bytes: 10 << 30, OS: "darwin", TotalRAM: 16 << 30, AvailableRAM: 12 << 30, GPUCap: 10 << 30}, nil
 	}
-	if b, src := s.budget(); b.Bytes != 10<<30 || src != BudgetWired {
+	if b, src := s.machine.budget(); b.Bytes != 10<<30 || src != BudgetWired {
 		t.Fatalf("%d from %q", b.Bytes, src)
 	}
 	setLimit(t, s, 20<<30) // above the machine's: the machine's counts
-	if _, src := s.budget(); src != BudgetWired {
+	if _, src := s.machine.budget(); src != BudgetWired {
 		t.Fatalf("source %q", src)
 	}
 	setLimit(t, s, 4<<30)
-	if b, src := s.budget(); b.Bytes != 4<<30 || src != BudgetSettings || b.GPUCap != 0 {
+	if b, src := s.machine.budget(); b.Bytes != 4<<30 || src != BudgetSettings || b.GPUCap != 0 {
 		t.Fatalf("%+v from %q", b, src)
 	}
-	s.probe = func() (estimate.Budget, error) { return estimate.Budget{}, errors.New("no /proc") }
+	s.machine.probe = func() (estimate.Budget, error) { return estimate.Budget{}, errors.New("no /proc") }
 	setLimit(t, s, 0)
-	if b, src := s.budget(); b.Bytes != 0 || !strings.Contains(src, "no /proc") {
+	if b, src := s.machine.budget(); b.Bytes != 0 || !strings.Contains(src, "no /proc") {
 		t.Fatalf("%+v from %q", b, src)
 	}
 }

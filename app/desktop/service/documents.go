@@ -15,6 +15,7 @@ import (
 	"nibble/app/documents"
 	"nibble/app/documents/extract"
 	"nibble/app/documents/retrieve"
+	"nibble/app/settings"
 	"nibble/engine/scheduler"
 )
 
@@ -88,16 +89,28 @@ type docEntry struct {
 }
 
 // docStore holds the attached documents (the window keeps which belong
-// to its conversation) and the token counts of their texts.
+// to its conversation) and the token counts of their texts, and plans
+// what of them goes into a question's prompt.
 type docStore struct {
-	mu      sync.Mutex
+	env
+	engine localEngine   // the loaded model's tokenizer and context
+	remote remoteCounter // the chosen remote model, counted approximately
+
+	mu      sync.Mutex // guards entries, next, closed and the entries' fields
 	entries map[string]*docEntry
 	next    uint64
+	closed  bool
 	work    sync.WaitGroup // documents being read (docWork)
 
 	countMu     sync.Mutex
 	countsModel string // the model the counts are for
 	counts      map[string]int
+}
+
+// remoteCounter is the remote part as the documents see it.
+type remoteCounter interface {
+	active() (settings.RemoteEndpoint, bool)
+	tokenCounter(ep settings.RemoteEndpoint) (retrieve.TokenCounter, int, error)
 }
 
 // maxMemoEntries bounds the memo of token counts; past it, it starts over.
@@ -110,16 +123,15 @@ const countPiece = 64 << 10
 // tokenCounter counts tokens with the loaded model's tokenizer, and says
 // the context budget in force. Counts of long texts are remembered per
 // model: the plan counts every document again for every question.
-func (s *Service) tokenCounter() (retrieve.TokenCounter, int, error) {
-	if ep, ok := s.activeRemote(); ok {
-		return s.remoteTokenCounter(ep) // approximate: no tokenizer for a remote model
+func (d *docStore) tokenCounter() (retrieve.TokenCounter, int, error) {
+	if ep, ok := d.remote.active(); ok {
+		return d.remote.tokenCounter(ep) // approximate: no tokenizer for a remote model
 	}
-	sched := s.engine()
+	sched := d.engine.engine()
 	info, ok := sched.Info()
 	if !ok {
 		return nil, 0, scheduler.ErrNoModel
 	}
-	d := &s.docs
 	count := func(text string) int {
 		if text == "" {
 			return 0
@@ -153,15 +165,14 @@ func (s *Service) tokenCounter() (retrieve.TokenCounter, int, error) {
 
 // rememberCount records n as the token count of text for the model loaded
 // now (a sum over pieces, counted with progress).
-func (s *Service) rememberCount(text string, n int) {
-	if _, ok := s.activeRemote(); ok {
+func (d *docStore) rememberCount(text string, n int) {
+	if _, ok := d.remote.active(); ok {
 		return // an approximate count, not the local model's
 	}
-	info, ok := s.engine().Info()
+	info, ok := d.engine.engine().Info()
 	if !ok {
 		return
 	}
-	d := &s.docs
 	d.countMu.Lock()
 	d.countsLocked(info.Path)[text] = n
 	d.countMu.Unlock()
@@ -178,53 +189,53 @@ func (d *docStore) countsLocked(path string) map[string]int {
 }
 
 // forgetCounts drops the remembered counts (they hold on to the texts).
-func (s *Service) forgetCounts() {
-	s.docs.countMu.Lock()
-	s.docs.counts = nil
-	s.docs.countMu.Unlock()
+func (d *docStore) forgetCounts() {
+	d.countMu.Lock()
+	d.counts = nil
+	d.countMu.Unlock()
 }
 
 // documentLimits are the extraction limits, with the settings' size limit.
-func (s *Service) documentLimits() documents.Limits {
-	return documents.Limits{MaxFileBytes: s.store.Get().DocumentMaxBytes}
+func (d *docStore) documentLimits() documents.Limits {
+	return documents.Limits{MaxFileBytes: d.store.Get().DocumentMaxBytes}
 }
 
 // checkDocumentSize refuses a file of size bytes over the settings' limit
 // before it is read whole.
-func (s *Service) checkDocumentSize(name string, size int64) error {
-	if limit := s.documentLimits().MaxFile(); size > limit {
+func (d *docStore) checkDocumentSize(name string, size int64) error {
+	if limit := d.documentLimits().MaxFile(); size > limit {
 		return fmt.Errorf("%s: %s (Settings, Documents)", name, documents.FileTooLarge(size, limit))
 	}
 	return nil
 }
 
-// AttachDocumentFile attaches the document at path (a file dropped on the
+// attachFile attaches the document at path (a file dropped on the
 // window, in the app). It returns at once, in state reading; progress
 // and the end come as EventDocument. A file that cannot be read gives a
 // document in state error, with the reason.
-func (s *Service) AttachDocumentFile(path string) (DocumentInfo, error) {
+func (d *docStore) attachFile(path string) (DocumentInfo, error) {
 	if strings.TrimSpace(path) == "" {
 		return DocumentInfo{}, errors.New("attach a document: no path")
 	}
 	if strings.ContainsRune(path, 0) || !filepath.IsAbs(path) {
 		return DocumentInfo{}, fmt.Errorf("attach a document: %q is not an absolute path", path)
 	}
-	e := s.newEntry(filepath.Base(path), 0)
-	s.docWork(func() {
-		data, err := s.readDocumentFile(e, path)
+	e := d.newEntry(filepath.Base(path), 0)
+	d.docWork(func() {
+		data, err := d.readDocumentFile(e, path)
 		if err != nil {
-			s.docFailed(e, err)
+			d.docFailed(e, err)
 			return
 		}
-		s.extractDocument(e, data)
+		d.extractDocument(e, data)
 	})
-	return s.docInfo(e), nil
+	return d.docInfo(e), nil
 }
 
-// AttachDocumentData attaches a document given as its name and bytes,
+// attachData attaches a document given as its name and bytes,
 // base64-encoded (a file dropped on the page, whose path a browser does
-// not give). Like AttachDocumentFile, it returns at once.
-func (s *Service) AttachDocumentData(name, dataBase64 string) (DocumentInfo, error) {
+// not give). Like attachFile, it returns at once.
+func (d *docStore) attachData(name, dataBase64 string) (DocumentInfo, error) {
 	name = filepath.Base(strings.ReplaceAll(name, "\\", "/"))
 	if strings.TrimSpace(name) == "" || name == "." || name == "/" {
 		return DocumentInfo{}, errors.New("attach a document: no file name")
@@ -234,37 +245,43 @@ func (s *Service) AttachDocumentData(name, dataBase64 string) (DocumentInfo, err
 	}
 	// The decoded size, less the padding: DecodedLen counts whole groups of 3 bytes.
 	size := int64(base64.StdEncoding.DecodedLen(len(dataBase64)) - strings.Count(dataBase64[max(len(dataBase64)-2, 0):], "="))
-	e := s.newEntry(name, size)
-	if err := s.checkDocumentSize(name, size); err != nil {
-		s.docFailed(e, err)
-		return s.docInfo(e), nil
+	e := d.newEntry(name, size)
+	if err := d.checkDocumentSize(name, size); err != nil {
+		d.docFailed(e, err)
+		return d.docInfo(e), nil
 	}
-	s.docWork(func() {
+	d.docWork(func() {
 		data, err := base64.StdEncoding.DecodeString(dataBase64)
 		if err != nil {
-			s.docFailed(e, fmt.Errorf("%s: the page sent bytes that are not base64: %w", name, err))
+			d.docFailed(e, fmt.Errorf("%s: the page sent bytes that are not base64: %w", name, err))
 			return
 		}
-		s.setDoc(e, func(i *DocumentInfo) { i.Size = int64(len(data)) })
-		s.extractDocument(e, data)
+		d.setDoc(e, func(i *DocumentInfo) { i.Size = int64(len(data)) })
+		d.extractDocument(e, data)
 	})
-	return s.docInfo(e), nil
+	return d.docInfo(e), nil
+}
+
+// close stops reporting on the documents being read (Close).
+func (d *docStore) close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
 }
 
 // docWork runs f off the caller's goroutine. Close does not wait for it
 // (reading a large PDF cannot be interrupted, and nothing of it is kept);
 // it reports nothing once the service is closed, and stops counting a
-// document that was removed. docs.work lets tests wait for it.
-func (s *Service) docWork(f func()) {
-	s.docs.work.Add(1)
+// document that was removed. work lets tests wait for it.
+func (d *docStore) docWork(f func()) {
+	d.work.Add(1)
 	go func() {
-		defer s.docs.work.Done()
+		defer d.work.Done()
 		f()
 	}()
 }
 
-func (s *Service) newEntry(name string, size int64) *docEntry {
-	d := &s.docs
+func (d *docStore) newEntry(name string, size int64) *docEntry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.entries == nil {
@@ -277,38 +294,35 @@ func (s *Service) newEntry(name string, size int64) *docEntry {
 	return e
 }
 
-func (s *Service) docInfo(e *docEntry) DocumentInfo {
-	s.docs.mu.Lock()
-	defer s.docs.mu.Unlock()
+func (d *docStore) docInfo(e *docEntry) DocumentInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	i := e.info
 	i.Warnings = append([]string(nil), e.info.Warnings...)
 	return i
 }
 
 // setDoc changes an entry's info and reports it.
-func (s *Service) setDoc(e *docEntry, f func(*DocumentInfo)) {
-	s.docs.mu.Lock()
+func (d *docStore) setDoc(e *docEntry, f func(*DocumentInfo)) {
+	d.mu.Lock()
 	f(&e.info)
-	s.docs.mu.Unlock()
-	if s.docAttached(e) {
-		s.emit(EventDocument, s.docInfo(e))
+	d.mu.Unlock()
+	if d.docAttached(e) {
+		d.emit(EventDocument, d.docInfo(e))
 	}
 }
 
 // docAttached says whether e is still attached (not removed) and the
 // service still open.
-func (s *Service) docAttached(e *docEntry) bool {
-	s.docs.mu.Lock()
-	_, attached := s.docs.entries[e.info.ID]
-	s.docs.mu.Unlock()
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	return attached && !closed
+func (d *docStore) docAttached(e *docEntry) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, attached := d.entries[e.info.ID]
+	return attached && !d.closed
 }
 
-func (s *Service) docFailed(e *docEntry, err error) {
-	s.setDoc(e, func(i *DocumentInfo) {
+func (d *docStore) docFailed(e *docEntry, err error) {
+	d.setDoc(e, func(i *DocumentInfo) {
 		i.State, i.Stage, i.Progress, i.Error = DocError, "", 0, documentError(err)
 	})
 }
@@ -320,7 +334,7 @@ func documentError(err error) string {
 }
 
 // readDocumentFile reads path, reporting progress per MiB.
-func (s *Service) readDocumentFile(e *docEntry, path string) ([]byte, error) {
+func (d *docStore) readDocumentFile(e *docEntry, path string) ([]byte, error) {
 	name := filepath.Base(path)
 	f, err := os.Open(path)
 	if err != nil {
@@ -335,8 +349,8 @@ func (s *Service) readDocumentFile(e *docEntry, path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: not a regular file (a folder or a device cannot be attached)", name)
 	}
 	size := st.Size()
-	s.setDoc(e, func(i *DocumentInfo) { i.Size = size })
-	if err := s.checkDocumentSize(name, size); err != nil {
+	d.setDoc(e, func(i *DocumentInfo) { i.Size = size })
+	if err := d.checkDocumentSize(name, size); err != nil {
 		return nil, err
 	}
 	data := make([]byte, size)
@@ -352,7 +366,7 @@ func (s *Service) readDocumentFile(e *docEntry, path string) ([]byte, error) {
 		}
 		if size > 4*step {
 			done := off
-			s.setDoc(e, func(i *DocumentInfo) { i.Progress = 0.3 * float64(done) / float64(size) })
+			d.setDoc(e, func(i *DocumentInfo) { i.Progress = 0.3 * float64(done) / float64(size) })
 		}
 	}
 	return data, nil
@@ -360,27 +374,27 @@ func (s *Service) readDocumentFile(e *docEntry, path string) ([]byte, error) {
 
 // extractDocument turns data into text and counts its tokens, with
 // progress, then marks the entry ready (or failed).
-func (s *Service) extractDocument(e *docEntry, data []byte) {
-	s.setDoc(e, func(i *DocumentInfo) { i.Stage, i.Progress = "extracting the text", 0.3 })
-	doc, err := extract.Bytes(e.info.Name, data, s.documentLimits())
+func (d *docStore) extractDocument(e *docEntry, data []byte) {
+	d.setDoc(e, func(i *DocumentInfo) { i.Stage, i.Progress = "extracting the text", 0.3 })
+	doc, err := extract.Bytes(e.info.Name, data, d.documentLimits())
 	if err != nil {
-		s.docFailed(e, err)
+		d.docFailed(e, err)
 		return
 	}
-	if !s.docAttached(e) {
+	if !d.docAttached(e) {
 		return // removed while it was read: counting it would be wasted
 	}
 	pages := len(doc.Pages)
-	s.setDoc(e, func(i *DocumentInfo) {
+	d.setDoc(e, func(i *DocumentInfo) {
 		i.Kind, i.Language, i.Pages, i.Lines = string(doc.Kind), doc.Language, pages, doc.Lines()
 		i.Warnings = doc.Warnings
 		i.Stage, i.Progress = "counting tokens", 0.6
 	})
 	tokens := 0
-	if count, _, err := s.tokenCounter(); err == nil {
+	if count, _, err := d.tokenCounter(); err == nil {
 		text := doc.Text
 		for off := 0; off < len(text); {
-			if !s.docAttached(e) {
+			if !d.docAttached(e) {
 				return // removed (a new chat) while it was counted
 			}
 			end := pieceEnd(text, off, countPiece)
@@ -388,15 +402,15 @@ func (s *Service) extractDocument(e *docEntry, data []byte) {
 			off = end
 			if len(text) > 4*countPiece {
 				done := off
-				s.setDoc(e, func(i *DocumentInfo) { i.Progress = 0.6 + 0.4*float64(done)/float64(len(text)) })
+				d.setDoc(e, func(i *DocumentInfo) { i.Progress = 0.6 + 0.4*float64(done)/float64(len(text)) })
 			}
 		}
-		if !s.docAttached(e) {
+		if !d.docAttached(e) {
 			return // its text must not stay in the memo of counts
 		}
-		s.rememberCount(text, tokens)
+		d.rememberCount(text, tokens)
 	}
-	s.setDoc(e, func(i *DocumentInfo) {
+	d.setDoc(e, func(i *DocumentInfo) {
 		e.doc = doc
 		i.Tokens, i.State, i.Stage, i.Progress = tokens, DocReady, "", 1
 	})
@@ -419,22 +433,22 @@ func pieceEnd(text string, off, n int) int {
 	return end
 }
 
-// RemoveDocument detaches document id (unknown ids are ignored).
-func (s *Service) RemoveDocument(id string) {
-	s.docs.mu.Lock()
-	_, ok := s.docs.entries[id]
-	delete(s.docs.entries, id)
-	s.docs.mu.Unlock()
+// remove detaches document id (unknown ids are ignored).
+func (d *docStore) remove(id string) {
+	d.mu.Lock()
+	_, ok := d.entries[id]
+	delete(d.entries, id)
+	d.mu.Unlock()
 	if ok {
-		s.forgetCounts()
+		d.forgetCounts()
 	}
 }
 
-// Documents describes the documents ids, in that order, with whether each
+// describe describes the documents ids, in that order, with whether each
 // goes into a prompt whole when asked about together, on the model loaded
 // now. Unknown ids are an error.
-func (s *Service) Documents(ids []string) ([]DocumentInfo, error) {
-	entries, err := s.entries(ids)
+func (d *docStore) describe(ids []string) ([]DocumentInfo, error) {
+	entries, err := d.entriesOf(ids)
 	if err != nil {
 		return nil, err
 	}
@@ -442,18 +456,18 @@ func (s *Service) Documents(ids []string) ([]DocumentInfo, error) {
 	var ready []*documents.Document
 	var readyAt []int
 	for i, e := range entries {
-		out[i] = s.docInfo(e)
+		out[i] = d.docInfo(e)
 		if out[i].State == DocReady {
-			s.docs.mu.Lock()
+			d.mu.Lock()
 			ready = append(ready, e.doc)
-			s.docs.mu.Unlock()
+			d.mu.Unlock()
 			readyAt = append(readyAt, i)
 		}
 	}
 	if len(ready) == 0 {
 		return out, nil
 	}
-	count, ctx, err := s.tokenCounter()
+	count, ctx, err := d.tokenCounter()
 	if err != nil {
 		for _, i := range readyAt {
 			out[i].Fit = "load a model to see whether it fits"
@@ -475,7 +489,7 @@ func (s *Service) Documents(ids []string) ([]DocumentInfo, error) {
 		dp := plan.Documents[k]
 		out[i].Whole = dp.Whole
 		if dp.Whole {
-			out[i].Fit = s.wholeStatus(ctx)
+			out[i].Fit = d.wholeStatus(ctx)
 		} else {
 			out[i].Fit = "too large: answering from the most relevant parts"
 		}
@@ -485,12 +499,12 @@ func (s *Service) Documents(ids []string) ([]DocumentInfo, error) {
 
 // wholeStatus is the status of a document that goes in whole: "fits
 // whole in 4K context with int4 KV".
-func (s *Service) wholeStatus(ctx int) string {
+func (d *docStore) wholeStatus(ctx int) string {
 	st := "fits whole in " + contextWords(ctx) + " context"
-	if _, ok := s.activeRemote(); ok {
+	if _, ok := d.remote.active(); ok {
 		return st + " of the remote model (counted approximately)"
 	}
-	if info, ok := s.engine().Info(); ok {
+	if info, ok := d.engine.engine().Info(); ok {
 		switch kv := info.Options.KV.String(); kv {
 		case "q4":
 			st += " with int4 KV"
@@ -514,12 +528,12 @@ func contextWords(n int) string {
 	return strconv.Itoa(n)
 }
 
-func (s *Service) entries(ids []string) ([]*docEntry, error) {
-	s.docs.mu.Lock()
-	defer s.docs.mu.Unlock()
+func (d *docStore) entriesOf(ids []string) ([]*docEntry, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	out := make([]*docEntry, 0, len(ids))
 	for _, id := range ids {
-		e, ok := s.docs.entries[id]
+		e, ok := d.entries[id]
 		if !ok {
 			return nil, fmt.Errorf("document %q is not attached (removed, or the app restarted): attach it again", id)
 		}
@@ -549,30 +563,30 @@ type docPlan struct {
 // so far, and the question. A plan that takes every document whole gives
 // the same system message for every question, so the engine reuses the
 // documents' cached prefix for follow-ups.
-func (s *Service) withDocuments(req SendRequest) (SendRequest, *docPlan, error) {
-	entries, err := s.entries(req.Documents)
+func (d *docStore) withDocuments(req SendRequest) (SendRequest, *docPlan, error) {
+	entries, err := d.entriesOf(req.Documents)
 	if err != nil {
 		return req, nil, err
 	}
 	docs := make([]*documents.Document, len(entries))
 	for i, e := range entries {
-		info := s.docInfo(e)
+		info := d.docInfo(e)
 		switch info.State {
 		case DocReading:
 			return req, nil, fmt.Errorf("%s is still being read: ask again when its chip says how it fits", info.Name)
 		case DocError:
 			return req, nil, fmt.Errorf("%s could not be read (%s): remove it to ask without it", info.Name, info.Error)
 		}
-		s.docs.mu.Lock()
+		d.mu.Lock()
 		docs[i] = e.doc
-		s.docs.mu.Unlock()
+		d.mu.Unlock()
 	}
 	n := len(req.Messages)
 	if n == 0 || req.Messages[n-1].Role != "user" || strings.TrimSpace(req.Messages[n-1].Content) == "" {
 		return req, nil, errors.New("a question about documents needs a message: type one")
 	}
 	question := req.Messages[n-1].Content
-	count, ctx, err := s.tokenCounter()
+	count, ctx, err := d.tokenCounter()
 	if err != nil {
 		return req, nil, err
 	}
@@ -592,7 +606,7 @@ func (s *Service) withDocuments(req SendRequest) (SendRequest, *docPlan, error) 
 		return req, nil, errors.New(documentError(err))
 	}
 	system := plan.Messages.System
-	if sp := s.store.Get().SystemPrompt; sp != "" {
+	if sp := d.store.Get().SystemPrompt; sp != "" {
 		system = sp + "\n\n" + system
 	}
 	out := req
@@ -604,13 +618,13 @@ func (s *Service) withDocuments(req SendRequest) (SendRequest, *docPlan, error) 
 			Document: c.Name, Whole: c.Whole, Label: c.Label, FirstPage: c.FirstPage, LastPage: c.LastPage,
 			FirstLine: c.FirstLine, LastLine: c.LastLine})
 	}
-	for i, d := range plan.Documents {
-		status := d.Status
-		if d.Whole {
-			status = s.wholeStatus(ctx)
+	for i, pd := range plan.Documents {
+		status := pd.Status
+		if pd.Whole {
+			status = d.wholeStatus(ctx)
 		}
-		dp.uses = append(dp.uses, DocumentUse{DocumentID: req.Documents[i], Name: d.Name, Whole: d.Whole,
-			Sections: d.Sections, Used: d.Used, Status: status})
+		dp.uses = append(dp.uses, DocumentUse{DocumentID: req.Documents[i], Name: pd.Name, Whole: pd.Whole,
+			Sections: pd.Sections, Used: pd.Used, Status: status})
 	}
 	return out, dp, nil
 }

@@ -98,7 +98,7 @@ func TestDocumentThatFitsIsReusedByTheFollowUp(t *testing.T) {
 	if f2.ReusedTokens < f1.PromptTokens {
 		t.Fatalf("follow-up reused %d tokens, less than the first prompt's %d (document %d tokens)", f2.ReusedTokens, f1.PromptTokens, info.Tokens)
 	}
-	count, _, err := s.tokenCounter()
+	count, _, err := s.docs.tokenCounter()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,14 +30,14 @@ var stateNames = map[download.State]string{
 	download.Done: "done", download.Failed: "failed", download.Canceled: "cancelled",
 }
 
-// Download starts downloading a catalog file into the models folder, or
+// download starts downloading a catalog file into the models folder, or
 // resumes its partial download; progress arrives as EventDownload events,
 // and EventModels follows when the file is in place. The file is checked
 // against the catalog's size and SHA-256 and its GGUF header before it
 // gets its name, so a damaged download is never listed. A file already
 // downloaded is reported done; a download already running is reported as
 // it stands.
-func (s *Service) Download(id, quant string) (Download, error) {
+func (c *catalogBrowser) download(id, quant string) (Download, error) {
 	m, f, err := catalogFile(id, quant)
 	if err != nil {
 		return Download{}, err
@@ -48,14 +48,13 @@ func (s *Service) Download(id, quant string) (Download, error) {
 	}
 	key := downloadKey(m.ID, f.Quant)
 	d := Download{Key: key, ID: m.ID, Quant: f.Quant, FileName: name, State: "starting", Total: -1, ETASec: -1}
-	c := &s.cat
 	c.mu.Lock()
 	if r := c.downloads[key]; r != nil && r.job != nil {
 		cur := r.d
 		c.mu.Unlock()
 		return cur, nil
 	}
-	final := filepath.Join(s.dirs.Models, name)
+	final := filepath.Join(c.dirs.Models, name)
 	if st, err := os.Stat(final); err == nil && st.Mode().IsRegular() {
 		d.State, d.Done, d.Total, d.ETASec, d.Path = "done", st.Size(), st.Size(), 0, final
 		c.downloads[key] = &dlRecord{d: d}
@@ -66,53 +65,53 @@ func (s *Service) Download(id, quant string) (Download, error) {
 	if !f.SizeApprox {
 		want.Size = f.SizeBytes
 	}
-	job, err := c.dl.Start(c.ctx, rawURL, s.dirs.Models, name, want)
+	job, err := c.dl.Start(c.ctx, rawURL, c.dirs.Models, name, want)
 	if err != nil {
 		d.State, d.Error = "failed", downloadError(err)
 		c.downloads[key] = &dlRecord{d: d}
 		c.mu.Unlock()
-		s.emit(EventDownload, d)
+		c.emit(EventDownload, d)
 		return d, errors.New(d.Error)
 	}
 	r := &dlRecord{d: d, job: job}
 	c.downloads[key] = r
 	c.wg.Add(1)
 	c.mu.Unlock()
-	s.emit(EventDownload, d)
+	c.emit(EventDownload, d)
 	go func() {
 		defer c.wg.Done()
-		s.follow(r, job)
+		c.follow(r, job)
 	}()
 	return d, nil
 }
 
 // follow reports one download's progress until it ends.
-func (s *Service) follow(r *dlRecord, job *download.Job) {
+func (c *catalogBrowser) follow(r *dlRecord, job *download.Job) {
 	for p := range job.Events() {
 		if p.State.Final() {
 			break // reported below, with the result
 		}
-		s.emit(EventDownload, s.updateDownload(r, p, nil))
+		c.emit(EventDownload, c.updateDownload(r, p, nil))
 	}
 	res, err := job.Wait()
-	d := s.updateDownload(r, job.Progress(), err)
+	d := c.updateDownload(r, job.Progress(), err)
 	if err == nil {
-		s.cat.mu.Lock()
+		c.mu.Lock()
 		r.d.Path, r.d.Done, r.d.Total, r.d.ETASec = res.Path, res.Size, res.Size, 0
 		d = r.d
-		s.cat.mu.Unlock()
+		c.mu.Unlock()
 	}
-	s.emit(EventDownload, d)
+	c.emit(EventDownload, d)
 	if err == nil {
-		s.modelsChanged()
+		c.files.changed()
 	}
 }
 
 // updateDownload records a snapshot (with the job's error once it ended)
 // and returns the new state.
-func (s *Service) updateDownload(r *dlRecord, p download.Progress, err error) Download {
-	s.cat.mu.Lock()
-	defer s.cat.mu.Unlock()
+func (c *catalogBrowser) updateDownload(r *dlRecord, p download.Progress, err error) Download {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	r.d.State = stateNames[p.State]
 	r.d.Done, r.d.Total, r.d.Speed = p.Done, p.Total, p.Speed
 	r.d.ETASec = -1
@@ -133,40 +132,40 @@ func (s *Service) updateDownload(r *dlRecord, p download.Progress, err error) Do
 	return r.d
 }
 
-// CancelDownload stops a running download; what it fetched stays for a
+// cancelDownload stops a running download; what it fetched stays for a
 // resume (Download again continues it).
-func (s *Service) CancelDownload(id, quant string) {
-	s.cat.mu.Lock()
+func (c *catalogBrowser) cancelDownload(id, quant string) {
+	c.mu.Lock()
 	var job *download.Job
-	for k, r := range s.cat.downloads {
+	for k, r := range c.downloads {
 		if strings.EqualFold(k, downloadKey(id, quant)) && r.job != nil {
 			job = r.job
 		}
 	}
-	s.cat.mu.Unlock()
+	c.mu.Unlock()
 	if job != nil {
 		job.Cancel()
 	}
 }
 
-// Downloads are this run's downloads, running and ended, by key.
-func (s *Service) Downloads() []Download {
-	s.cat.mu.Lock()
-	out := make([]Download, 0, len(s.cat.downloads))
-	for _, r := range s.cat.downloads {
+// downloadList is this run's downloads, running and ended, by key.
+func (c *catalogBrowser) downloadList() []Download {
+	c.mu.Lock()
+	out := make([]Download, 0, len(c.downloads))
+	for _, r := range c.downloads {
 		out = append(out, r.d)
 	}
-	s.cat.mu.Unlock()
+	c.mu.Unlock()
 	slices.SortFunc(out, func(a, b Download) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
-// closeDownloads cancels the running downloads (their parts stay for a
+// close cancels the running downloads (their parts stay for a
 // resume at the next run) and waits for them to stop.
-func (s *Service) closeDownloads() {
-	s.cat.cancel()
+func (c *catalogBrowser) close() {
+	c.cancel()
 	done := make(chan struct{})
-	go func() { s.cat.wg.Wait(); close(done) }()
+	go func() { c.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second): // a verification of a large file finishes on its own

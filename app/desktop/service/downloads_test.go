@@ -148,7 +148,7 @@ func withCatalog(t *testing.T, s *Service) *catalogFixture {
 	writeFile(t, path, doc)
 	t.Setenv(catalog.CatalogFileEnv, path)
 	// Reconnect at once after a dropped connection.
-	s.cat.dl = download.NewManager(download.Options{Client: s.cat.client, ProgressInterval: progressInterval, RetryDelay: 10 * time.Millisecond})
+	s.catalog.dl = download.NewManager(download.Options{Client: s.catalog.client, ProgressInterval: progressInterval, RetryDelay: 10 * time.Millisecond})
 	return &catalogFixture{srv: srv, data: data, tiny: "tiny", bad: "damaged", sizingOnly: "sizing", fileName: "tiny-q8_0.gguf"}
 }
 
@@ -384,7 +384,7 @@ func TestDownloadOnAFullDisk(t *testing.T) {
 	s, rec := newService(t)
 	fx := withCatalog(t, s)
 	// Refused before a byte is fetched: the free space is known.
-	s.cat.dl = download.NewManager(download.Options{FreeSpace: func(string) (int64, error) { return 1 << 20, nil }})
+	s.catalog.dl = download.NewManager(download.Options{FreeSpace: func(string) (int64, error) { return 1 << 20, nil }})
 	_, err := s.Download("tiny", "Q8_0")
 	want := fmt.Sprintf("the disk is full: 1.0 MiB free, %.1f MiB needed", float64(len(fx.data))/(1<<20))
 	if err == nil || err.Error() != want {
@@ -394,7 +394,7 @@ func TestDownloadOnAFullDisk(t *testing.T) {
 		t.Fatalf("event %+v", ev)
 	}
 	// Full midway: the part is kept for a resume.
-	s.cat.dl = download.NewManager(download.Options{Retries: -1,
+	s.catalog.dl = download.NewManager(download.Options{Retries: -1,
 		WrapWriter: func(w io.Writer) io.Writer { return &failAfter{w: w, left: 256 << 10} }})
 	if _, err := s.Download("tiny", "Q8_0"); err != nil {
 		t.Fatal(err)

@@ -1,14 +1,13 @@
 package service
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
-	"runtime"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"nibble/app/settings"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
 	"nibble/engine/scheduler"
@@ -47,26 +46,6 @@ const (
 	BudgetSettings   = "memory limit in Settings"
 	budgetUnknownPre = "unknown: "
 )
-
-// budget is what a model may use here: the machine's budget, or the
-// memory limit in Settings when that is set and smaller; and where it came
-// from.
-func (s *Service) budget() (estimate.Budget, string) {
-	b, err := s.probe()
-	src := BudgetAvailable
-	if err != nil {
-		b, src = estimate.Budget{OS: runtime.GOOS}, budgetUnknownPre+err.Error()
-	} else if b.OS == "darwin" && b.GPUCap > 0 && b.GPUCap < b.AvailableRAM {
-		src = BudgetWired
-	}
-	if lim := s.store.Get().MemoryLimit; lim > 0 && (b.Bytes <= 0 || lim < b.Bytes) {
-		b.Bytes, src = lim, BudgetSettings
-		// The user's limit, not the GPU's, is what binds: no advice to
-		// raise the wired limit.
-		b.GPUCap = 0
-	}
-	return b, src
-}
 
 // parseKV reads a KV cache type name; "" and "auto" are q4, the compact
 // cache Nibble is built around (docs/ARCHITECTURE.md, "KV cache format").
@@ -174,34 +153,25 @@ func needs(total, budget int64) string {
 	return fmt.Sprintf("%.1f of %.1f MiB", float64(total)/(1<<20), float64(budget)/(1<<20))
 }
 
-// Estimate evaluates the loaded model at ctx tokens (0: the context in
-// force) with the KV type kvType ("" or "auto": q4), against this
-// machine's budget (or the memory limit in Settings).
-func (s *Service) Estimate(ctx int, kvType string) (Estimate, error) {
-	info, ok := s.engine().Info()
-	if !ok {
-		return Estimate{}, errors.New("estimate: no model is loaded")
-	}
-	if ctx < 0 {
-		return Estimate{}, fmt.Errorf("estimate: context %d is negative", ctx)
-	}
-	if ctx == 0 {
-		ctx = info.Options.Ctx
-	}
-	t, err := parseKV(kvType)
-	if err != nil {
-		return Estimate{}, fmt.Errorf("estimate: %w", err)
-	}
-	lm, d := s.inspect(info.Path)
-	if d == nil {
-		return Estimate{}, fmt.Errorf("estimate: %s: %s", info.Path, lm.Problem)
-	}
-	b, src := s.budget()
-	return evaluate(*d, loadedOptions(info, ctx, t), b, src)
-}
-
 // loadedOptions are the estimator's options for the loaded model at
 // another context and KV type, as Reconfigure would apply them.
 func loadedOptions(info scheduler.ModelInfo, ctx int, t kv.Type) estimate.Options {
 	return estimate.Options{Ctx: ctx, KV: t, KVGroup: info.Options.KVGroup, Backend: info.Backend, Threads: info.Estimate.Threads}
+}
+
+// remoteAdvice adds the remote option to the advice of a load that will
+// not fit, when an endpoint is configured in c: the active one, else the
+// first.
+func remoteAdvice(est *Estimate, c settings.Settings) {
+	if est.Verdict != estimate.WillNotFit.String() {
+		return
+	}
+	if len(c.RemoteEndpoints) == 0 {
+		return
+	}
+	ep := c.RemoteEndpoints[0]
+	if a, ok := c.FindRemote(c.ActiveRemote); ok {
+		ep = a
+	}
+	est.Advice = append(est.Advice, fmt.Sprintf("Or use the remote model %s (Models → Remote)", ep.Name))
 }

@@ -30,7 +30,7 @@ func TestLoadEvictsWhenTheContextDoesNotFit(t *testing.T) {
 	if _, err := s.LoadModel(LoadRequest{Path: long, Ctx: 131072, KV: "q4"}); err != nil {
 		t.Fatal(err)
 	}
-	info, ok := s.engine().Info()
+	info, ok := s.loader.engine().Info()
 	if !ok {
 		t.Fatal("nothing loaded")
 	}
@@ -42,7 +42,7 @@ func TestLoadEvictsWhenTheContextDoesNotFit(t *testing.T) {
 	if _, err := s.LoadModel(LoadRequest{Path: long, Ctx: 2048, KV: "q4"}); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := s.engine().Info(); info.Options.Evict.Policy != kv.EvictNone {
+	if info, _ := s.loader.engine().Info(); info.Options.Evict.Policy != kv.EvictNone {
 		t.Fatalf("a context that fits loaded with eviction %+v", info.Options.Evict)
 	}
 }

@@ -44,7 +44,7 @@ func writeFile(t *testing.T, path string, data []byte) {
 
 // pinBudget makes the machine's budget n bytes, whatever this machine has.
 func pinBudget(s *Service, n int64) {
-	s.probe = func() (estimate.Budget, error) {
+	s.machine.probe = func() (estimate.Budget, error) {
 		return estimate.Budget{Bytes: n, OS: "linux", TotalRAM: 2 * n, AvailableRAM: n}, nil
 	}
 }

@@ -21,8 +21,8 @@ type turn struct {
 }
 
 // errNoHistory says why the history methods cannot work.
-func (s *Service) errNoHistory() error {
-	return fmt.Errorf("conversations are not being kept: %w", s.histErr)
+func (c *chatPart) errNoHistory() error {
+	return fmt.Errorf("conversations are not being kept: %w", c.histErr)
 }
 
 // recordTurn keeps the user's side of req before the reply starts. A new
@@ -30,8 +30,8 @@ func (s *Service) errNoHistory() error {
 // the first user message and gets every message of req except the system
 // prompt; an existing one gets the last user message. Failures are
 // reported in Status rather than stopping the chat.
-func (s *Service) recordTurn(req SendRequest) turn {
-	if s.hist == nil {
+func (c *chatPart) recordTurn(req SendRequest) turn {
+	if c.hist == nil {
 		return turn{}
 	}
 	var msgs []Message
@@ -51,11 +51,11 @@ func (s *Service) recordTurn(req SendRequest) turn {
 	if t.convID != 0 {
 		// Only the new message: the earlier ones were kept by earlier turns.
 		last := msgs[len(msgs)-1:]
-		if err := s.appendMessages(t.convID, last); err == nil {
-			s.emit(EventHistory, HistoryChanged{ID: t.convID})
+		if err := c.appendMessages(t.convID, last); err == nil {
+			c.emit(EventHistory, HistoryChanged{ID: t.convID})
 			return t
 		} else if !errors.Is(err, history.ErrNotFound) {
-			s.historyFailed(err)
+			c.historyFailed(err)
 			return turn{}
 		}
 		// Deleted from the History pane while the chat was open: keep the
@@ -69,33 +69,31 @@ func (s *Service) recordTurn(req SendRequest) turn {
 		}
 	}
 	model := ""
-	if info, ok := s.engine().Info(); ok {
+	if info, ok := c.engine.engine().Info(); ok {
 		model = modelOf(info).Name
-		s.mu.Lock()
-		if s.demo {
+		if c.engine.isDemo() {
 			model = DemoName
 		}
-		s.mu.Unlock()
 	}
-	if ep, ok := s.activeRemote(); ok {
+	if ep, ok := c.remote.active(); ok {
 		model = ep.Name + " (remote)"
 	}
-	c, err := s.hist.NewConversation(title, strings.ToValidUTF8(strings.ReplaceAll(model, "\n", " "), "?"))
+	conv, err := c.hist.NewConversation(title, strings.ToValidUTF8(strings.ReplaceAll(model, "\n", " "), "?"))
 	if err != nil {
-		s.historyFailed(err)
+		c.historyFailed(err)
 		return turn{}
 	}
-	t = turn{convID: c.ID, created: true}
-	if err := s.appendMessages(t.convID, msgs); err != nil {
-		s.historyFailed(err)
+	t = turn{convID: conv.ID, created: true}
+	if err := c.appendMessages(t.convID, msgs); err != nil {
+		c.historyFailed(err)
 	}
-	s.emit(EventHistory, HistoryChanged{ID: t.convID})
+	c.emit(EventHistory, HistoryChanged{ID: t.convID})
 	return t
 }
 
-func (s *Service) appendMessages(convID int64, msgs []Message) error {
+func (c *chatPart) appendMessages(convID int64, msgs []Message) error {
 	for _, m := range msgs {
-		if _, err := s.hist.AppendMessage(convID, history.Message{Role: history.Role(m.Role),
+		if _, err := c.hist.AppendMessage(convID, history.Message{Role: history.Role(m.Role),
 			Content: strings.ToValidUTF8(m.Content, "\uFFFD")}); err != nil {
 			return err
 		}
@@ -107,20 +105,20 @@ func (s *Service) appendMessages(convID int64, msgs []Message) error {
 // start (the prompt is too long, the engine is busy): the user sees an
 // error, not a turn. A message added to an existing conversation stays,
 // since the history has no way to delete one message.
-func (s *Service) dropTurn(t turn) {
+func (c *chatPart) dropTurn(t turn) {
 	if !t.created {
 		return
 	}
-	if err := s.hist.Delete(t.convID); err == nil {
-		s.emit(EventHistory, HistoryChanged{ID: t.convID})
+	if err := c.hist.Delete(t.convID); err == nil {
+		c.emit(EventHistory, HistoryChanged{ID: t.convID})
 	}
 }
 
 // recordReply keeps a finished reply: its text (for a stopped one, what
 // had streamed) and its stats. Errors are not kept, nor is a reply
 // stopped before its first word.
-func (s *Service) recordReply(t turn, f Final, shown string) {
-	if s.hist == nil || t.convID == 0 || f.FinishReason == "error" {
+func (c *chatPart) recordReply(t turn, f Final, shown string) {
+	if c.hist == nil || t.convID == 0 || f.FinishReason == "error" {
 		return
 	}
 	text := f.Text
@@ -136,41 +134,36 @@ func (s *Service) recordReply(t turn, f Final, shown string) {
 	for _, src := range t.sources {
 		sources = append(sources, history.Source{Number: src.Number, Document: strings.ToValidUTF8(src.Document, "\uFFFD"), Label: src.Label})
 	}
-	if _, err := s.hist.AppendMessage(t.convID, history.Message{Role: history.RoleAssistant,
+	if _, err := c.hist.AppendMessage(t.convID, history.Message{Role: history.RoleAssistant,
 		Content: strings.ToValidUTF8(text, "\uFFFD"), Stats: st, Sources: sources}); err != nil {
 		if !errors.Is(err, history.ErrNotFound) { // deleted while it was generated
-			s.historyFailed(err)
+			c.historyFailed(err)
 		}
 		return
 	}
-	s.emit(EventHistory, HistoryChanged{ID: t.convID})
+	c.emit(EventHistory, HistoryChanged{ID: t.convID})
 }
 
 // historyFailed tells the window, through Status, that a turn was not
 // kept; the chat itself goes on.
-func (s *Service) historyFailed(err error) {
-	s.mu.Lock()
-	if s.err == "" {
-		s.err = "this conversation is not being kept: " + err.Error()
-	}
-	s.mu.Unlock()
-	s.emit(EventStatus, s.Status())
+func (c *chatPart) historyFailed(err error) {
+	c.noteProblem("this conversation is not being kept: " + err.Error())
 }
 
-// Conversations lists kept conversations, newest first, or those whose
+// conversations lists kept conversations, newest first, or those whose
 // title or messages contain query when it is not blank.
-func (s *Service) Conversations(query string) ([]ConversationSummary, error) {
-	if s.hist == nil {
-		return nil, s.errNoHistory()
+func (c *chatPart) conversations(query string) ([]ConversationSummary, error) {
+	if c.hist == nil {
+		return nil, c.errNoHistory()
 	}
 	var (
 		rows []history.Summary
 		err  error
 	)
 	if strings.TrimSpace(query) == "" {
-		rows, err = s.hist.List(historyLimit, 0)
+		rows, err = c.hist.List(historyLimit, 0)
 	} else {
-		rows, err = s.hist.Search(query, historyLimit)
+		rows, err = c.hist.Search(query, historyLimit)
 	}
 	if err != nil {
 		return nil, err
@@ -183,21 +176,21 @@ func (s *Service) Conversations(query string) ([]ConversationSummary, error) {
 	return out, nil
 }
 
-// Conversation restores kept conversation id.
-func (s *Service) Conversation(id int64) (Conversation, error) {
-	if s.hist == nil {
-		return Conversation{}, s.errNoHistory()
+// conversation restores kept conversation id.
+func (c *chatPart) conversation(id int64) (Conversation, error) {
+	if c.hist == nil {
+		return Conversation{}, c.errNoHistory()
 	}
-	c, err := s.hist.Get(id)
+	conv, err := c.hist.Get(id)
 	if err != nil {
 		return Conversation{}, err
 	}
-	out := Conversation{ID: c.ID, Title: c.Title, Model: c.Model, Messages: make([]StoredMessage, 0, len(c.Messages))}
-	for _, m := range c.Messages {
+	out := Conversation{ID: conv.ID, Title: conv.Title, Model: conv.Model, Messages: make([]StoredMessage, 0, len(conv.Messages))}
+	for _, m := range conv.Messages {
 		sm := StoredMessage{Role: string(m.Role), Content: m.Content}
 		if m.Stats != nil {
 			sm.Stats = &ReplyStats{FinishReason: m.Stats.FinishReason, GenTokens: m.Stats.Tokens,
-				TTFTMs: float64(m.Stats.TTFT.Microseconds()) / 1000, DecodeTokPerSec: m.Stats.TokensPerSec}
+				TTFTMs: millis(m.Stats.TTFT), DecodeTokPerSec: m.Stats.TokensPerSec}
 		}
 		for _, src := range m.Sources {
 			sm.Sources = append(sm.Sources, Source{Number: src.Number, Document: src.Document, Label: src.Label})
@@ -207,22 +200,34 @@ func (s *Service) Conversation(id int64) (Conversation, error) {
 	return out, nil
 }
 
-// DeleteConversation deletes kept conversation id.
-func (s *Service) DeleteConversation(id int64) error {
-	if s.hist == nil {
-		return s.errNoHistory()
+// deleteConversation deletes kept conversation id.
+func (c *chatPart) deleteConversation(id int64) error {
+	if c.hist == nil {
+		return c.errNoHistory()
 	}
-	if err := s.hist.Delete(id); err != nil {
+	if err := c.hist.Delete(id); err != nil {
 		return err
 	}
-	s.emit(EventHistory, HistoryChanged{ID: id})
+	c.emit(EventHistory, HistoryChanged{ID: id})
 	return nil
 }
 
-// ExportConversation is kept conversation id as Markdown.
-func (s *Service) ExportConversation(id int64) (string, error) {
-	if s.hist == nil {
-		return "", s.errNoHistory()
+// exportConversation is kept conversation id as Markdown.
+func (c *chatPart) exportConversation(id int64) (string, error) {
+	if c.hist == nil {
+		return "", c.errNoHistory()
 	}
-	return s.hist.ExportMarkdown(id)
+	return c.hist.ExportMarkdown(id)
+}
+
+// rename retitles kept conversation id (a quick action's); a failure
+// keeps the title made from the message, since the reply is already
+// streaming.
+func (c *chatPart) rename(id int64, title string) {
+	if id == 0 || c.hist == nil {
+		return
+	}
+	if err := c.hist.Rename(id, title); err == nil {
+		c.emit(EventHistory, HistoryChanged{ID: id})
+	}
 }

@@ -63,6 +63,19 @@ type KVCheckRow struct {
 	Info    bool   `json:"info,omitempty"`
 }
 
+// kvChecker runs and shows the KV check of the loaded model, and keeps
+// each file's result (KVChoicesFile).
+type kvChecker struct {
+	env
+	machine *machine
+	files   modelFiles
+
+	mu     sync.Mutex    // guards cur, closed and the current check's fields
+	cur    *kvCheckState // the loaded model's check
+	closed bool
+	runs   sync.WaitGroup // running checks, waited for by Close
+}
+
 // kvCheckState is the check of one loaded file.
 type kvCheckState struct {
 	path   string
@@ -81,10 +94,11 @@ type kvChoiceEntry struct {
 	Choice  engine.KVChoice `json:"choice"`
 }
 
-// kvChoicesMu serializes reading and rewriting the kept results (KVChoicesFile).
+// kvChoicesMu serializes reading and rewriting the kept results
+// (KVChoicesFile) across services.
 var kvChoicesMu sync.Mutex
 
-func (s *Service) kvChoicesPath() string { return filepath.Join(s.dirs.Data, KVChoicesFile) }
+func (k *kvChecker) kvChoicesPath() string { return filepath.Join(k.dirs.Data, KVChoicesFile) }
 
 func readKVChoices(path string) map[string]kvChoiceEntry {
 	m := map[string]kvChoiceEntry{}
@@ -100,15 +114,15 @@ func readKVChoices(path string) map[string]kvChoiceEntry {
 
 // cachedKVChoice is the kept result for the model file at path on the
 // engine's backend, or nil.
-func (s *Service) cachedKVChoice(path string) *engine.KVChoice {
+func (k *kvChecker) cachedKVChoice(path string) *engine.KVChoice {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil
 	}
 	kvChoicesMu.Lock()
-	e, ok := readKVChoices(s.kvChoicesPath())[path]
+	e, ok := readKVChoices(k.kvChoicesPath())[path]
 	kvChoicesMu.Unlock()
-	if !ok || e.Size != st.Size() || e.ModTime != st.ModTime().UnixNano() || e.Backend != s.backendChoice().Backend {
+	if !ok || e.Size != st.Size() || e.ModTime != st.ModTime().UnixNano() || e.Backend != k.machine.backendChoice().Backend {
 		return nil
 	}
 	return &e.Choice
@@ -116,18 +130,18 @@ func (s *Service) cachedKVChoice(path string) *engine.KVChoice {
 
 // keepKVChoice writes c as the result for the file at path as it was
 // when the check started (st): a file replaced meanwhile is checked again.
-func (s *Service) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice) error {
+func (k *kvChecker) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice) error {
 	kvChoicesMu.Lock()
 	defer kvChoicesMu.Unlock()
-	m := readKVChoices(s.kvChoicesPath())
-	m[path] = kvChoiceEntry{Size: st.Size(), ModTime: st.ModTime().UnixNano(), Backend: s.backendChoice().Backend, Choice: *c}
+	m := readKVChoices(k.kvChoicesPath())
+	m[path] = kvChoiceEntry{Size: st.Size(), ModTime: st.ModTime().UnixNano(), Backend: k.machine.backendChoice().Backend, Choice: *c}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("keep the KV check: %w", err)
 	}
 	// A temporary file of its own, so that two app processes never write
 	// into the same one.
-	tmp, err := os.CreateTemp(filepath.Dir(s.kvChoicesPath()), "kv-choices-*.tmp")
+	tmp, err := os.CreateTemp(filepath.Dir(k.kvChoicesPath()), "kv-choices-*.tmp")
 	if err != nil {
 		return fmt.Errorf("keep the KV check: %w", err)
 	}
@@ -136,7 +150,7 @@ func (s *Service) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice) 
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(tmp.Name(), s.kvChoicesPath())
+		werr = os.Rename(tmp.Name(), k.kvChoicesPath())
 	}
 	if werr != nil {
 		os.Remove(tmp.Name())
@@ -148,7 +162,7 @@ func (s *Service) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice) 
 // checkOf is the KVCheck showing choice c.
 func checkOf(c *engine.KVChoice, cached bool) KVCheck {
 	k := KVCheck{State: KVCheckDone, Cached: cached, Chosen: c.Chosen().Label(), Summary: c.Summary(), Reason: c.Reason,
-		ScaleRatio: c.ScaleRatio, Tokens: c.Tokens, ElapsedMs: float64(c.Elapsed.Microseconds()) / 1000}
+		ScaleRatio: c.ScaleRatio, Tokens: c.Tokens, ElapsedMs: millis(c.Elapsed)}
 	for _, cand := range c.Candidates {
 		k.Rows = append(k.Rows, KVCheckRow{Mode: cand.Label(), Top1: cand.Quality.Top1Agreement, Cosine: cand.Quality.Cosine,
 			Passed: cand.Passed, Skipped: cand.Skipped, Info: cand.Info})
@@ -159,8 +173,8 @@ func checkOf(c *engine.KVChoice, cached bool) KVCheck {
 // autoKV is the KV type "auto" gives the file at path at ctx under o: the
 // kept check's choice when there is one and it fits the budget, else q4;
 // note says why a kept q8 was not used.
-func (s *Service) autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (t kv.Type, c *engine.KVChoice, note string) {
-	c = s.cachedKVChoice(path)
+func (k *kvChecker) autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (t kv.Type, c *engine.KVChoice, note string) {
+	c = k.cachedKVChoice(path)
 	if c == nil || c.Type == kv.Q4 {
 		return kv.Q4, c, ""
 	}
@@ -171,58 +185,69 @@ func (s *Service) autoKV(path string, d estimate.Desc, o estimate.Options, b est
 	return kv.Q4, c, fmt.Sprintf("The KV check prefers %s (%s), but a %s cache of %d tokens does not fit here: keeping q4.", c.Type, c.Reason, c.Type, o.Ctx)
 }
 
-// kvCheckFor is the check to show for the loaded model at path, if any.
-func (s *Service) kvCheckFor(path string) *KVCheck {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.kvc == nil || s.kvc.path != path {
+// checkFor is the check to show for the loaded model at path, if any.
+func (k *kvChecker) checkFor(path string) *KVCheck {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cur == nil || k.cur.path != path {
 		return nil
 	}
-	k := s.kvc.check
-	return &k
+	c := k.cur.check
+	return &c
 }
 
-// stopKVCheck ends the check in progress (a new load, or none is wanted).
-func (s *Service) stopKVCheck() {
-	s.mu.Lock()
-	kc := s.kvc
-	s.kvc = nil
-	s.mu.Unlock()
+// close ends the check in progress and refuses new ones (Close).
+func (k *kvChecker) close() {
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	k.stop()
+}
+
+// wait waits for the checks that were running to end.
+func (k *kvChecker) wait() { k.runs.Wait() }
+
+// stop ends the check in progress (a new load, or none is wanted).
+func (k *kvChecker) stop() {
+	k.mu.Lock()
+	kc := k.cur
+	k.cur = nil
+	k.mu.Unlock()
 	if kc != nil && kc.cancel != nil {
 		kc.cancel()
 	}
 }
 
-// swapKVCheck makes kc the shown check and cancels the one it replaces, in
+// swap makes kc the shown check and cancels the one it replaces, in
 // one critical section so that two starts cannot both keep theirs; a
-// running kc counts as a stream (false once the service is closed).
-func (s *Service) swapKVCheck(kc *kvCheckState) bool {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+// running kc is counted in runs (false once the service is closed).
+func (k *kvChecker) swap(kc *kvCheckState) bool {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
 		return false
 	}
-	old := s.kvc
-	s.kvc = kc
+	old := k.cur
+	k.cur = kc
 	if kc.cancel != nil {
-		s.streams.Add(1)
+		k.runs.Add(1)
 	}
-	s.mu.Unlock()
+	k.mu.Unlock()
 	if old != nil && old.cancel != nil {
 		old.cancel()
 	}
 	return true
 }
 
-// startKVCheck shows the KV check of the model at path, loaded with KV
+// start shows the KV check of the model at path, loaded with KV
 // "auto": a kept result at once (the load already used its choice, or
 // keptNote says why not), otherwise the check runs in the background on
 // the engine's scheduler.
-func (s *Service) startKVCheck(path string, kept *engine.KVChoice, keptNote string) {
+func (k *kvChecker) start(sched *scheduler.Scheduler, path string, kept *engine.KVChoice, keptNote string) {
 	if kept != nil {
 		kc := &kvCheckState{path: path, check: checkOf(kept, true)}
 		kc.check.Note = keptNote
-		s.swapKVCheck(kc)
+		k.swap(kc)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -230,82 +255,81 @@ func (s *Service) startKVCheck(path string, kept *engine.KVChoice, keptNote stri
 	if st, err := os.Stat(path); err == nil {
 		kc.file = st
 	}
-	if !s.swapKVCheck(kc) {
+	if !k.swap(kc) {
 		cancel()
 		return
 	}
-	sched := s.engine()
 	go func() {
-		defer s.streams.Done()
+		defer k.runs.Done()
 		defer cancel()
-		s.runKVCheck(ctx, sched, kc)
+		k.run(ctx, sched, kc)
 	}()
 }
 
-// updateKVCheck changes kc's shown check (when it is still the current
+// update changes kc's shown check (when it is still the current
 // one) and reports the status.
-func (s *Service) updateKVCheck(kc *kvCheckState, f func(*KVCheck)) {
-	s.mu.Lock()
-	current := s.kvc == kc
+func (k *kvChecker) update(kc *kvCheckState, f func(*KVCheck)) {
+	k.mu.Lock()
+	current := k.cur == kc
 	if current {
 		f(&kc.check)
 	}
-	s.mu.Unlock()
+	k.mu.Unlock()
 	if current {
-		s.emit(EventStatus, s.Status())
+		k.statusChanged()
 	}
 }
 
-func (s *Service) runKVCheck(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState) {
+func (k *kvChecker) run(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState) {
 	c, err := sched.ProbeKV(ctx, kc.path, engine.KVChoiceOptions{Residual: -1}, func(done, total int) {
 		pct := done * 100 / max(total, 1)
-		s.mu.Lock()
+		k.mu.Lock()
 		report := pct != kc.last
 		kc.last = pct
-		s.mu.Unlock()
+		k.mu.Unlock()
 		if report {
-			s.updateKVCheck(kc, func(k *KVCheck) { k.Done, k.Total = done, total })
+			k.update(kc, func(chk *KVCheck) { chk.Done, chk.Total = done, total })
 		}
 	})
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, scheduler.ErrUnloaded) || errors.Is(err, scheduler.ErrClosed) {
 			return // another load or the quit ended it
 		}
-		s.updateKVCheck(kc, func(k *KVCheck) { k.State, k.Error = KVCheckFailed, err.Error() })
+		k.update(kc, func(chk *KVCheck) { chk.State, chk.Error = KVCheckFailed, err.Error() })
 		return
 	}
 	keepErr := fmt.Errorf("keep the KV check: %s could not be read when the check started", filepath.Base(kc.path))
 	if kc.file != nil {
-		keepErr = s.keepKVChoice(kc.path, kc.file, c)
+		keepErr = k.keepKVChoice(kc.path, kc.file, c)
 	}
-	s.updateKVCheck(kc, func(k *KVCheck) {
-		done, total := k.Done, k.Total
-		*k = checkOf(c, false)
-		k.Done, k.Total = done, total
+	k.update(kc, func(chk *KVCheck) {
+		done, total := chk.Done, chk.Total
+		*chk = checkOf(c, false)
+		chk.Done, chk.Total = done, total
 		if keepErr != nil {
-			k.Error = keepErr.Error()
+			chk.Error = keepErr.Error()
 		}
 	})
 	if c.Type != kv.Q4 {
-		s.switchKV(ctx, sched, kc, c)
+		k.switchKV(ctx, sched, kc, c)
 	}
 }
 
 // switchKV moves the loaded model to the check's choice, when idle and
 // while the KV setting is still auto, if it fits at the context in force;
 // the check's note says what happened.
-func (s *Service) switchKV(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState, c *engine.KVChoice) {
+func (k *kvChecker) switchKV(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState, c *engine.KVChoice) {
 	var note string
 	_, applied, err := sched.ReconfigureWhenIdle(ctx, func(info scheduler.ModelInfo) (engine.Options, bool) {
-		if info.Path != kc.path || info.Options.KV == c.Type || s.store.Get().KVType != "auto" {
+		if info.Path != kc.path || info.Options.KV == c.Type || k.store.Get().KVType != "auto" {
 			return engine.Options{}, false
 		}
-		lm, d := s.inspect(info.Path)
+		lm, d := k.files.inspect(info.Path)
 		if d == nil {
 			note = fmt.Sprintf("KV stays %s: %s", info.Options.KV, lm.Problem)
 			return engine.Options{}, false
 		}
-		b, src := s.budget()
+		b, src := k.machine.budget()
 		eo := loadedOptions(info, info.Options.Ctx, c.Type)
 		eo.Evict = info.Options.Evict
 		if e, err := evaluate(*d, eo, b, src); err != nil || e.Verdict == estimate.WillNotFit.String() {
@@ -326,7 +350,7 @@ func (s *Service) switchKV(ctx context.Context, sched *scheduler.Scheduler, kc *
 		note = fmt.Sprintf("KV switched to %s: %s", c.Type, c.Reason)
 	}
 	if note != "" {
-		s.updateKVCheck(kc, func(k *KVCheck) { k.Note = note })
+		k.update(kc, func(chk *KVCheck) { chk.Note = note })
 	}
 }
 

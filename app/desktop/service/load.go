@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"nibble/app/desktop/demo"
 	"nibble/app/settings"
@@ -12,6 +13,151 @@ import (
 	"nibble/engine/kv"
 	"nibble/engine/scheduler"
 )
+
+// loader owns the engine's scheduler and what it runs: the start-up
+// state, the model loaded and with which context and KV type. The other
+// parts reach the scheduler through localEngine.
+type loader struct {
+	env
+	machine *machine
+	files   modelFiles // the picker: headers and the list's refresh
+	kv      kvChecks   // the KV check of the loaded model
+
+	// loadMu serializes loads, reconfigurations and scheduler swaps.
+	loadMu sync.Mutex
+
+	mu       sync.Mutex // guards the fields below
+	sched    *scheduler.Scheduler
+	schedCfg scheduler.Config
+	state    State
+	err      string
+	prepare  *Prepare
+	demo     bool
+	closed   bool
+}
+
+// localEngine is the loader as the other parts see it.
+type localEngine interface {
+	// engine is the scheduler in use (a load may replace it when the
+	// settings' slots or threads changed).
+	engine() *scheduler.Scheduler
+	// isDemo says whether the loaded model is the demo model.
+	isDemo() bool
+}
+
+// modelFiles is the picker as the loader, the KV check and the catalog
+// see it.
+type modelFiles interface {
+	inspect(path string) (LocalModel, *estimate.Desc)
+	changed()
+}
+
+// kvChecks is the KV check as the loader sees it (kvcheck.go).
+type kvChecks interface {
+	autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (kv.Type, *engine.KVChoice, string)
+	start(sched *scheduler.Scheduler, path string, kept *engine.KVChoice, keptNote string)
+	stop()
+	checkFor(path string) *KVCheck
+}
+
+func newLoader(e env, m *machine) *loader {
+	l := &loader{env: e, machine: m, state: StateStarting}
+	c := e.store.Get()
+	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: m.newBackend(c.Threads)}
+	l.sched, l.schedCfg = scheduler.New(cfg), cfg
+	return l
+}
+
+func (l *loader) engine() *scheduler.Scheduler {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sched
+}
+
+func (l *loader) isDemo() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.demo
+}
+
+// loaderState is the loader's part of Status.
+type loaderState struct {
+	state   State
+	err     string
+	prepare *Prepare
+	demo    bool
+}
+
+func (l *loader) snapshot() loaderState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return loaderState{state: l.state, err: l.err, prepare: l.prepare, demo: l.demo}
+}
+
+func (l *loader) setState(st State, msg string) {
+	l.mu.Lock()
+	l.state, l.err = st, msg
+	l.mu.Unlock()
+	l.statusChanged()
+}
+
+// noteProblem shows msg as Status.Error unless an error is shown already;
+// the next change of state clears it.
+func (l *loader) noteProblem(msg string) {
+	l.mu.Lock()
+	if l.err == "" {
+		l.err = msg
+	}
+	l.mu.Unlock()
+	l.statusChanged()
+}
+
+// prepareProgress reports synthesis progress, once per percent.
+func (l *loader) prepareProgress(label string) func(done, total int64) {
+	last := -1
+	return func(done, total int64) {
+		if total <= 0 {
+			return
+		}
+		pct := int(done * 100 / total)
+		if pct == last {
+			return
+		}
+		last = pct
+		p := Prepare{Label: label, Done: done, Total: total}
+		l.mu.Lock()
+		l.prepare = &p
+		l.mu.Unlock()
+		l.emit(EventPrepare, p)
+	}
+}
+
+// ensureDemo synthesizes the demo model into the cache folder (a first
+// run, no model configured) and returns its path.
+func (l *loader) ensureDemo() (string, error) {
+	l.setState(StatePreparing, "")
+	path, err := demo.Ensure(l.dirs.Cache, l.prepareProgress("Synthesizing the demo model"))
+	if err != nil {
+		l.setState(StateError, err.Error())
+		return "", err
+	}
+	return path, nil
+}
+
+// refuseLoads makes later loads fail with scheduler.ErrClosed (Close).
+func (l *loader) refuseLoads() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
+// close shuts the engine down once a load in progress has finished.
+func (l *loader) close() error {
+	l.refuseLoads()
+	l.loadMu.Lock()
+	defer l.loadMu.Unlock()
+	return l.engine().Close()
+}
 
 // loadPlan is a load request with its defaults filled in and the file's
 // header read.
@@ -34,7 +180,7 @@ type loadPlan struct {
 
 // plan checks the file and fills in req's defaults: the settings' context
 // (at most the model's trained context) and KV type.
-func (s *Service) plan(req LoadRequest) (*loadPlan, error) {
+func (l *loader) plan(req LoadRequest) (*loadPlan, error) {
 	if req.Path == "" {
 		return nil, errors.New("load: no model file given")
 	}
@@ -45,19 +191,19 @@ func (s *Service) plan(req LoadRequest) (*loadPlan, error) {
 	if req.Ctx < 0 {
 		return nil, fmt.Errorf("load %s: context %d is negative", filepath.Base(path), req.Ctx)
 	}
-	if demo.Is(s.dirs.Cache, path) && !fileExists(path) {
-		s.setState(StatePreparing, "")
-		if _, err := demo.Ensure(s.dirs.Cache, s.prepareProgress("Synthesizing the demo model")); err != nil {
+	if demo.Is(l.dirs.Cache, path) && !fileExists(path) {
+		l.setState(StatePreparing, "")
+		if _, err := demo.Ensure(l.dirs.Cache, l.prepareProgress("Synthesizing the demo model")); err != nil {
 			return nil, err
 		}
 	}
-	lm, d := s.inspect(path)
+	lm, d := l.files.inspect(path)
 	if d == nil {
 		return nil, fmt.Errorf("cannot load %s: %s", filepath.Base(path), lm.Problem)
 	}
-	c := s.store.Get()
+	c := l.store.Get()
 	p := &loadPlan{req: req, path: path, name: lm.Name, desc: *d, ctx: req.Ctx}
-	if demo.Is(s.dirs.Cache, path) {
+	if demo.Is(l.dirs.Cache, path) {
 		p.name = DemoName
 	}
 	if p.ctx == 0 {
@@ -74,12 +220,12 @@ func (s *Service) plan(req LoadRequest) (*loadPlan, error) {
 		return nil, fmt.Errorf("load %s: %w", filepath.Base(path), err)
 	}
 	// Threads as the scheduler the load will run on has them.
-	p.opts = estimate.Options{Ctx: p.ctx, KV: p.kv, Backend: s.backendChoice().Backend, Threads: c.Threads}
-	p.budget, p.source = s.budget()
+	p.opts = estimate.Options{Ctx: p.ctx, KV: p.kv, Backend: l.machine.backendChoice().Backend, Threads: c.Threads}
+	p.budget, p.source = l.machine.budget()
 	// The demo model's random weights fail any KV check (they are noise
 	// to a quantizer, docs/ARCHITECTURE.md): it keeps the default q4.
-	if p.auto = kvAuto(req.KV, c) && !demo.Is(s.dirs.Cache, path); p.auto {
-		p.kv, p.kept, p.keptNote = s.autoKV(path, *d, p.opts, p.budget, p.source)
+	if p.auto = kvAuto(req.KV, c) && !demo.Is(l.dirs.Cache, path); p.auto {
+		p.kv, p.kept, p.keptNote = l.kv.autoKV(path, *d, p.opts, p.budget, p.source)
 		p.opts.KV = p.kv
 	}
 	if c.WhenContextDoesNotFit == "evict" {
@@ -104,26 +250,26 @@ func (p *loadPlan) evictIfTooLong() {
 	}
 }
 
-// CheckLoad is the estimate of loading req here (its zero fields take the
+// checkLoad is the estimate of loading req here (its zero fields take the
 // settings' values), against the budget a load would be checked against.
-func (s *Service) CheckLoad(req LoadRequest) (Estimate, error) {
-	p, err := s.plan(req)
+func (l *loader) checkLoad(req LoadRequest) (Estimate, error) {
+	p, err := l.plan(req)
 	if err != nil {
 		return Estimate{}, err
 	}
 	est, err := evaluate(p.desc, p.opts, p.budget, p.source)
 	if err == nil {
-		s.remoteAdvice(&est)
+		remoteAdvice(&est, l.store.Get())
 	}
 	return est, err
 }
 
-// SmallerContext is the context to offer when req will not fit: the
+// smallerContext is the context to offer when req will not fit: the
 // largest that stays clear of "tight" with req's KV type, else the largest
 // that fits at all, rounded down to whole K tokens; 0 when not even
 // settings.MinContext tokens fit.
-func (s *Service) SmallerContext(req LoadRequest) (int, error) {
-	p, err := s.plan(req)
+func (l *loader) smallerContext(req LoadRequest) (int, error) {
+	p, err := l.plan(req)
 	if err != nil {
 		return 0, err
 	}
@@ -146,7 +292,7 @@ func (s *Service) SmallerContext(req LoadRequest) (int, error) {
 	return n, nil
 }
 
-// LoadModel loads req.Path with req's context and KV type (zero fields:
+// load loads req.Path with req's context and KV type (zero fields:
 // the settings'), replacing the loaded model, whose replies end. A load
 // that will not fit the budget (the machine's, or the memory limit in
 // Settings when smaller) is refused before anything is allocated, with a
@@ -156,32 +302,32 @@ func (s *Service) SmallerContext(req LoadRequest) (int, error) {
 //
 // It does not ask anything: app/desktop asks first (tight, or a smaller
 // context that fits) and then calls LoadModel with the answer.
-func (s *Service) LoadModel(req LoadRequest) (Status, error) {
-	p, err := s.plan(req)
+func (l *loader) load(req LoadRequest) (Status, error) {
+	p, err := l.plan(req)
 	if err != nil {
-		return s.refused(err)
+		return l.refused(err)
 	}
 	est, err := evaluate(p.desc, p.opts, p.budget, p.source)
 	if err != nil {
-		return s.refused(fmt.Errorf("load %s: %w", filepath.Base(p.path), err))
+		return l.refused(fmt.Errorf("load %s: %w", filepath.Base(p.path), err))
 	}
 	if est.Verdict == estimate.WillNotFit.String() {
-		s.remoteAdvice(&est)
-		return s.refused(&NotFitError{Name: p.name, Estimate: est})
+		remoteAdvice(&est, l.store.Get())
+		return l.refused(&NotFitError{Name: p.name, Estimate: est})
 	}
-	if err := s.loadPlanned(p); err != nil {
-		return s.Status(), err
+	if err := l.loadPlanned(p); err != nil {
+		return l.status(), err
 	}
 	if p.auto {
-		s.startKVCheck(p.path, p.kept, p.keptNote)
+		l.kv.start(l.engine(), p.path, p.kept, p.keptNote)
 	}
 	var remember error
-	if err := s.store.Update(func(c *settings.Settings) error {
+	if err := l.store.Update(func(c *settings.Settings) error {
 		c.LastModel = p.path
 		if !req.keepRemote {
 			c.ActiveRemote = "" // a local model was loaded: chats go to it
 		}
-		if demo.Is(s.dirs.Cache, p.path) {
+		if demo.Is(l.dirs.Cache, p.path) {
 			c.LastModel = "" // the next start makes and loads the demo model again
 		}
 		if req.Ctx >= settings.MinContext && req.Ctx <= settings.MaxContext {
@@ -194,143 +340,143 @@ func (s *Service) LoadModel(req LoadRequest) (Status, error) {
 	}); err != nil {
 		remember = fmt.Errorf("model loaded, but not remembered: %w", err)
 	}
-	s.modelsChanged()
-	return s.Status(), remember
+	l.files.changed()
+	return l.status(), remember
 }
 
 // refused reports a load that did not start. The state changes only when
 // no model is loaded (the window shows the error there); otherwise the
 // loaded model carries on and the error goes to the caller alone.
-func (s *Service) refused(err error) (Status, error) {
-	if _, ok := s.engine().Info(); !ok {
-		s.setState(StateError, err.Error())
+func (l *loader) refused(err error) (Status, error) {
+	if _, ok := l.engine().Info(); !ok {
+		l.setState(StateError, err.Error())
 	} else {
-		s.mu.Lock()
-		st := s.state
-		s.mu.Unlock()
+		l.mu.Lock()
+		st := l.state
+		l.mu.Unlock()
 		if st != StateReady { // e.g. preparing the demo model
-			s.setState(StateReady, "")
+			l.setState(StateReady, "")
 		}
 	}
-	return s.Status(), err
+	return l.status(), err
 }
 
 // loadPlanned runs the load on the scheduler, which checks the estimate
 // again (against the same budget) before it allocates. If it fails after
 // the old model was unloaded, the old model is loaded again.
-func (s *Service) loadPlanned(p *loadPlan) error {
-	s.loadMu.Lock()
-	defer s.loadMu.Unlock()
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
+func (l *loader) loadPlanned(p *loadPlan) error {
+	l.loadMu.Lock()
+	defer l.loadMu.Unlock()
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
 	if closed {
 		return scheduler.ErrClosed
 	}
-	prev, hadPrev := s.engine().Info()
-	s.stopKVCheck() // the load ends it anyway; nothing stale stays shown
-	sched := s.schedulerForSettings()
-	s.setState(StateLoading, "")
+	prev, hadPrev := l.engine().Info()
+	l.kv.stop() // the load ends it anyway; nothing stale stays shown
+	sched := l.schedulerForSettings()
+	l.setState(StateLoading, "")
 	b := p.budget
 	_, err := sched.Load(p.path, engine.Options{Ctx: p.ctx, KV: p.kv, Budget: &b, Evict: p.opts.Evict})
 	if err != nil {
 		err = fmt.Errorf("loading %s: %w", p.path, err)
 		if hadPrev {
 			if _, perr := sched.Load(prev.Path, prev.Options); perr == nil {
-				s.mu.Lock()
-				s.demo = demo.Is(s.dirs.Cache, prev.Path)
-				s.mu.Unlock()
-				s.setState(StateReady, "")
+				l.mu.Lock()
+				l.demo = demo.Is(l.dirs.Cache, prev.Path)
+				l.mu.Unlock()
+				l.setState(StateReady, "")
 				return err
 			}
 		}
-		s.setState(StateError, err.Error())
+		l.setState(StateError, err.Error())
 		return err
 	}
-	s.mu.Lock()
-	s.demo = demo.Is(s.dirs.Cache, p.path)
-	s.prepare = nil
-	s.mu.Unlock()
-	s.setState(StateReady, "")
+	l.mu.Lock()
+	l.demo = demo.Is(l.dirs.Cache, p.path)
+	l.prepare = nil
+	l.mu.Unlock()
+	l.setState(StateReady, "")
 	return nil
 }
 
 // schedulerForSettings is the scheduler to load on: the current one, or a
 // new one when the settings' slots or threads changed since it was made
 // (those are fixed for a scheduler's life, so they apply at the next load).
-func (s *Service) schedulerForSettings() *scheduler.Scheduler {
-	c := s.store.Get()
-	s.mu.Lock()
-	cur := s.sched
-	same := s.schedCfg.Slots == c.Slots && s.schedCfg.Threads == c.Threads
-	s.mu.Unlock()
+func (l *loader) schedulerForSettings() *scheduler.Scheduler {
+	c := l.store.Get()
+	l.mu.Lock()
+	cur := l.sched
+	same := l.schedCfg.Slots == c.Slots && l.schedCfg.Threads == c.Threads
+	l.mu.Unlock()
 	if same {
 		return cur
 	}
 	cur.Close() // ends its replies, unloads its model; the load replaces it anyway
-	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: s.engineBackend(c.Threads)}
+	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: l.machine.newBackend(c.Threads)}
 	n := scheduler.New(cfg)
-	s.mu.Lock()
-	s.sched, s.schedCfg = n, cfg
-	s.mu.Unlock()
+	l.mu.Lock()
+	l.sched, l.schedCfg = n, cfg
+	l.mu.Unlock()
 	return n
 }
 
-// ApplyContext changes the loaded model's context budget and KV type
+// applyContext changes the loaded model's context budget and KV type
 // ("" or "auto": the KV check's kept choice when it fits, else q4; the
 // check starts when the model has none). One that will not fit is refused with a
 // *NotFitError carrying the advice, and the old settings stay in force.
 // Replies running on the model end (their caches are rebuilt). The new
 // values are remembered in the settings.
-func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
+func (l *loader) applyContext(ctx int, kvName string) (Status, error) {
 	// Held throughout, so the model checked is the model reconfigured.
-	s.loadMu.Lock()
-	defer s.loadMu.Unlock()
-	info, ok := s.engine().Info()
+	l.loadMu.Lock()
+	defer l.loadMu.Unlock()
+	info, ok := l.engine().Info()
 	if !ok {
-		return s.Status(), errors.New("apply context: no model is loaded")
+		return l.status(), errors.New("apply context: no model is loaded")
 	}
 	if ctx <= 0 {
-		return s.Status(), fmt.Errorf("apply context: %d tokens is not a context size", ctx)
+		return l.status(), fmt.Errorf("apply context: %d tokens is not a context size", ctx)
 	}
 	t, err := parseKV(kvName)
 	if err != nil {
-		return s.Status(), fmt.Errorf("apply context: %w", err)
+		return l.status(), fmt.Errorf("apply context: %w", err)
 	}
-	lm, d := s.inspect(info.Path)
+	lm, d := l.files.inspect(info.Path)
 	if d == nil {
-		return s.Status(), fmt.Errorf("apply context: %s: %s", filepath.Base(info.Path), lm.Problem)
+		return l.status(), fmt.Errorf("apply context: %s: %s", filepath.Base(info.Path), lm.Problem)
 	}
-	b, src := s.budget()
-	auto := (kvName == "" || kvName == "auto") && !demo.Is(s.dirs.Cache, info.Path)
+	b, src := l.machine.budget()
+	auto := (kvName == "" || kvName == "auto") && !demo.Is(l.dirs.Cache, info.Path)
 	var kept *engine.KVChoice
 	var keptNote string
 	if auto {
-		t, kept, keptNote = s.autoKV(info.Path, *d, loadedOptions(info, ctx, t), b, src)
+		t, kept, keptNote = l.kv.autoKV(info.Path, *d, loadedOptions(info, ctx, t), b, src)
 	}
 	est, err := evaluate(*d, loadedOptions(info, ctx, t), b, src)
 	if err != nil {
-		return s.Status(), fmt.Errorf("apply context: %w", err)
+		return l.status(), fmt.Errorf("apply context: %w", err)
 	}
 	if est.Verdict == estimate.WillNotFit.String() {
 		name := modelOf(info).Name
-		if demo.Is(s.dirs.Cache, info.Path) {
+		if demo.Is(l.dirs.Cache, info.Path) {
 			name = DemoName
 		}
-		s.remoteAdvice(&est)
-		return s.Status(), &NotFitError{Name: name, Estimate: est}
+		remoteAdvice(&est, l.store.Get())
+		return l.status(), &NotFitError{Name: name, Estimate: est}
 	}
 	o := info.Options
 	o.Ctx, o.KV, o.Batch, o.Budget = ctx, t, 0, &b
-	if _, err := s.engine().Reconfigure(o); err != nil {
-		s.emit(EventStatus, s.Status())
-		return s.Status(), fmt.Errorf("apply context: %w", err)
+	if _, err := l.engine().Reconfigure(o); err != nil {
+		l.statusChanged()
+		return l.status(), fmt.Errorf("apply context: %w", err)
 	}
-	if auto && (s.kvCheckFor(info.Path) == nil || kept != nil) {
-		s.startKVCheck(info.Path, kept, keptNote)
+	if auto && (l.kv.checkFor(info.Path) == nil || kept != nil) {
+		l.kv.start(l.engine(), info.Path, kept, keptNote)
 	}
 	var remember error
-	if err := s.store.Update(func(c *settings.Settings) error {
+	if err := l.store.Update(func(c *settings.Settings) error {
 		if ctx >= settings.MinContext && ctx <= settings.MaxContext {
 			c.ContextTokens = ctx
 		}
@@ -341,8 +487,8 @@ func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
 	}); err != nil {
 		remember = fmt.Errorf("context applied, but not remembered: %w", err)
 	}
-	s.emit(EventStatus, s.Status())
-	return s.Status(), remember
+	l.statusChanged()
+	return l.status(), remember
 }
 
 // kvSetting is the settings' kvType for a type asked for by name.
@@ -351,4 +497,30 @@ func kvSetting(name string, t kv.Type) string {
 		return name
 	}
 	return t.String()
+}
+
+// estimate evaluates the loaded model at ctx tokens (0: the context in
+// force) with the KV type kvType ("" or "auto": q4), against this
+// machine's budget (or the memory limit in Settings).
+func (l *loader) estimate(ctx int, kvType string) (Estimate, error) {
+	info, ok := l.engine().Info()
+	if !ok {
+		return Estimate{}, errors.New("estimate: no model is loaded")
+	}
+	if ctx < 0 {
+		return Estimate{}, fmt.Errorf("estimate: context %d is negative", ctx)
+	}
+	if ctx == 0 {
+		ctx = info.Options.Ctx
+	}
+	t, err := parseKV(kvType)
+	if err != nil {
+		return Estimate{}, fmt.Errorf("estimate: %w", err)
+	}
+	lm, d := l.files.inspect(info.Path)
+	if d == nil {
+		return Estimate{}, fmt.Errorf("estimate: %s: %s", info.Path, lm.Problem)
+	}
+	b, src := l.machine.budget()
+	return evaluate(*d, loadedOptions(info, ctx, t), b, src)
 }

@@ -180,12 +180,12 @@ func TestLoadModelRemembers(t *testing.T) {
 func TestSchedulerRefusesToo(t *testing.T) {
 	s, _, long := loadedService(t)
 	before := s.Status().Model
-	p, err := s.plan(LoadRequest{Path: long, Ctx: 131072, KV: "f16"})
+	p, err := s.loader.plan(LoadRequest{Path: long, Ctx: 131072, KV: "f16"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.budget = estimate.Budget{Bytes: 1 << 20, OS: "linux"} // as if memory went elsewhere meanwhile
-	err = s.loadPlanned(p)
+	err = s.loader.loadPlanned(p)
 	var nf *estimate.NotFitError
 	if !errors.As(err, &nf) {
 		t.Fatalf("loadPlanned = %v, want the scheduler's *estimate.NotFitError", err)
@@ -263,7 +263,7 @@ func TestEstimateOfTheLoadedModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, _ := s.engine().Info()
+	info, _ := s.loader.engine().Info()
 	if e.Ctx != 4096 || e.Total != info.Estimate.Total {
 		t.Fatalf("Estimate(0) = ctx %d total %d; the engine's own estimate is %d", e.Ctx, e.Total, info.Estimate.Total)
 	}

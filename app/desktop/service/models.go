@@ -33,10 +33,13 @@ const DemoName = "Demo model"
 // portable and cheap (one directory listing); a change shows within it.
 var watchInterval = 2 * time.Second
 
-// modelWatch is the picker's state: the headers read so far and the
-// watcher of the models folder.
-type modelWatch struct {
-	mu    sync.Mutex
+// picker is the model picker: the local GGUF files, the headers read so
+// far, and the watcher of the models folder.
+type picker struct {
+	env
+	engine localEngine // which model is loaded
+
+	mu    sync.Mutex           // guards cache and sig
 	cache map[string]fileFacts // by path
 	sig   string               // what the folder looked like when the list was last sent
 	stop  chan struct{}
@@ -55,7 +58,7 @@ type fileFacts struct {
 // inspect describes the GGUF at path from its header (never its tensor
 // data): the facts the picker shows, and the estimator's description, or a
 // Problem in words when it cannot be loaded.
-func (s *Service) inspect(path string) (LocalModel, *estimate.Desc) {
+func (p *picker) inspect(path string) (LocalModel, *estimate.Desc) {
 	lm := LocalModel{Path: path, Name: filepath.Base(path)}
 	st, err := os.Stat(path)
 	if err != nil {
@@ -67,20 +70,19 @@ func (s *Service) inspect(path string) (LocalModel, *estimate.Desc) {
 		return lm, nil
 	}
 	lm.Size = st.Size()
-	w := &s.models
-	w.mu.Lock()
-	if f, ok := w.cache[path]; ok && f.size == st.Size() && f.mod.Equal(st.ModTime()) {
-		w.mu.Unlock()
+	p.mu.Lock()
+	if f, ok := p.cache[path]; ok && f.size == st.Size() && f.mod.Equal(st.ModTime()) {
+		p.mu.Unlock()
 		return f.lm, f.desc
 	}
-	w.mu.Unlock()
+	p.mu.Unlock()
 	lm, desc := readFacts(path, lm)
-	w.mu.Lock()
-	if w.cache == nil {
-		w.cache = map[string]fileFacts{}
+	p.mu.Lock()
+	if p.cache == nil {
+		p.cache = map[string]fileFacts{}
 	}
-	w.cache[path] = fileFacts{size: st.Size(), mod: st.ModTime(), lm: lm, desc: desc}
-	w.mu.Unlock()
+	p.cache[path] = fileFacts{size: st.Size(), mod: st.ModTime(), lm: lm, desc: desc}
+	p.mu.Unlock()
 	return lm, desc
 }
 
@@ -143,19 +145,19 @@ func unsupported(arch string) string {
 	return fmt.Sprintf("unsupported architecture %q: Nibble runs Llama, Mistral and Qwen2 models", arch)
 }
 
-// Models lists the local GGUF files: the models folder (by name; partial
+// models lists the local GGUF files: the models folder (by name; partial
 // downloads are not .gguf files and do not show), the files added from
 // elsewhere (in the order added), and the demo model once it exists.
 // Files that cannot be loaded are listed with their Problem.
-func (s *Service) Models() ([]LocalModel, error) {
-	list, err := s.listModels()
-	s.noteSignature()
+func (p *picker) models() ([]LocalModel, error) {
+	list, err := p.list()
+	p.noteSignature()
 	return list, err
 }
 
-func (s *Service) listModels() ([]LocalModel, error) {
+func (p *picker) list() ([]LocalModel, error) {
 	loaded := ""
-	if info, ok := s.engine().Info(); ok {
+	if info, ok := p.engine.engine().Info(); ok {
 		loaded = filepath.Clean(info.Path)
 	}
 	out := []LocalModel{}
@@ -165,22 +167,22 @@ func (s *Service) listModels() ([]LocalModel, error) {
 			return
 		}
 		seen[path] = true
-		lm, _ := s.inspect(path)
+		lm, _ := p.inspect(path)
 		lm.Source, lm.Loaded = source, path == loaded
 		if source == SourceDemo {
 			lm.Name, lm.Demo = DemoName, true
 		}
 		out = append(out, lm)
 	}
-	paths, err := folderModels(s.dirs.Models)
-	for _, p := range paths {
-		add(p, SourceFolder)
+	paths, err := folderModels(p.dirs.Models)
+	for _, f := range paths {
+		add(f, SourceFolder)
 	}
-	for _, p := range s.store.Get().ModelFiles {
-		add(filepath.Clean(p), SourceAdded)
+	for _, f := range p.store.Get().ModelFiles {
+		add(filepath.Clean(f), SourceAdded)
 	}
-	if p := demo.Path(s.dirs.Cache); fileExists(p) {
-		add(p, SourceDemo)
+	if f := demo.Path(p.dirs.Cache); fileExists(f) {
+		add(f, SourceDemo)
 	}
 	return out, err
 }
@@ -216,32 +218,32 @@ func fileExists(path string) bool {
 }
 
 // inFolder reports whether path is directly in the models folder.
-func (s *Service) inFolder(path string) bool {
-	return filepath.Dir(path) == filepath.Clean(s.dirs.Models)
+func (p *picker) inFolder(path string) bool {
+	return filepath.Dir(path) == filepath.Clean(p.dirs.Models)
 }
 
-// AddModel adds the GGUF at path to the picker after reading its header: a
+// add adds the GGUF at path to the picker after reading its header: a
 // file that is not a GGUF, is cut short or has an architecture Nibble
 // cannot run is refused with the reason, and nothing is added. Files in
 // the models folder and the demo model are listed anyway and are not
 // remembered again.
-func (s *Service) AddModel(path string) (LocalModel, error) {
+func (p *picker) add(path string) (LocalModel, error) {
 	path, err := cleanPath(path)
 	if err != nil {
 		return LocalModel{}, fmt.Errorf("add model: %w", err)
 	}
-	lm, _ := s.inspect(path)
+	lm, _ := p.inspect(path)
 	if lm.Problem != "" {
 		return LocalModel{}, fmt.Errorf("cannot add %s: %s", filepath.Base(path), lm.Problem)
 	}
 	switch {
-	case demo.Is(s.dirs.Cache, path):
+	case demo.Is(p.dirs.Cache, path):
 		lm.Source, lm.Name, lm.Demo = SourceDemo, DemoName, true
-	case s.inFolder(path):
+	case p.inFolder(path):
 		lm.Source = SourceFolder
 	default:
 		lm.Source = SourceAdded
-		err := s.store.Update(func(c *settings.Settings) error {
+		err := p.store.Update(func(c *settings.Settings) error {
 			if !slices.Contains(c.ModelFiles, path) {
 				c.ModelFiles = append(c.ModelFiles, path)
 			}
@@ -251,24 +253,24 @@ func (s *Service) AddModel(path string) (LocalModel, error) {
 			return LocalModel{}, fmt.Errorf("add %s: %w", filepath.Base(path), err)
 		}
 	}
-	if info, ok := s.engine().Info(); ok {
+	if info, ok := p.engine.engine().Info(); ok {
 		lm.Loaded = filepath.Clean(info.Path) == path
 	}
-	s.modelsChanged()
+	p.changed()
 	return lm, nil
 }
 
-// ForgetModel removes an added file from the picker; the file itself stays
+// forget removes an added file from the picker; the file itself stays
 // where it is.
-func (s *Service) ForgetModel(path string) error {
+func (p *picker) forget(path string) error {
 	path, err := cleanPath(path)
 	if err != nil {
 		return fmt.Errorf("forget model: %w", err)
 	}
 	found := false
-	err = s.store.Update(func(c *settings.Settings) error {
+	err = p.store.Update(func(c *settings.Settings) error {
 		n := len(c.ModelFiles)
-		c.ModelFiles = slices.DeleteFunc(c.ModelFiles, func(p string) bool { return filepath.Clean(p) == path })
+		c.ModelFiles = slices.DeleteFunc(c.ModelFiles, func(f string) bool { return filepath.Clean(f) == path })
 		found = len(c.ModelFiles) < n
 		return nil
 	})
@@ -276,12 +278,12 @@ func (s *Service) ForgetModel(path string) error {
 		return fmt.Errorf("forget %s: %w", filepath.Base(path), err)
 	}
 	if !found {
-		if s.inFolder(path) {
-			return fmt.Errorf("%s is in the models folder (%s): move the file out of it to remove it from the list", filepath.Base(path), s.dirs.Models)
+		if p.inFolder(path) {
+			return fmt.Errorf("%s is in the models folder (%s): move the file out of it to remove it from the list", filepath.Base(path), p.dirs.Models)
 		}
 		return fmt.Errorf("%s is not one of the added models", path)
 	}
-	s.modelsChanged()
+	p.changed()
 	return nil
 }
 
@@ -300,87 +302,86 @@ func cleanPath(path string) (string, error) {
 	return abs, nil
 }
 
-// modelsChanged sends the list of local models to the window.
-func (s *Service) modelsChanged() {
-	list, _ := s.listModels()
-	s.noteSignature()
-	s.emit(EventModels, list)
+// changed sends the list of local models to the windop.
+func (p *picker) changed() {
+	list, _ := p.list()
+	p.noteSignature()
+	p.emit(EventModels, list)
 }
 
 // signature is what the list of models depends on apart from the files'
 // contents: the names, sizes and times of the candidate files and which
 // one is loaded.
-func (s *Service) signature() string {
+func (p *picker) signature() string {
 	var b strings.Builder
-	note := func(p string) {
-		if st, err := os.Stat(p); err == nil {
-			fmt.Fprintf(&b, "%s|%d|%d\n", p, st.Size(), st.ModTime().UnixNano())
+	note := func(path string) {
+		if st, err := os.Stat(path); err == nil {
+			fmt.Fprintf(&b, "%s|%d|%d\n", path, st.Size(), st.ModTime().UnixNano())
 		} else {
-			fmt.Fprintf(&b, "%s|-\n", p)
+			fmt.Fprintf(&b, "%s|-\n", path)
 		}
 	}
-	paths, _ := folderModels(s.dirs.Models)
-	for _, p := range paths {
-		note(p)
+	paths, _ := folderModels(p.dirs.Models)
+	for _, f := range paths {
+		note(f)
 	}
-	for _, p := range s.store.Get().ModelFiles {
-		note(p)
+	for _, f := range p.store.Get().ModelFiles {
+		note(f)
 	}
-	note(demo.Path(s.dirs.Cache))
-	if info, ok := s.engine().Info(); ok {
+	note(demo.Path(p.dirs.Cache))
+	if info, ok := p.engine.engine().Info(); ok {
 		b.WriteString("loaded " + info.Path)
 	}
 	return b.String()
 }
 
-func (s *Service) noteSignature() {
-	sig := s.signature()
-	s.models.mu.Lock()
-	s.models.sig = sig
-	s.models.mu.Unlock()
+func (p *picker) noteSignature() {
+	sig := p.signature()
+	p.mu.Lock()
+	p.sig = sig
+	p.mu.Unlock()
 }
 
 // startWatch looks at the models folder every watchInterval and sends the
 // list when it changed (a file copied in, downloaded or deleted).
-func (s *Service) startWatch() {
-	w := &s.models
-	w.stop, w.done = make(chan struct{}), make(chan struct{})
-	s.noteSignature()
+func (p *picker) startWatch() {
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	p.noteSignature()
 	go func() {
-		defer close(w.done)
+		defer close(p.done)
 		t := time.NewTicker(watchInterval)
 		defer t.Stop()
 		for {
 			select {
-			case <-w.stop:
+			case <-p.stop:
 				return
 			case <-t.C:
 			}
-			sig := s.signature()
-			w.mu.Lock()
-			changed := sig != w.sig
-			w.mu.Unlock()
+			sig := p.signature()
+			p.mu.Lock()
+			changed := sig != p.sig
+			p.mu.Unlock()
 			if changed {
-				s.modelsChanged()
+				p.changed()
 			}
 		}
 	}()
 }
 
-func (s *Service) stopWatch() {
-	close(s.models.stop)
-	<-s.models.done
+func (p *picker) stopWatch() {
+	close(p.stop)
+	<-p.done
 }
 
-// Describe is what the picker shows of the file at path (its name, header
+// describe is what the picker shows of the file at path (its name, header
 // facts and Problem), whether or not it is listed.
-func (s *Service) Describe(path string) LocalModel {
+func (p *picker) describe(path string) LocalModel {
 	path, err := cleanPath(path)
 	if err != nil {
 		return LocalModel{Path: path, Name: path, Problem: err.Error()}
 	}
-	lm, _ := s.inspect(path)
-	if demo.Is(s.dirs.Cache, path) {
+	lm, _ := p.inspect(path)
+	if demo.Is(p.dirs.Cache, path) {
 		lm.Source, lm.Name, lm.Demo = SourceDemo, DemoName, true
 	}
 	return lm

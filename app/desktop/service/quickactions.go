@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"nibble/app/settings"
+	"nibble/engine/scheduler"
 )
 
 // EventQuickAction asks the window to run a quick action on the
@@ -44,19 +44,34 @@ type QuickActionResult struct {
 	Prompt string `json:"prompt"`
 }
 
-// QuickActions are the quick actions of the settings, in their order.
-func (s *Service) QuickActions() []settings.QuickAction {
-	qa := s.store.Get().QuickActions
-	if qa == nil {
-		return []settings.QuickAction{}
-	}
-	return qa
+// quickActions runs the settings' quick actions on the clipboard's text,
+// as new chats.
+type quickActions struct {
+	store *settings.Store
+	chat  quickChat
 }
 
-// quickAction finds the action called name (case and surrounding spaces
+// quickChat is the chat part as the quick actions see it.
+type quickChat interface {
+	send(req SendRequest) (SendResult, error)
+	request(req SendRequest) (scheduler.Request, error)
+	promptTokens(r scheduler.Request) (n, budget int, err error)
+	rename(id int64, title string)
+}
+
+// list is the quick actions of the settings, in their order.
+func (qa *quickActions) list() []settings.QuickAction {
+	actions := qa.store.Get().QuickActions
+	if actions == nil {
+		return []settings.QuickAction{}
+	}
+	return actions
+}
+
+// find finds the action called name (case and surrounding spaces
 // do not matter, as in the settings' check for duplicates).
-func (s *Service) quickAction(name string) (settings.QuickAction, error) {
-	actions := s.QuickActions()
+func (qa *quickActions) find(name string) (settings.QuickAction, error) {
+	actions := qa.list()
 	want := strings.ToLower(strings.TrimSpace(name))
 	names := make([]string, 0, len(actions))
 	for _, q := range actions {
@@ -71,13 +86,13 @@ func (s *Service) quickAction(name string) (settings.QuickAction, error) {
 	return settings.QuickAction{}, fmt.Errorf("no quick action named %q; the actions are %s", name, strings.Join(names, ", "))
 }
 
-// RunQuickAction fills the template of the action called name with text
+// run fills the template of the action called name with text
 // (the clipboard's) and sends it as the first message of a new
 // conversation, titled with the action's name. Text that is empty, or
 // too long to leave the answer QuickReplyRoom tokens of the context, is
 // refused with an error that says so; it is never cut.
-func (s *Service) RunQuickAction(name, text string) (QuickActionResult, error) {
-	q, err := s.quickAction(name)
+func (qa *quickActions) run(name, text string) (QuickActionResult, error) {
+	q, err := qa.find(name)
 	if err != nil {
 		return QuickActionResult{}, err
 	}
@@ -85,32 +100,26 @@ func (s *Service) RunQuickAction(name, text string) (QuickActionResult, error) {
 		return QuickActionResult{}, ErrEmptyClipboard
 	}
 	req := SendRequest{Messages: []Message{{Role: "user", Content: q.Render(text)}}}
-	if err := s.checkQuickFits(q, req); err != nil {
+	if err := qa.checkFits(q, req); err != nil {
 		return QuickActionResult{}, err
 	}
-	res, err := s.Send(req)
+	res, err := qa.chat.send(req)
 	if err != nil {
 		return QuickActionResult{}, fmt.Errorf("quick action %q: %w", q.Name, err)
 	}
-	if res.ConversationID != 0 && s.hist != nil {
-		if err := s.hist.Rename(res.ConversationID, q.Name); err == nil {
-			s.emit(EventHistory, HistoryChanged{ID: res.ConversationID})
-		}
-		// A failed rename keeps the title made from the message: no reason
-		// to fail the reply that is already streaming.
-	}
+	qa.chat.rename(res.ConversationID, q.Name)
 	return QuickActionResult{ReplyID: res.ReplyID, ConversationID: res.ConversationID, Name: q.Name, Prompt: req.Messages[0].Content}, nil
 }
 
-// checkQuickFits counts req's prompt with the loaded model's tokenizer and
+// checkFits counts req's prompt with the loaded model's tokenizer and
 // chat template (the system prompt included) and refuses it when it
 // leaves the answer less than QuickReplyRoom tokens (or the demo's cap).
-func (s *Service) checkQuickFits(q settings.QuickAction, req SendRequest) error {
-	r, err := s.request(req)
+func (qa *quickActions) checkFits(q settings.QuickAction, req SendRequest) error {
+	r, err := qa.chat.request(req)
 	if err != nil {
 		return err
 	}
-	n, budget, err := s.promptTokens(r) // approximate for a remote model
+	n, budget, err := qa.chat.promptTokens(r) // approximate for a remote model
 	if err != nil {
 		return fmt.Errorf("quick action %q: count the prompt's tokens: %w", q.Name, err)
 	}
@@ -123,41 +132,4 @@ func (s *Service) checkQuickFits(q settings.QuickAction, req SendRequest) error 
 			q.Name, n, room, budget)
 	}
 	return nil
-}
-
-// HotkeyStatus is the global hotkey as the platform registered it.
-type HotkeyStatus struct {
-	// Supported: this system registers global hotkeys (macOS).
-	Supported bool   `json:"supported"`
-	Hotkey    string `json:"hotkey"`          // the one registered ("" = none)
-	Error     string `json:"error,omitempty"` // why the setting's hotkey is not registered
-}
-
-// hotkeyState is what the platform last reported (SetHotkeyStatus).
-type hotkeyState struct {
-	mu sync.Mutex
-	st HotkeyStatus
-}
-
-// SetHotkeyStatus records what the platform did with the hotkey setting.
-func (s *Service) SetHotkeyStatus(st HotkeyStatus) {
-	s.hotkey.mu.Lock()
-	s.hotkey.st = st
-	s.hotkey.mu.Unlock()
-}
-
-// HotkeyStatus says whether the setting's global hotkey is registered.
-// Only macOS registers one: elsewhere the setting is kept, and this says
-// so.
-func (s *Service) HotkeyStatus() HotkeyStatus {
-	s.hotkey.mu.Lock()
-	st := s.hotkey.st
-	s.hotkey.mu.Unlock()
-	if !st.Supported {
-		st.Hotkey = ""
-		if s.store.Get().Hotkey != "" {
-			st.Error = "global hotkeys work on macOS only: the setting is kept for when Nibble runs there"
-		}
-	}
-	return st
 }

@@ -70,7 +70,7 @@ func TestRunQuickActionRefuses(t *testing.T) {
 	var fits, tooLong string
 	for n := 10; n < 1024; n += 10 {
 		text := strings.Repeat("word ", n)
-		if s.checkQuickFits(settings.Defaults().QuickActions[0], SendRequest{Messages: []Message{{Role: "user", Content: settings.Defaults().QuickActions[0].Render(text)}}}) != nil {
+		if s.quick.checkFits(settings.Defaults().QuickActions[0], SendRequest{Messages: []Message{{Role: "user", Content: settings.Defaults().QuickActions[0].Render(text)}}}) != nil {
 			tooLong = text
 			break
 		}
@@ -79,11 +79,11 @@ func TestRunQuickActionRefuses(t *testing.T) {
 	if fits == "" || tooLong == "" {
 		t.Fatalf("no boundary found between fitting and refused texts")
 	}
-	r, err := s.request(SendRequest{Messages: []Message{{Role: "user", Content: settings.Defaults().QuickActions[0].Render(tooLong)}}})
+	r, err := s.chat.request(SendRequest{Messages: []Message{{Role: "user", Content: settings.Defaults().QuickActions[0].Render(tooLong)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := s.engine().Tokenize(r)
+	ids, err := s.loader.engine().Tokenize(r)
 	if err != nil {
 		t.Fatal(err)
 	}

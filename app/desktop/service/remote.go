@@ -61,10 +61,16 @@ type RemoteModel struct {
 	ContextTokens int    `json:"contextTokens"` // 0: the server does not say
 }
 
-// remoteState caches what the servers said about their models' context,
-// and a client per endpoint, so that replies reuse its connections.
-type remoteState struct {
-	mu      sync.Mutex
+// remotes is the remote models' part: the endpoints of the settings, what
+// their servers said about their models' context, and a client per
+// endpoint, so that replies reuse its connections.
+type remotes struct {
+	env
+	// modelsChanged sends the list of local models (which one chats go to
+	// shows there).
+	modelsChanged func()
+
+	mu      sync.Mutex                // guards ctx and clients
 	ctx     map[string]int            // "<url>\x00<model>" → context the server reported
 	clients map[string]*remote.Client // "<url>\x00<key>" → its client
 }
@@ -75,13 +81,13 @@ const maxRemoteClients = 16
 
 func remoteCtxKey(url, model string) string { return url + "\x00" + model }
 
-// remoteClient is the client of ep: the one made before for its URL and
+// client is the client of ep: the one made before for its URL and
 // key, so that its idle connections serve the next reply, else a new one.
-func (s *Service) remoteClient(ep settings.RemoteEndpoint) (*remote.Client, error) {
+func (r *remotes) client(ep settings.RemoteEndpoint) (*remote.Client, error) {
 	k := strings.TrimSpace(ep.URL) + "\x00" + strings.TrimSpace(ep.Key)
-	s.remote.mu.Lock()
-	defer s.remote.mu.Unlock()
-	if c, ok := s.remote.clients[k]; ok {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.clients[k]; ok {
 		return c, nil
 	}
 	c, err := remote.New(ep.URL, ep.Key, remote.Options{})
@@ -91,68 +97,49 @@ func (s *Service) remoteClient(ep settings.RemoteEndpoint) (*remote.Client, erro
 		}
 		return nil, fmt.Errorf("remote %q: %w", ep.Name, err)
 	}
-	if s.remote.clients == nil || len(s.remote.clients) >= maxRemoteClients {
-		s.closeRemoteClientsLocked()
-		s.remote.clients = map[string]*remote.Client{}
+	if r.clients == nil || len(r.clients) >= maxRemoteClients {
+		r.closeClientsLocked()
+		r.clients = map[string]*remote.Client{}
 	}
-	s.remote.clients[k] = c
+	r.clients[k] = c
 	return c, nil
 }
 
-// closeRemoteClients closes the remote clients' idle connections and
+// closeClients closes the remote clients' idle connections and
 // forgets the clients (Close).
-func (s *Service) closeRemoteClients() {
-	s.remote.mu.Lock()
-	s.closeRemoteClientsLocked()
-	s.remote.mu.Unlock()
+func (r *remotes) closeClients() {
+	r.mu.Lock()
+	r.closeClientsLocked()
+	r.mu.Unlock()
 }
 
-func (s *Service) closeRemoteClientsLocked() {
-	for _, c := range s.remote.clients {
+func (r *remotes) closeClientsLocked() {
+	for _, c := range r.clients {
 		c.CloseIdleConnections() // a reply in progress keeps its own
 	}
-	s.remote.clients = nil
+	r.clients = nil
 }
 
-// activeRemote is the endpoint chats go to, if one is chosen.
-func (s *Service) activeRemote() (settings.RemoteEndpoint, bool) {
-	c := s.store.Get()
+// active is the endpoint chats go to, if one is chosen.
+func (r *remotes) active() (settings.RemoteEndpoint, bool) {
+	c := r.store.Get()
 	if c.ActiveRemote == "" {
 		return settings.RemoteEndpoint{}, false
 	}
 	return c.FindRemote(c.ActiveRemote)
 }
 
-// hasModel says whether a chat has somewhere to go: a remote model is
-// chosen, or a local one is loaded.
-func (s *Service) hasModel() bool {
-	if _, ok := s.activeRemote(); ok {
-		return true
-	}
-	_, ok := s.engine().Info()
-	return ok
-}
-
-// submit starts r on the chosen remote model, else on the local
-// scheduler. Either way the reply arrives as scheduler events.
-func (s *Service) submit(ctx context.Context, r scheduler.Request) (<-chan scheduler.Event, error) {
-	if ep, ok := s.activeRemote(); ok {
-		return s.submitRemote(ctx, ep, r)
-	}
-	return s.engine().Submit(ctx, r)
-}
-
-// remoteContext is the remote model's context: the endpoint's setting,
+// contextOf is the remote model's context: the endpoint's setting,
 // else what its server reported, else DefaultRemoteContext.
-func (s *Service) remoteContext(ep settings.RemoteEndpoint) int {
+func (r *remotes) contextOf(ep settings.RemoteEndpoint) int {
 	if ep.ContextTokens > 0 {
 		return ep.ContextTokens
 	}
 	base, err := remote.NormalizeURL(ep.URL)
 	if err == nil {
-		s.remote.mu.Lock()
-		n := s.remote.ctx[remoteCtxKey(base, ep.Model)]
-		s.remote.mu.Unlock()
+		r.mu.Lock()
+		n := r.ctx[remoteCtxKey(base, ep.Model)]
+		r.mu.Unlock()
 		if n > 0 {
 			return n
 		}
@@ -168,11 +155,11 @@ func approxTokens(text string) int {
 	return (len(text) + remoteBytesPerToken - 1) / remoteBytesPerToken
 }
 
-// remoteTokenCounter counts for a remote model, which has no tokenizer
+// tokenCounter counts for a remote model, which has no tokenizer
 // here: remoteBytesPerToken bytes a token, rounded up, and a context
 // remoteContextMargin of the model's.
-func (s *Service) remoteTokenCounter(ep settings.RemoteEndpoint) (retrieve.TokenCounter, int, error) {
-	return approxTokens, int(float64(s.remoteContext(ep)) * remoteContextMargin), nil
+func (r *remotes) tokenCounter(ep settings.RemoteEndpoint) (retrieve.TokenCounter, int, error) {
+	return approxTokens, int(float64(r.contextOf(ep)) * remoteContextMargin), nil
 }
 
 // remoteMessages are r's messages for an OpenAI-compatible server (a plain
@@ -188,23 +175,23 @@ func remoteMessages(r scheduler.Request) []remote.Message {
 	return out
 }
 
-// submitRemote starts r on ep. The connection is made here, so that an
+// submit starts req on ep. The connection is made here, so that an
 // endpoint that cannot be reached, a refused key or a missing model fail
 // Send at once; the reply then streams as the scheduler's would: deltas,
 // and one final event with the server's token counts and the timing.
-func (s *Service) submitRemote(ctx context.Context, ep settings.RemoteEndpoint, r scheduler.Request) (<-chan scheduler.Event, error) {
-	c, err := s.remoteClient(ep)
+func (r *remotes) submit(ctx context.Context, ep settings.RemoteEndpoint, req scheduler.Request) (<-chan scheduler.Event, error) {
+	c, err := r.client(ep)
 	if err != nil {
 		return nil, err
 	}
-	sp := r.Params.Sample
+	sp := req.Params.Sample
 	temp, topP := sp.Temperature, sp.TopP
-	req := remote.ChatRequest{Model: ep.Model, Messages: remoteMessages(r), Temperature: &temp, MaxTokens: r.Params.MaxTokens, Stop: r.Params.Stop}
+	cr := remote.ChatRequest{Model: ep.Model, Messages: remoteMessages(req), Temperature: &temp, MaxTokens: req.Params.MaxTokens, Stop: req.Params.Stop}
 	if topP > 0 && topP < 1 {
-		req.TopP = &topP
+		cr.TopP = &topP
 	}
 	start := time.Now()
-	stream, err := c.Chat(ctx, req)
+	stream, err := c.Chat(ctx, cr)
 	if err != nil {
 		return nil, fmt.Errorf("remote model %q: %w", ep.Name, err)
 	}
@@ -267,38 +254,19 @@ func finishOf(reason string) string {
 	return "stop" // "stop", "eos", "content_filter", "tool_calls", or none given
 }
 
-// remoteModelInfo is the Model that Status shows for ep.
-func (s *Service) remoteModelInfo(ep settings.RemoteEndpoint) Model {
+// modelInfo is the Model that Status shows for ep.
+func (r *remotes) modelInfo(ep settings.RemoteEndpoint) Model {
 	host := ep.URL
-	if c, err := s.remoteClient(ep); err == nil {
+	if c, err := r.client(ep); err == nil {
 		host = c.Host()
 	}
-	return Model{Name: ep.Name, Path: settings.RemotePrefix + ep.Name, Backend: "remote", Ctx: s.remoteContext(ep),
+	return Model{Name: ep.Name, Path: settings.RemotePrefix + ep.Name, Backend: "remote", Ctx: r.contextOf(ep),
 		Remote: true, Host: host, RemoteModel: ep.Model}
 }
 
-// promptTokens counts r as the model chats go to would see it: with the
-// local model's tokenizer and chat template, or approximately for a
-// remote model. budget is the context to fit it in.
-func (s *Service) promptTokens(r scheduler.Request) (n, budget int, err error) {
-	if ep, ok := s.activeRemote(); ok {
-		for _, m := range remoteMessages(r) {
-			n += approxTokens(m.Content) + 4 // the role's markup
-		}
-		return n, s.remoteContext(ep), nil
-	}
-	sched := s.engine()
-	info, ok := sched.Info()
-	if !ok {
-		return 0, 0, scheduler.ErrNoModel
-	}
-	ids, err := sched.Tokenize(r)
-	return len(ids), info.Options.Ctx, err
-}
-
-// RemoteEndpoints lists the configured endpoints (without their keys).
-func (s *Service) RemoteEndpoints() []RemoteEndpoint {
-	c := s.store.Get()
+// endpoints lists the configured endpoints (without their keys).
+func (r *remotes) endpoints() []RemoteEndpoint {
+	c := r.store.Get()
 	out := make([]RemoteEndpoint, 0, len(c.RemoteEndpoints))
 	for _, e := range c.RemoteEndpoints {
 		out = append(out, RemoteEndpoint{Name: e.Name, URL: e.URL, Model: e.Model, ContextTokens: e.ContextTokens,
@@ -307,18 +275,18 @@ func (s *Service) RemoteEndpoints() []RemoteEndpoint {
 	return out
 }
 
-// RemoteModels connects to an endpoint and lists its models (the
+// models connects to an endpoint and lists its models (the
 // window's "Connect"). An empty key with the name of a configured
 // endpoint uses that endpoint's key, so a window that never saw the key
 // can list its models.
-func (s *Service) RemoteModels(in RemoteEndpointInput) ([]RemoteModel, error) {
-	return s.listRemoteModels(s.fillKey(in))
+func (r *remotes) models(in RemoteEndpointInput) ([]RemoteModel, error) {
+	return r.listModels(r.fillKey(in))
 }
 
-// listRemoteModels lists ep's models and remembers the context each
+// listModels lists ep's models and remembers the context each
 // reports.
-func (s *Service) listRemoteModels(ep settings.RemoteEndpoint) ([]RemoteModel, error) {
-	c, err := s.remoteClient(ep)
+func (r *remotes) listModels(ep settings.RemoteEndpoint) ([]RemoteModel, error) {
+	c, err := r.client(ep)
 	if err != nil {
 		return nil, err
 	}
@@ -327,31 +295,31 @@ func (s *Service) listRemoteModels(ep settings.RemoteEndpoint) ([]RemoteModel, e
 		return nil, err
 	}
 	out := make([]RemoteModel, len(list))
-	s.remote.mu.Lock()
-	if s.remote.ctx == nil {
-		s.remote.ctx = map[string]int{}
+	r.mu.Lock()
+	if r.ctx == nil {
+		r.ctx = map[string]int{}
 	}
 	for i, m := range list {
 		out[i] = RemoteModel{ID: m.ID, ContextTokens: m.ContextTokens}
 		if m.ContextTokens > 0 {
-			s.remote.ctx[remoteCtxKey(c.Base(), m.ID)] = m.ContextTokens
+			r.ctx[remoteCtxKey(c.Base(), m.ID)] = m.ContextTokens
 		}
 	}
 	if len(list) == 1 && list[0].ContextTokens > 0 {
 		// A server with one model answers requests that name none with it.
-		s.remote.ctx[remoteCtxKey(c.Base(), "")] = list[0].ContextTokens
+		r.ctx[remoteCtxKey(c.Base(), "")] = list[0].ContextTokens
 	}
-	s.remote.mu.Unlock()
+	r.mu.Unlock()
 	return out, nil
 }
 
 // fillKey is in as a settings endpoint, with the stored key when in
 // leaves it empty and names a configured endpoint at the same URL.
-func (s *Service) fillKey(in RemoteEndpointInput) settings.RemoteEndpoint {
+func (r *remotes) fillKey(in RemoteEndpointInput) settings.RemoteEndpoint {
 	ep := settings.RemoteEndpoint{Name: strings.TrimSpace(in.Name), URL: strings.TrimSpace(in.URL), Key: strings.TrimSpace(in.Key),
 		Model: strings.TrimSpace(in.Model), ContextTokens: in.ContextTokens}
 	if ep.Key == "" {
-		if old, ok := s.store.Get().FindRemote(ep.Name); ok && sameURL(old.URL, ep.URL) {
+		if old, ok := r.store.Get().FindRemote(ep.Name); ok && sameURL(old.URL, ep.URL) {
 			ep.Key = old.Key
 		}
 	}
@@ -364,17 +332,17 @@ func sameURL(a, b string) bool {
 	return ea == nil && eb == nil && na == nb
 }
 
-// SaveRemoteEndpoint adds an endpoint, or replaces the one of the same
+// save adds an endpoint, or replaces the one of the same
 // name (keeping its key when in.Key is empty and the URL is the same).
 // The settings' checks apply: a name, an http or https URL.
-func (s *Service) SaveRemoteEndpoint(in RemoteEndpointInput) ([]RemoteEndpoint, error) {
-	ep := s.fillKey(in)
+func (r *remotes) save(in RemoteEndpointInput) ([]RemoteEndpoint, error) {
+	ep := r.fillKey(in)
 	if ep.URL != "" {
 		if base, err := remote.NormalizeURL(ep.URL); err == nil {
 			ep.URL = base
 		}
 	}
-	err := s.store.Update(func(c *settings.Settings) error {
+	err := r.store.Update(func(c *settings.Settings) error {
 		i := 0
 		for ; i < len(c.RemoteEndpoints); i++ {
 			if strings.EqualFold(c.RemoteEndpoints[i].Name, ep.Name) {
@@ -392,11 +360,11 @@ func (s *Service) SaveRemoteEndpoint(in RemoteEndpointInput) ([]RemoteEndpoint, 
 		return c.Validate()
 	})
 	if err != nil {
-		return s.RemoteEndpoints(), remoteSettingsError(err)
+		return r.endpoints(), remoteSettingsError(err)
 	}
-	s.closeRemoteClients() // none keeps a replaced key
-	s.emit(EventStatus, s.Status())
-	return s.RemoteEndpoints(), nil
+	r.closeClients() // none keeps a replaced key
+	r.statusChanged()
+	return r.endpoints(), nil
 }
 
 // remoteSettingsError puts a validation error in the form's words: an
@@ -419,24 +387,10 @@ func remoteSettingsError(err error) error {
 	return errors.New(strings.Join(lines, "\n"))
 }
 
-// fieldWords spells a camelCase settings key as words: "contextTokens" is
-// "context tokens".
-func fieldWords(key string) string {
-	var b strings.Builder
-	for _, r := range key {
-		if unicode.IsUpper(r) {
-			b.WriteByte(' ')
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// RemoveRemoteEndpoint forgets an endpoint (and its key); if chats went
+// remove forgets an endpoint (and its key); if chats went
 // to it, they go to the local model again.
-func (s *Service) RemoveRemoteEndpoint(name string) ([]RemoteEndpoint, error) {
-	err := s.store.Update(func(c *settings.Settings) error {
+func (r *remotes) remove(name string) ([]RemoteEndpoint, error) {
+	err := r.store.Update(func(c *settings.Settings) error {
 		for i, e := range c.RemoteEndpoints {
 			if strings.EqualFold(e.Name, name) {
 				c.RemoteEndpoints = append(c.RemoteEndpoints[:i], c.RemoteEndpoints[i+1:]...)
@@ -449,45 +403,45 @@ func (s *Service) RemoveRemoteEndpoint(name string) ([]RemoteEndpoint, error) {
 		return fmt.Errorf("no remote endpoint is called %q", name)
 	})
 	if err == nil {
-		s.closeRemoteClients() // nor the removed endpoint's key
-		s.emit(EventStatus, s.Status())
-		s.modelsChanged()
+		r.closeClients() // nor the removed endpoint's key
+		r.statusChanged()
+		r.modelsChanged()
 	}
-	return s.RemoteEndpoints(), err
+	return r.endpoints(), err
 }
 
-// UseRemote makes the endpoint called name the model chats go to, after
+// use makes the endpoint called name the model chats go to, after
 // checking that it answers and has the model (its reported context is
 // remembered for the document planner). "" goes back to the local model.
 // The local model stays loaded.
-func (s *Service) UseRemote(name string) (Status, error) {
+func (r *remotes) use(name string) (Status, error) {
 	if name != "" {
-		ep, ok := s.store.Get().FindRemote(name)
+		ep, ok := r.store.Get().FindRemote(name)
 		if !ok {
-			return s.Status(), fmt.Errorf("no remote endpoint is called %q", name)
+			return r.status(), fmt.Errorf("no remote endpoint is called %q", name)
 		}
-		models, err := s.listRemoteModels(ep)
+		models, err := r.listModels(ep)
 		if err != nil {
-			return s.Status(), fmt.Errorf("remote model %q: %w", ep.Name, err)
+			return r.status(), fmt.Errorf("remote model %q: %w", ep.Name, err)
 		}
 		if ep.Model != "" && !hasRemoteModel(models, ep.Model) {
 			ids := make([]string, len(models))
 			for i, m := range models {
 				ids[i] = m.ID
 			}
-			return s.Status(), fmt.Errorf("remote model %q: the server at %s has no model %q (it lists: %s)", ep.Name, ep.URL, ep.Model, strings.Join(ids, ", "))
+			return r.status(), fmt.Errorf("remote model %q: the server at %s has no model %q (it lists: %s)", ep.Name, ep.URL, ep.Model, strings.Join(ids, ", "))
 		}
 		name = ep.Name
 	}
-	if err := s.store.Update(func(c *settings.Settings) error {
+	if err := r.store.Update(func(c *settings.Settings) error {
 		c.ActiveRemote = name
 		return c.Validate()
 	}); err != nil {
-		return s.Status(), err
+		return r.status(), err
 	}
-	s.emit(EventStatus, s.Status())
-	s.modelsChanged()
-	return s.Status(), nil
+	r.statusChanged()
+	r.modelsChanged()
+	return r.status(), nil
 }
 
 func hasRemoteModel(models []RemoteModel, id string) bool {
@@ -499,26 +453,10 @@ func hasRemoteModel(models []RemoteModel, id string) bool {
 	return false
 }
 
-// remoteAdvice adds the remote option to the advice of a load that will
-// not fit, when an endpoint is configured: the active one, else the first.
-func (s *Service) remoteAdvice(est *Estimate) {
-	if est.Verdict != "will-not-fit" {
-		return
-	}
-	c := s.store.Get()
-	if len(c.RemoteEndpoints) == 0 {
-		return
-	}
-	ep := c.RemoteEndpoints[0]
-	if a, ok := c.FindRemote(c.ActiveRemote); ok {
-		ep = a
-	}
-	est.Advice = append(est.Advice, fmt.Sprintf("Or use the remote model %s (Models → Remote)", ep.Name))
-}
-
-// remoteTarget says where chats go, for Diagnostics (never the key).
-func (s *Service) remoteTarget() string {
-	if ep, ok := s.activeRemote(); ok {
+// target says where chats go, for Diagnostics (never the key);
+// localLoaded says whether a local model is loaded.
+func (r *remotes) target(localLoaded bool) string {
+	if ep, ok := r.active(); ok {
 		model := ep.Model
 		if model == "" {
 			model = "the server's default model"
@@ -533,7 +471,7 @@ func (s *Service) remoteTarget() string {
 		}
 		return fmt.Sprintf("remote endpoint %q: %s/chat/completions, %s, %s", ep.Name, base, model, key)
 	}
-	if _, ok := s.engine().Info(); ok {
+	if localLoaded {
 		return "the local model, on this machine"
 	}
 	return "nowhere: no model is loaded and no remote model is chosen"
@@ -545,4 +483,18 @@ func withoutKeys(c settings.Settings) settings.Settings {
 		c.RemoteEndpoints[i].Key = ""
 	}
 	return c
+}
+
+// fieldWords spells a camelCase settings key as words: "contextTokens" is
+// "context tokens".
+func fieldWords(key string) string {
+	var b strings.Builder
+	for _, r := range key {
+		if unicode.IsUpper(r) {
+			b.WriteByte(' ')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

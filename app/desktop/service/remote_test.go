@@ -270,7 +270,7 @@ func TestRemoteEndpointsEditing(t *testing.T) {
 	}
 	// The document planner's counter: approximate, on the endpoint's
 	// context with the margin.
-	count, ctx, err := s.tokenCounter()
+	count, ctx, err := s.docs.tokenCounter()
 	if err != nil || count("abcdefg") != 3 || ctx != 14745 { // 90% of 16384
 		t.Errorf("tokenCounter: count(7 bytes) = %d, ctx %d, %v", count("abcdefg"), ctx, err)
 	}
@@ -294,17 +294,17 @@ func TestRemoteEndpointsEditing(t *testing.T) {
 func TestRemoteContext(t *testing.T) {
 	s, _ := newService(t)
 	ep := settings.RemoteEndpoint{Name: "x", URL: "http://127.0.0.1:9/v1", Model: "m"}
-	if n := s.remoteContext(ep); n != DefaultRemoteContext {
+	if n := s.remote.contextOf(ep); n != DefaultRemoteContext {
 		t.Errorf("nothing known: %d", n)
 	}
 	s.remote.mu.Lock()
 	s.remote.ctx = map[string]int{remoteCtxKey("http://127.0.0.1:9/v1", "m"): 32768}
 	s.remote.mu.Unlock()
-	if n := s.remoteContext(ep); n != 32768 {
+	if n := s.remote.contextOf(ep); n != 32768 {
 		t.Errorf("reported by the server: %d", n)
 	}
 	ep.ContextTokens = 4096
-	if n := s.remoteContext(ep); n != 4096 {
+	if n := s.remote.contextOf(ep); n != 4096 {
 		t.Errorf("set on the endpoint: %d", n)
 	}
 }

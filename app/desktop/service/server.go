@@ -26,97 +26,100 @@ type ServerStatus struct {
 	Error   string `json:"error,omitempty"` // why it is not running although enabled
 }
 
-// appServer is the running server and the settings it was started with.
-type appServer struct {
-	mu      sync.Mutex // held while starting or stopping
+// localServer is the app's local server: the running one, the settings
+// it was started with, and why it is not running when it should be.
+type localServer struct {
+	env
+	engine localEngine
+
+	mu      sync.Mutex // guards the fields below; held while starting or stopping
 	running *server.Listening
 	cfg     settings.Server // what running was started with
 	err     string
+	closed  bool
 }
 
 // appEngine is the server's view of the app's engine: whichever scheduler
 // the service uses now (a load may replace it), so requests from the
 // server queue with the window's.
-type appEngine struct{ s *Service }
+type appEngine struct{ engine localEngine }
 
 func (e appEngine) Submit(ctx context.Context, r scheduler.Request) (<-chan scheduler.Event, error) {
-	return e.s.engine().Submit(ctx, r)
+	return e.engine.engine().Submit(ctx, r)
 }
 
-func (e appEngine) Info() (scheduler.ModelInfo, bool) { return e.s.engine().Info() }
+func (e appEngine) Info() (scheduler.ModelInfo, bool) { return e.engine.engine().Info() }
 
-// ServerStatus says whether the local server runs, and where.
-func (s *Service) ServerStatus() ServerStatus {
-	s.server.mu.Lock()
-	defer s.server.mu.Unlock()
-	return s.serverStatusLocked()
+// serverStatus says whether the local server runs, and where.
+func (l *localServer) serverStatus() ServerStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.statusLocked()
 }
 
-func (s *Service) serverStatusLocked() ServerStatus {
-	st := ServerStatus{Enabled: s.store.Get().Server.Enabled, Error: s.server.err}
-	if l := s.server.running; l != nil {
-		st.Running, st.URL = true, l.URL()
+func (l *localServer) statusLocked() ServerStatus {
+	st := ServerStatus{Enabled: l.store.Get().Server.Enabled, Error: l.err}
+	if lis := l.running; lis != nil {
+		st.Running, st.URL = true, lis.URL()
 	}
 	return st
 }
 
-// applyServer starts, restarts or stops the local server to match the
+// apply starts, restarts or stops the local server to match the
 // settings, and reports the outcome as EventServer. A server that cannot
 // start (the port is in use) leaves the setting on and says why in
 // ServerStatus.Error.
-func (s *Service) applyServer() ServerStatus {
-	want := s.store.Get().Server
-	s.server.mu.Lock()
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+func (l *localServer) apply() ServerStatus {
+	want := l.store.Get().Server
+	l.mu.Lock()
+	if l.closed {
 		want.Enabled = false
 	}
 	changed := false
-	if s.server.running != nil && (!want.Enabled || want != s.server.cfg) {
-		s.stopServerLocked(serverStopGrace)
+	if l.running != nil && (!want.Enabled || want != l.cfg) {
+		l.stopLocked(serverStopGrace)
 		changed = true
 	}
-	if want.Enabled && s.server.running == nil {
-		l, err := server.Listen(appEngine{s}, server.Config{Addr: want.Address, Token: want.Token}, os.Stderr)
+	if want.Enabled && l.running == nil {
+		lis, err := server.Listen(appEngine{l.engine}, server.Config{Addr: want.Address, Token: want.Token}, os.Stderr)
 		if err != nil {
-			s.server.err = err.Error()
+			l.err = err.Error()
 		} else {
-			s.server.running, s.server.cfg, s.server.err = l, want, ""
+			l.running, l.cfg, l.err = lis, want, ""
 		}
 		changed = true
 	}
-	if !want.Enabled && s.server.err != "" {
-		s.server.err, changed = "", true
+	if !want.Enabled && l.err != "" {
+		l.err, changed = "", true
 	}
-	st := s.serverStatusLocked()
-	s.server.mu.Unlock()
+	st := l.statusLocked()
+	l.mu.Unlock()
 	if changed {
-		s.emit(EventServer, st)
+		l.emit(EventServer, st)
 	}
 	return st
 }
 
-// stopServerLocked shuts the running server down, letting its replies
+// stopLocked shuts the running server down, letting its replies
 // finish for up to grace.
-func (s *Service) stopServerLocked(grace time.Duration) {
-	l := s.server.running
-	if l == nil {
+func (l *localServer) stopLocked(grace time.Duration) {
+	lis := l.running
+	if lis == nil {
 		return
 	}
-	s.server.running = nil
+	l.running = nil
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := l.Shutdown(ctx); err != nil {
-		s.server.err = "stopping the server: " + err.Error()
+	if err := lis.Shutdown(ctx); err != nil {
+		l.err = "stopping the server: " + err.Error()
 	}
 }
 
-// stopServer shuts the server down for Close: its replies are cancelled
-// with the engine's.
-func (s *Service) stopServer() {
-	s.server.mu.Lock()
-	s.stopServerLocked(0)
-	s.server.mu.Unlock()
+// close shuts the server down for good (Close): its replies are
+// cancelled with the engine's.
+func (l *localServer) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.stopLocked(0)
+	l.mu.Unlock()
 }

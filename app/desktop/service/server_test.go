@@ -132,7 +132,7 @@ func TestServerPortInUse(t *testing.T) {
 	}
 	// Freed and switched on again (as the window's Retry does by saving).
 	ln.Close()
-	if st := s.applyServer(); !st.Running || st.Error != "" {
+	if st := s.server.apply(); !st.Running || st.Error != "" {
 		t.Fatalf("after the port was freed: %+v", st)
 	}
 	addr := s.ServerStatus().URL

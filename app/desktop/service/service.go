@@ -5,26 +5,38 @@
 // downloads catalog models. The Wails-bound
 // methods in app/desktop are thin wrappers around it, and it has no Wails
 // or cgo dependency, so it is tested like any other package.
+//
+// Service is made of parts, each with its own state and lock, which
+// reach each other through small interfaces (localEngine, modelFiles,
+// remoteTarget, ...), never each other's fields:
+//
+//	machine        machine.go               backend choice, memory budget
+//	loader         load.go                  the scheduler, start-up state, load, context, estimate
+//	kvChecker      kvcheck.go               the loaded model's KV check and the kept results
+//	picker         models.go                local GGUF files, their headers, the folder watch
+//	catalogBrowser catalog.go, downloads.go catalog estimates and downloads
+//	chatPart       chat.go, history.go      send, stream, stop, the history
+//	docStore       documents.go             attached documents and their plan
+//	remotes        remote.go                remote endpoints and their clients
+//	localServer    server.go                the local OpenAI-compatible server
+//	quickActions   quickactions.go          quick actions on the clipboard
+//	hotkey         hotkey.go                the global hotkey's status
+//
+// The exported methods below (this file) are one-line forwards to the
+// parts, except those that compose several: New, Start, Status, Close,
+// Settings, UpdateSettings and Diagnostics.
 package service
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"nibble/app/backends"
-	"nibble/app/desktop/demo"
 	"nibble/app/history"
 	"nibble/app/settings"
-	"nibble/engine/chat"
-	"nibble/engine/estimate"
-	"nibble/engine/scheduler"
 )
 
 // Event names, with the payload type each carries.
@@ -60,57 +72,47 @@ const DemoMaxTokens = 160
 // HistoryFile is the conversations' database inside the data folder.
 const HistoryFile = "history.db"
 
-// Service runs the app's chats, model picker, downloads and history. Its
-// methods are safe for concurrent use.
-type Service struct {
+// env is what every part shares, fixed once New returns: the settings
+// (the store is safe for concurrent use), the folders, the emitter, and
+// the service's Status.
+type env struct {
 	store *settings.Store
 	dirs  settings.Dirs
 	emit  Emitter
+	// currentStatus is the service's Status, composed of every part's.
+	currentStatus func() Status
+}
+
+// status is the service's Status now.
+func (e env) status() Status { return e.currentStatus() }
+
+// statusChanged sends the service's Status (EventStatus).
+func (e env) statusChanged() { e.emit(EventStatus, e.currentStatus()) }
+
+// Service runs the app's chats, model picker, downloads and history. Its
+// methods are safe for concurrent use.
+type Service struct {
+	env
 	// statusSeq numbers the statuses Status returns (Status.Seq).
 	statusSeq atomic.Uint64
-	// probe reads the machine's memory budget (tests pin it).
-	probe func() (estimate.Budget, error)
 
-	// loadMu serializes loads, reconfigurations and scheduler swaps.
-	loadMu sync.Mutex
+	machine *machine
+	loader  *loader
+	kvcheck *kvChecker
+	picker  *picker
+	catalog *catalogBrowser
+	chat    *chatPart
+	docs    *docStore
+	remote  *remotes
+	server  *localServer
+	quick   *quickActions
+	hotkey  *hotkey
 
-	mu       sync.Mutex
-	sched    *scheduler.Scheduler
-	schedCfg scheduler.Config
-	state    State
-	err      string
-	prepare  *Prepare
-	demo     bool
-	reqs     map[string]context.CancelFunc
-	nextID   uint64
-	closed   bool
-	kvc      *kvCheckState // the loaded model's KV check (kvcheck.go)
-	// settingsWarning is what was wrong with settings.json at start.
-	settingsWarning string
-
-	streams sync.WaitGroup // reply goroutines, waited for by Close
-
-	hist    *history.Store // nil when it could not be opened
-	histErr error
-
-	models modelWatch
-	cat    catalogState
-
-	docs docStore // attached documents (documents.go)
+	warnMu   sync.Mutex
+	startErr string // what was wrong with settings.json at start
 
 	closeOnce sync.Once
 	closeErr  error
-
-	choiceMu sync.Mutex      // guards choice, set when a scheduler makes its backend
-	choice   backends.Choice // the engine's backend and why (engineBackend)
-
-	// What remote servers said about their models (remote.go).
-	remote remoteState
-
-	// The app's local server and the global hotkey's status (server.go,
-	// quickactions.go).
-	server appServer
-	hotkey hotkeyState
 }
 
 // New makes a service on store's settings, with dirs for the demo model's
@@ -121,14 +123,24 @@ func New(store *settings.Store, dirs settings.Dirs, emit Emitter) *Service {
 	if emit == nil {
 		emit = func(string, any) {}
 	}
-	c := store.Get()
-	s := &Service{store: store, dirs: dirs, emit: emit, probe: estimate.SystemBudget,
-		state: StateStarting, reqs: map[string]context.CancelFunc{}}
-	cfg := scheduler.Config{Slots: c.Slots, Threads: c.Threads, NewBackend: s.engineBackend(c.Threads)}
-	s.sched, s.schedCfg = scheduler.New(cfg), cfg
-	s.hist, s.histErr = history.Open(filepath.Join(dirs.Data, HistoryFile))
-	s.initCatalog()
-	s.startWatch()
+	s := &Service{}
+	e := env{store: store, dirs: dirs, emit: emit, currentStatus: s.Status}
+	s.env = e
+	s.machine = newMachine(store)
+	s.loader = newLoader(e, s.machine)
+	s.picker = &picker{env: e, engine: s.loader}
+	s.kvcheck = &kvChecker{env: e, machine: s.machine, files: s.picker}
+	s.loader.files, s.loader.kv = s.picker, s.kvcheck
+	s.catalog = newCatalog(e, s.machine, s.picker)
+	s.remote = &remotes{env: e, modelsChanged: s.picker.changed}
+	s.docs = &docStore{env: e, engine: s.loader, remote: s.remote}
+	s.chat = &chatPart{env: e, engine: s.loader, remote: s.remote, docs: s.docs, noteProblem: s.loader.noteProblem,
+		reqs: map[string]context.CancelFunc{}}
+	s.chat.hist, s.chat.histErr = history.Open(filepath.Join(dirs.Data, HistoryFile))
+	s.server = &localServer{env: e, engine: s.loader}
+	s.quick = &quickActions{store: store, chat: s.chat}
+	s.hotkey = &hotkey{store: store}
+	s.picker.startWatch()
 	return s
 }
 
@@ -138,17 +150,15 @@ func (s *Service) SetSettingsWarning(err error) {
 	if err == nil {
 		return
 	}
-	s.mu.Lock()
-	s.settingsWarning = err.Error()
-	s.mu.Unlock()
+	s.warnMu.Lock()
+	s.startErr = err.Error()
+	s.warnMu.Unlock()
 }
 
-// engine is the scheduler in use (a load may replace it when the settings'
-// slots or threads changed).
-func (s *Service) engine() *scheduler.Scheduler {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sched
+func (s *Service) settingsWarning() string {
+	s.warnMu.Lock()
+	defer s.warnMu.Unlock()
+	return s.startErr
 }
 
 // Close stops the downloads (their parts are kept for a resume), ends
@@ -157,33 +167,25 @@ func (s *Service) engine() *scheduler.Scheduler {
 // call's result.
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		for _, cancel := range s.reqs {
-			cancel()
-		}
-		s.mu.Unlock()
-		s.stopKVCheck()
-		s.stopWatch()
-		s.stopServer()
-		s.closeRemoteClients()
-		s.closeDownloads()
-		s.loadMu.Lock() // a load in progress finishes first
-		err := s.engine().Close()
-		s.loadMu.Unlock()
+		s.chat.close()
+		s.docs.close()
+		s.loader.refuseLoads()
+		s.kvcheck.close()
+		s.picker.stopWatch()
+		s.server.close()
+		s.remote.closeClients()
+		s.catalog.close()
+		err := s.loader.close() // a load in progress finishes first
 		// The streams end once the scheduler has closed them; each stores
 		// its reply before it returns.
 		done := make(chan struct{})
-		go func() { s.streams.Wait(); close(done) }()
+		go func() { s.chat.wait(); s.kvcheck.wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
 			err = errors.Join(err, errors.New("a reply was still being saved after 10 s"))
 		}
-		if s.hist != nil {
-			err = errors.Join(err, s.hist.Close())
-		}
-		s.closeErr = err
+		s.closeErr = errors.Join(err, s.chat.closeHistory())
 	})
 	return s.closeErr
 }
@@ -194,67 +196,35 @@ func (s *Service) Close() error {
 // and loads that. It reports through EventPrepare and EventStatus and
 // returns what went wrong (also kept in Status).
 func (s *Service) Start() error {
-	s.applyServer() // answers 503 until the model is in
+	s.server.apply() // answers 503 until the model is in
 	path := s.store.Get().LastModel
 	if path == "" {
 		var err error
-		s.setState(StatePreparing, "")
-		path, err = demo.Ensure(s.dirs.Cache, s.prepareProgress("Synthesizing the demo model"))
-		if err != nil {
-			s.setState(StateError, err.Error())
+		if path, err = s.loader.ensureDemo(); err != nil {
 			return err
 		}
 	}
-	_, err := s.LoadModel(LoadRequest{Path: path, keepRemote: true})
+	_, err := s.loader.load(LoadRequest{Path: path, keepRemote: true})
 	return err
-}
-
-// prepareProgress reports synthesis progress, once per percent.
-func (s *Service) prepareProgress(label string) func(done, total int64) {
-	last := -1
-	return func(done, total int64) {
-		if total <= 0 {
-			return
-		}
-		pct := int(done * 100 / total)
-		if pct == last {
-			return
-		}
-		last = pct
-		p := Prepare{Label: label, Done: done, Total: total}
-		s.mu.Lock()
-		s.prepare = &p
-		s.mu.Unlock()
-		s.emit(EventPrepare, p)
-	}
-}
-
-func (s *Service) setState(st State, msg string) {
-	s.mu.Lock()
-	s.state, s.err = st, msg
-	s.mu.Unlock()
-	s.emit(EventStatus, s.Status())
 }
 
 // Status describes the engine now. Error is the last start or load
 // failure, else why the history is not kept (chat works regardless).
 func (s *Service) Status() Status {
-	s.mu.Lock()
-	st := Status{State: s.state, Error: s.err, Running: len(s.reqs), Prepare: s.prepare}
-	isDemo := s.demo
-	s.mu.Unlock()
+	ls := s.loader.snapshot()
+	st := Status{State: ls.state, Error: ls.err, Running: s.chat.running(), Prepare: ls.prepare}
 	st.Busy = st.Running > 0
-	if st.Error == "" && s.histErr != nil {
-		st.Error = "conversations are not being kept: " + s.histErr.Error()
+	if st.Error == "" {
+		st.Error = s.chat.historyProblem()
 	}
-	if info, ok := s.engine().Info(); ok {
+	if info, ok := s.loader.engine().Info(); ok {
 		m := modelOf(info)
-		m.Demo = isDemo
-		m.KVCheck = s.kvCheckFor(info.Path)
+		m.Demo = ls.demo
+		m.KVCheck = s.kvcheck.checkFor(info.Path)
 		st.Model = &m
 	}
-	if ep, ok := s.activeRemote(); ok {
-		m := s.remoteModelInfo(ep)
+	if ep, ok := s.remote.active(); ok {
+		m := s.remote.modelInfo(ep)
 		st.Remote = &m
 		if st.State == StateStarting || st.State == StateError {
 			st.State = StateReady // chats have somewhere to go
@@ -266,148 +236,138 @@ func (s *Service) Status() Status {
 	return st
 }
 
-// Send starts a reply to req and returns its id and conversation at once;
-// the reply streams as EventProgress and EventDelta events and ends with
-// one EventFinal, all carrying the id. Errors that stop it from starting
-// (no model, empty, too long for the context) are returned here instead.
-//
-// The turn is kept in the history: the user's message is written before
-// the reply starts (in a new conversation when req.ConversationID is 0),
-// and the reply when it ends, so a crash loses at most the reply being
-// generated. Replies that end in an error are not kept.
-func (s *Service) Send(req SendRequest) (SendResult, error) {
-	var docs *docPlan
-	if len(req.Documents) > 0 {
-		var err error
-		if req, docs, err = s.withDocuments(req); err != nil {
-			return SendResult{}, err
-		}
-	}
-	r, err := s.request(req)
-	if err != nil {
-		return SendResult{}, err
-	}
-	if !s.hasModel() { // before anything is kept
-		return SendResult{}, scheduler.ErrNoModel
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		cancel()
-		return SendResult{}, scheduler.ErrClosed
-	}
-	s.nextID++
-	id := "r" + strconv.FormatUint(s.nextID, 10)
-	s.reqs[id] = cancel
-	s.streams.Add(1)
-	s.mu.Unlock()
-	turn := s.recordTurn(req)
-	if docs != nil {
-		turn.sources = docs.sources
-	}
-	events, err := s.submit(ctx, r) // the local scheduler or the remote model
-	if err != nil {
-		s.streams.Done()
-		s.forget(id)
-		s.dropTurn(turn)
-		return SendResult{}, err
-	}
-	s.emit(EventStatus, s.Status())
-	go func() {
-		defer s.streams.Done()
-		s.stream(id, turn, events)
-	}()
-	res := SendResult{ReplyID: id, ConversationID: turn.convID}
-	if docs != nil {
-		res.Sources, res.Documents = docs.sources, docs.uses
-	}
-	return res, nil
+// ---- Chat and history (chat.go, history.go)
+
+// Send starts a reply to req; it streams as events (chatPart.send).
+func (s *Service) Send(req SendRequest) (SendResult, error) { return s.chat.send(req) }
+
+// Stop cancels reply id.
+func (s *Service) Stop(id string) { s.chat.stop(id) }
+
+// Conversations lists kept conversations, newest first, or those matching query.
+func (s *Service) Conversations(query string) ([]ConversationSummary, error) {
+	return s.chat.conversations(query)
 }
 
-func (s *Service) request(req SendRequest) (scheduler.Request, error) {
-	var r scheduler.Request
-	for _, m := range req.Messages {
-		switch m.Role {
-		case "system", "user", "assistant":
-		default:
-			return r, fmt.Errorf("message role %q: want system, user or assistant", m.Role)
-		}
-		r.Messages = append(r.Messages, chat.Message{Role: m.Role, Content: m.Content})
-	}
-	r.Prompt = req.Prompt
-	empty := len(r.Messages) == 0 && strings.TrimSpace(r.Prompt) == ""
-	if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "user" && strings.TrimSpace(r.Messages[n-1].Content) == "" {
-		empty = true
-	}
-	if empty {
-		return r, errors.New("nothing to send: the message is empty")
-	}
-	c := s.store.Get()
-	if c.SystemPrompt != "" && len(r.Messages) > 0 && r.Messages[0].Role != "system" {
-		r.Messages = append([]chat.Message{{Role: "system", Content: c.SystemPrompt}}, r.Messages...)
-	}
-	r.Params.Sample = c.Sampling.Params()
-	r.Params.MaxTokens = req.MaxTokens
-	s.mu.Lock()
-	isDemo := s.demo
-	s.mu.Unlock()
-	// The cap is the demo model's: a remote model in use ends its turns.
-	if _, onRemote := s.activeRemote(); isDemo && !onRemote && (r.Params.MaxTokens <= 0 || r.Params.MaxTokens > DemoMaxTokens) {
-		r.Params.MaxTokens = DemoMaxTokens
-	}
-	return r, nil
+// Conversation restores kept conversation id.
+func (s *Service) Conversation(id int64) (Conversation, error) { return s.chat.conversation(id) }
+
+// DeleteConversation deletes kept conversation id.
+func (s *Service) DeleteConversation(id int64) error { return s.chat.deleteConversation(id) }
+
+// ExportConversation is kept conversation id as Markdown.
+func (s *Service) ExportConversation(id int64) (string, error) { return s.chat.exportConversation(id) }
+
+// ---- Loading and estimates (load.go)
+
+// CheckLoad is the estimate of loading req here.
+func (s *Service) CheckLoad(req LoadRequest) (Estimate, error) { return s.loader.checkLoad(req) }
+
+// SmallerContext is the context to offer when req will not fit (0: none).
+func (s *Service) SmallerContext(req LoadRequest) (int, error) { return s.loader.smallerContext(req) }
+
+// LoadModel loads req.Path, refused with a *NotFitError when it will not fit.
+func (s *Service) LoadModel(req LoadRequest) (Status, error) { return s.loader.load(req) }
+
+// ApplyContext changes the loaded model's context budget and KV type.
+func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
+	return s.loader.applyContext(ctx, kvName)
 }
 
-// stream forwards one request's events until its channel closes, and
-// keeps the reply in the history before its final event goes out.
-func (s *Service) stream(id string, turn turn, events <-chan scheduler.Event) {
-	defer s.forget(id)
-	var shown strings.Builder // what the window has been sent
-	final := false
-	for ev := range events {
-		switch ev.Kind {
-		case scheduler.Delta:
-			if ev.Text != "" {
-				shown.WriteString(ev.Text)
-				s.emit(EventDelta, Delta{ID: id, Text: ev.Text})
-			}
-		case scheduler.Progress:
-			s.emit(EventProgress, Progress{ID: id, Prefilled: ev.Prefilled, PromptTokens: ev.PromptTokens})
-		case scheduler.Final:
-			final = true
-			f := finalOf(id, ev.Result)
-			s.recordReply(turn, f, shown.String())
-			s.forget(id) // before the event, so Status in its handler is not busy
-			s.emit(EventFinal, f)
-		}
-	}
-	if !final { // the scheduler closes a cancelled stream whose reader was slow
-		f := Final{ID: id, FinishReason: "cancelled", Text: shown.String()}
-		s.recordReply(turn, f, shown.String())
-		s.forget(id)
-		s.emit(EventFinal, f)
-	}
+// Estimate evaluates the loaded model at ctx tokens with KV type kvType.
+func (s *Service) Estimate(ctx int, kvType string) (Estimate, error) {
+	return s.loader.estimate(ctx, kvType)
 }
 
-func (s *Service) forget(id string) {
-	s.mu.Lock()
-	cancel, ok := s.reqs[id]
-	delete(s.reqs, id)
-	s.mu.Unlock()
-	if ok {
-		cancel()
-		s.emit(EventStatus, s.Status())
-	}
+// ---- Local models (models.go)
+
+// Models lists the local GGUF files.
+func (s *Service) Models() ([]LocalModel, error) { return s.picker.models() }
+
+// AddModel adds the GGUF at path to the picker after reading its header.
+func (s *Service) AddModel(path string) (LocalModel, error) { return s.picker.add(path) }
+
+// ForgetModel removes an added file from the picker; the file stays.
+func (s *Service) ForgetModel(path string) error { return s.picker.forget(path) }
+
+// Describe is what the picker shows of the file at path.
+func (s *Service) Describe(path string) LocalModel { return s.picker.describe(path) }
+
+// ---- Catalog and downloads (catalog.go, downloads.go)
+
+// Catalog lists the catalog's models with each file's estimate here.
+func (s *Service) Catalog() ([]CatalogEntry, error) { return s.catalog.list() }
+
+// CatalogEstimate reads a catalog file's header for an exact estimate.
+func (s *Service) CatalogEstimate(id, quant string) (Estimate, error) {
+	return s.catalog.estimate(id, quant)
 }
 
-// Stop cancels the reply id; its stream ends with a "cancelled" final
-// event. Stopping a reply that has ended already does nothing.
-func (s *Service) Stop(id string) {
-	s.mu.Lock()
-	cancel := s.reqs[id]
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
+// Download starts or resumes downloading a catalog file.
+func (s *Service) Download(id, quant string) (Download, error) { return s.catalog.download(id, quant) }
+
+// CancelDownload stops a running download, keeping its part for a resume.
+func (s *Service) CancelDownload(id, quant string) { s.catalog.cancelDownload(id, quant) }
+
+// Downloads are this run's downloads, running and ended, by key.
+func (s *Service) Downloads() []Download { return s.catalog.downloadList() }
+
+// ---- Documents (documents.go)
+
+// AttachDocumentFile attaches the document at path; it is read in the background.
+func (s *Service) AttachDocumentFile(path string) (DocumentInfo, error) {
+	return s.docs.attachFile(path)
 }
+
+// AttachDocumentData attaches a document given as its name and base64 bytes.
+func (s *Service) AttachDocumentData(name, dataBase64 string) (DocumentInfo, error) {
+	return s.docs.attachData(name, dataBase64)
+}
+
+// RemoveDocument detaches document id (unknown ids are ignored).
+func (s *Service) RemoveDocument(id string) { s.docs.remove(id) }
+
+// Documents describes the documents ids and whether each fits whole.
+func (s *Service) Documents(ids []string) ([]DocumentInfo, error) { return s.docs.describe(ids) }
+
+// ---- Remote models (remote.go)
+
+// RemoteEndpoints lists the configured endpoints (without their keys).
+func (s *Service) RemoteEndpoints() []RemoteEndpoint { return s.remote.endpoints() }
+
+// RemoteModels connects to an endpoint and lists its models.
+func (s *Service) RemoteModels(in RemoteEndpointInput) ([]RemoteModel, error) {
+	return s.remote.models(in)
+}
+
+// SaveRemoteEndpoint adds an endpoint, or replaces the one of the same name.
+func (s *Service) SaveRemoteEndpoint(in RemoteEndpointInput) ([]RemoteEndpoint, error) {
+	return s.remote.save(in)
+}
+
+// RemoveRemoteEndpoint forgets an endpoint and its key.
+func (s *Service) RemoveRemoteEndpoint(name string) ([]RemoteEndpoint, error) {
+	return s.remote.remove(name)
+}
+
+// UseRemote sends chats to the endpoint called name ("": the local model).
+func (s *Service) UseRemote(name string) (Status, error) { return s.remote.use(name) }
+
+// ---- Quick actions, the hotkey and the local server
+
+// QuickActions are the quick actions of the settings, in their order.
+func (s *Service) QuickActions() []settings.QuickAction { return s.quick.list() }
+
+// RunQuickAction runs the action called name on text in a new conversation.
+func (s *Service) RunQuickAction(name, text string) (QuickActionResult, error) {
+	return s.quick.run(name, text)
+}
+
+// SetHotkeyStatus records what the platform did with the hotkey setting.
+func (s *Service) SetHotkeyStatus(st HotkeyStatus) { s.hotkey.set(st) }
+
+// HotkeyStatus says whether the setting's global hotkey is registered.
+func (s *Service) HotkeyStatus() HotkeyStatus { return s.hotkey.status() }
+
+// ServerStatus says whether the local server runs, and where.
+func (s *Service) ServerStatus() ServerStatus { return s.server.serverStatus() }

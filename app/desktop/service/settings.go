@@ -34,7 +34,7 @@ func (s *Service) UpdateSettings(c settings.Settings) (settings.Settings, error)
 		return nil
 	})
 	if err == nil {
-		s.applyServer() // the local server's switch, address and token
+		s.server.apply() // the local server's switch, address and token
 		s.emit(EventSettings, s.Settings())
 	}
 	return s.Settings(), err

@@ -50,7 +50,7 @@ func TestUpdateSettings(t *testing.T) {
 	}
 	// The memory limit is the budget from now on.
 	pinBudget(s, 8<<30)
-	if b, src := s.budget(); b.Bytes != 3<<30 || src != BudgetSettings {
+	if b, src := s.machine.budget(); b.Bytes != 3<<30 || src != BudgetSettings {
 		t.Fatalf("budget %d from %q", b.Bytes, src)
 	}
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"path/filepath"
+	"time"
 
 	"nibble/engine/scheduler"
 )
@@ -134,16 +135,23 @@ type Final struct {
 	DecodeTokPerSec  float64 `json:"decodeTokPerSec"`
 }
 
-func finalOf(id string, r *scheduler.Result) Final {
+// finalOf is the final event of reply id, the one place it is built:
+// from the reply's result, or, when the stream ended without one, a
+// cancellation carrying shown, the text the window was sent.
+func finalOf(id string, r *scheduler.Result, shown string) Final {
 	if r == nil {
-		return Final{ID: id, FinishReason: "cancelled"}
+		return Final{ID: id, FinishReason: "cancelled", Text: shown}
 	}
 	f := Final{ID: id, FinishReason: r.FinishReason, Text: r.Text, PromptTokens: r.PromptTokens,
 		ReusedTokens: r.ReusedTokens, PrefillTokens: r.PrefillTokens, GenTokens: r.GenTokens,
-		TTFTMs:           float64(r.TimeToFirstToken.Microseconds()) / 1000,
+		TTFTMs:           millis(r.TimeToFirstToken),
 		PrefillTokPerSec: r.PrefillTokPerSec, DecodeTokPerSec: r.DecodeTokPerSec}
 	if r.Err != nil && r.FinishReason == "error" {
 		f.Error = r.Err.Error()
 	}
 	return f
 }
+
+// millis is d in milliseconds, to the microsecond, as the window shows
+// durations.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
