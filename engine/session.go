@@ -126,10 +126,10 @@ func (o Options) KVLabel() string {
 	return o.KV.String() + " KV"
 }
 
-// resolveRotate sets o.KVRotated for a model of head dim headDim on b: the
+// ResolveRotate sets o.KVRotated for a model of head dim headDim on b: the
 // mode's choice for the cache type, except that auto does not rotate where
 // b cannot, and on there is an error.
-func (o Options) resolveRotate(b backend.Backend, headDim int) (Options, error) {
+func (o Options) ResolveRotate(b backend.Backend, headDim int) (Options, error) {
 	o.KVRotated = o.KVRotate.Rotates(o.KV)
 	if o.KVRotated && !backend.RotatesHeadDim(b, headDim) {
 		if o.KVRotate == kv.RotateOn {
@@ -180,13 +180,13 @@ type Session struct {
 // fit returns *estimate.NotFitError (with advice) and allocates nothing.
 func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	o = o.withDefaults(m.HP).resolveResidual(b)
-	if err := onBackend(m, b); err != nil {
+	if err := m.CheckBackend(b); err != nil {
 		return nil, err
 	}
 	if o.Evict.Policy != kv.EvictNone && m.HP.Window > 0 {
 		return nil, fmt.Errorf("%s: KV eviction is not available for sliding-window attention (window %d)", m.Name(), m.HP.Window)
 	}
-	o, err := o.resolveRotate(b, m.HP.HeadDim)
+	o, err := o.ResolveRotate(b, m.HP.HeadDim)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name(), err)
 	}
@@ -200,8 +200,8 @@ func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	return &Session{M: m, B: b, State: st, Opts: o, logits: make([]float32, m.HP.Vocab)}, nil
 }
 
-// onBackend reports a backend other than the one m's weights were mapped on.
-func onBackend(m *Model, b backend.Backend) error {
+// CheckBackend reports a backend other than the one m's weights were mapped on.
+func (m *Model) CheckBackend(b backend.Backend) error {
 	if b != m.Backend {
 		return fmt.Errorf("%s: the model was loaded on another backend", m.Name())
 	}

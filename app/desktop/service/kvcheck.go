@@ -13,6 +13,7 @@ import (
 	"nibble/engine"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
+	"nibble/engine/kvprobe"
 	"nibble/engine/scheduler"
 )
 
@@ -75,10 +76,10 @@ type kvCheckState struct {
 // kvChoiceEntry is one file's kept result; a file that changed size or
 // time, or a different backend, is checked again.
 type kvChoiceEntry struct {
-	Size    int64           `json:"size"`
-	ModTime int64           `json:"mtime_ns"`
-	Backend string          `json:"backend"`
-	Choice  engine.KVChoice `json:"choice"`
+	Size    int64          `json:"size"`
+	ModTime int64          `json:"mtime_ns"`
+	Backend string         `json:"backend"`
+	Choice  kvprobe.Choice `json:"choice"`
 }
 
 // kvChoicesMu serializes reading and rewriting the kept results (KVChoicesFile).
@@ -100,7 +101,7 @@ func readKVChoices(path string) map[string]kvChoiceEntry {
 
 // cachedKVChoice is the kept result for the model file at path on the
 // engine's backend, or nil.
-func (s *Service) cachedKVChoice(path string) *engine.KVChoice {
+func (s *Service) cachedKVChoice(path string) *kvprobe.Choice {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil
@@ -116,7 +117,7 @@ func (s *Service) cachedKVChoice(path string) *engine.KVChoice {
 
 // keepKVChoice writes c as the result for the file at path as it was
 // when the check started (st): a file replaced meanwhile is checked again.
-func (s *Service) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice) error {
+func (s *Service) keepKVChoice(path string, st os.FileInfo, c *kvprobe.Choice) error {
 	kvChoicesMu.Lock()
 	defer kvChoicesMu.Unlock()
 	m := readKVChoices(s.kvChoicesPath())
@@ -146,7 +147,7 @@ func (s *Service) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice) 
 }
 
 // checkOf is the KVCheck showing choice c.
-func checkOf(c *engine.KVChoice, cached bool) KVCheck {
+func checkOf(c *kvprobe.Choice, cached bool) KVCheck {
 	k := KVCheck{State: KVCheckDone, Cached: cached, Chosen: c.Chosen().Label(), Summary: c.Summary(), Reason: c.Reason,
 		ScaleRatio: c.ScaleRatio, Tokens: c.Tokens, ElapsedMs: float64(c.Elapsed.Microseconds()) / 1000}
 	for _, cand := range c.Candidates {
@@ -159,7 +160,7 @@ func checkOf(c *engine.KVChoice, cached bool) KVCheck {
 // autoKV is the KV type "auto" gives the file at path at ctx under o: the
 // kept check's choice when there is one and it fits the budget, else q4;
 // note says why a kept q8 was not used.
-func (s *Service) autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (t kv.Type, c *engine.KVChoice, note string) {
+func (s *Service) autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (t kv.Type, c *kvprobe.Choice, note string) {
 	c = s.cachedKVChoice(path)
 	if c == nil || c.Type == kv.Q4 {
 		return kv.Q4, c, ""
@@ -218,7 +219,7 @@ func (s *Service) swapKVCheck(kc *kvCheckState) bool {
 // "auto": a kept result at once (the load already used its choice, or
 // keptNote says why not), otherwise the check runs in the background on
 // the engine's scheduler.
-func (s *Service) startKVCheck(path string, kept *engine.KVChoice, keptNote string) {
+func (s *Service) startKVCheck(path string, kept *kvprobe.Choice, keptNote string) {
 	if kept != nil {
 		kc := &kvCheckState{path: path, check: checkOf(kept, true)}
 		kc.check.Note = keptNote
@@ -257,7 +258,7 @@ func (s *Service) updateKVCheck(kc *kvCheckState, f func(*KVCheck)) {
 }
 
 func (s *Service) runKVCheck(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState) {
-	c, err := sched.ProbeKV(ctx, kc.path, engine.KVChoiceOptions{Residual: -1}, func(done, total int) {
+	c, err := sched.ProbeKV(ctx, kc.path, kvprobe.ChoiceOptions{Residual: -1}, func(done, total int) {
 		pct := done * 100 / max(total, 1)
 		s.mu.Lock()
 		report := pct != kc.last
@@ -294,7 +295,7 @@ func (s *Service) runKVCheck(ctx context.Context, sched *scheduler.Scheduler, kc
 // switchKV moves the loaded model to the check's choice, when idle and
 // while the KV setting is still auto, if it fits at the context in force;
 // the check's note says what happened.
-func (s *Service) switchKV(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState, c *engine.KVChoice) {
+func (s *Service) switchKV(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState, c *kvprobe.Choice) {
 	var note string
 	_, applied, err := sched.ReconfigureWhenIdle(ctx, func(info scheduler.ModelInfo) (engine.Options, bool) {
 		if info.Path != kc.path || info.Options.KV == c.Type || s.store.Get().KVType != "auto" {

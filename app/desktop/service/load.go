@@ -10,6 +10,7 @@ import (
 	"nibble/engine"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
+	"nibble/engine/kvprobe"
 	"nibble/engine/scheduler"
 )
 
@@ -28,7 +29,7 @@ type loadPlan struct {
 	// auto: the KV setting is auto, so the KV check runs after the load
 	// unless kept gives its earlier result (keptNote: why it was not used).
 	auto     bool
-	kept     *engine.KVChoice
+	kept     *kvprobe.Choice
 	keptNote string
 }
 
@@ -303,7 +304,7 @@ func (s *Service) ApplyContext(ctx int, kvName string) (Status, error) {
 	}
 	b, src := s.budget()
 	auto := (kvName == "" || kvName == "auto") && !demo.Is(s.dirs.Cache, info.Path)
-	var kept *engine.KVChoice
+	var kept *kvprobe.Choice
 	var keptNote string
 	if auto {
 		t, kept, keptNote = s.autoKV(info.Path, *d, loadedOptions(info, ctx, t), b, src)
