@@ -1,7 +1,7 @@
 // Package backend is the small set of ops a model family's forward pass is
 // written against (docs/ARCHITECTURE.md, "Backend contract"). The CPU backend
-// executes each op at once; a GPU backend (Metal, planned) encodes them into
-// a command buffer and runs it at Sync.
+// executes each op at once; a GPU backend (Metal) encodes them into a
+// command buffer and runs it at Sync.
 package backend
 
 import (

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"nibble/engine/attention"
 	"nibble/engine/backend"
+	"nibble/engine/cpu/attention"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
 	"nibble/engine/quant"

@@ -3,8 +3,8 @@ package cpu
 import (
 	"runtime"
 
-	"nibble/engine/attention"
 	"nibble/engine/backend"
+	"nibble/engine/cpu/attention"
 	"nibble/engine/kv"
 )
 
