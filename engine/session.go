@@ -276,7 +276,7 @@ type Stats struct {
 	GenTokens     int
 	Tokens        []int32 // generated ids
 	Text          string
-	StopReason    string // eog, stop, length, context, cancelled, error
+	StopReason    StopReason
 	Prefill       time.Duration
 	Decode        time.Duration
 	// FirstToken is the time from the start of the generation (Begin) to

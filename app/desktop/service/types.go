@@ -3,6 +3,7 @@ package service
 import (
 	"path/filepath"
 
+	"nibble/engine"
 	"nibble/engine/scheduler"
 )
 
@@ -138,11 +139,11 @@ func finalOf(id string, r *scheduler.Result) Final {
 	if r == nil {
 		return Final{ID: id, FinishReason: "cancelled"}
 	}
-	f := Final{ID: id, FinishReason: r.FinishReason, Text: r.Text, PromptTokens: r.PromptTokens,
+	f := Final{ID: id, FinishReason: string(r.FinishReason), Text: r.Text, PromptTokens: r.PromptTokens,
 		ReusedTokens: r.ReusedTokens, PrefillTokens: r.PrefillTokens, GenTokens: r.GenTokens,
 		TTFTMs:           float64(r.TimeToFirstToken.Microseconds()) / 1000,
 		PrefillTokPerSec: r.PrefillTokPerSec, DecodeTokPerSec: r.DecodeTokPerSec}
-	if r.Err != nil && r.FinishReason == "error" {
+	if r.Err != nil && r.FinishReason == engine.StopError {
 		f.Error = r.Err.Error()
 	}
 	return f
