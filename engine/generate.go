@@ -245,9 +245,6 @@ func (s *Session) Generate(ctx context.Context, prompt []int32, p GenParams, onE
 		if err != nil {
 			return g.Stats(), err
 		}
-		if ev.Prefilled > 0 && s.PrefillProgress != nil {
-			s.PrefillProgress(ev.Prefilled, len(g.prompt))
-		}
 		if onEvent != nil && (ev.Token >= 0 || ev.Text != "") {
 			if err := onEvent(Event{Token: ev.Token, Text: ev.Text}); err != nil {
 				g.finish(StopError)

@@ -170,9 +170,6 @@ type Session struct {
 	Opts   Options
 	tokens []int32 // exactly the tokens whose K/V are in the cache
 	logits []float32
-	// PrefillProgress, when set, is called after each prefill batch with the
-	// prompt tokens processed so far (reused ones included) and the total.
-	PrefillProgress func(done, total int)
 }
 
 // NewSession checks the configuration against the memory budget, then
@@ -312,9 +309,6 @@ func (s *Session) Prefill(ctx context.Context, prompt []int32) (reused int, err 
 		}
 		if pos, err = s.prefillBatch(prompt, pos); err != nil {
 			return common, err
-		}
-		if s.PrefillProgress != nil {
-			s.PrefillProgress(pos, len(prompt))
 		}
 	}
 	return common, nil
