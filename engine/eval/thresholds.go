@@ -8,8 +8,8 @@ import (
 )
 
 // Threshold is one bar a KV cache type must clear against f16 on the
-// trained model (issue 13's acceptance for `kvcheck --batch 1` over a 2K
-// needle document).
+// trained model: the acceptance bar of `kvcheck --batch 1` over a 2K
+// needle document.
 type Threshold struct {
 	Type   kv.Type `json:"-"`
 	Metric string  `json:"metric"` // "top1" or "forced"
