@@ -77,9 +77,8 @@ type Options struct {
 	KVNoSmooth bool
 	// KVResidual is the f16 residual window of a quantized cache, in
 	// positions (docs/ARCHITECTURE.md, "KV cache format"): 0 gives the
-	// type's default (kv.DefaultResidual) on a backend that reads one
-	// (backend.ResidualReader), a negative value none. NewSession stores
-	// the resolved value (negative when none).
+	// type's default (kv.DefaultResidual), a negative value none.
+	// NewSession stores the resolved value (negative when none).
 	KVResidual int
 	// Evict bounds the cache to a token budget (docs/ARCHITECTURE.md,
 	// "Eviction (H2O)"): the zero value keeps every position. A Budget
@@ -140,21 +139,21 @@ func (o Options) ResolveRotate(b backend.Backend, headDim int) (Options, error) 
 	return o, nil
 }
 
-// residualOn is the residual window o gives a cache on b: the type's
-// default when o leaves it to the backend and b reads one.
-func (o Options) residualOn(b backend.Backend) int {
+// residual is the residual window o gives a cache: the type's default
+// when o leaves it open.
+func (o Options) residual() int {
 	switch {
 	case o.KVResidual < 0:
 		return 0
 	case o.KVResidual > 0:
 		return o.KVResidual
 	}
-	return backend.DefaultKVResidual(b, o.KV)
+	return kv.DefaultResidual(o.KV)
 }
 
-// resolveResidual fixes o.KVResidual for backend b: the window, or -1 for none.
-func (o Options) resolveResidual(b backend.Backend) Options {
-	o.KVResidual = o.residualOn(b)
+// resolveResidual fixes o.KVResidual: the window, or -1 for none.
+func (o Options) resolveResidual() Options {
+	o.KVResidual = o.residual()
 	if o.KVResidual == 0 {
 		o.KVResidual = -1
 	}
@@ -176,7 +175,7 @@ type Session struct {
 // allocates the cache and activations on b, the backend m was loaded on. A configuration that will not
 // fit returns *estimate.NotFitError (with advice) and allocates nothing.
 func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
-	o = o.withDefaults(m.HP).resolveResidual(b)
+	o = o.withDefaults(m.HP).resolveResidual()
 	if err := m.CheckBackend(b); err != nil {
 		return nil, err
 	}
@@ -427,7 +426,7 @@ func Estimate(m *Model, b backend.Backend, o Options) (*estimate.Estimate, estim
 	if err != nil {
 		return nil, budget, err
 	}
-	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, KVResidual: o.resolveResidual(b).KVResidual, Batch: o.Batch, Backend: b.Name(), Evict: o.Evict}
+	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, KVResidual: o.resolveResidual().KVResidual, Batch: o.Batch, Backend: b.Name(), Evict: o.Evict}
 	if t, ok := b.(interface{ Threads() int }); ok {
 		eo.Threads = t.Threads()
 	}

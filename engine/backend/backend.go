@@ -119,24 +119,6 @@ func CacheResumableFrom(c KVCache, n int) int {
 	return n
 }
 
-// ResidualReader is implemented by a backend whose decode and prefill
-// attention read a cache's f16 residual window (kv.Config.Residual);
-// sessions give a quantized cache its default window only there. A backend
-// without it refuses a config that asks for a window.
-type ResidualReader interface {
-	ReadsKVResidual() bool
-}
-
-// DefaultKVResidual is the residual window a cache of type t gets by default
-// on x, a backend or its footprint: kv.DefaultResidual(t) where x reads one
-// (ResidualReader), else 0.
-func DefaultKVResidual(x any, t kv.Type) int {
-	if r, ok := x.(ResidualReader); ok && r.ReadsKVResidual() {
-		return kv.DefaultResidual(t)
-	}
-	return 0
-}
-
 // KVRotator is implemented by a backend that rotates K (kv.Config.Rotate)
 // for some head dims only; sessions whose rotation is automatic do not
 // rotate where it says false, and a session that asks for rotation there is

@@ -103,8 +103,8 @@ type ChoiceOptions struct {
 	MaxScaleRatio float64
 	Prompt        []int32 // token ids in place of the built-in text (tests)
 	// Residual is the f16 residual window the quantized caches run with:
-	// negative gives each type its default (kv.DefaultResidual) where the
-	// backend reads a window, as sessions do; 0 none.
+	// negative gives each type its default (kv.DefaultResidual), as
+	// sessions do; 0 none.
 	Residual int
 }
 
@@ -213,7 +213,7 @@ func New(m *engine.Model, b backend.Backend, o ChoiceOptions) (*Probe, error) {
 	for _, cand := range p.cands {
 		residual := o.Residual
 		if residual < 0 {
-			residual = backend.DefaultKVResidual(b, cand.Type)
+			residual = kv.DefaultResidual(cand.Type)
 		}
 		p.runs = append(p.runs, kv.Config{Type: cand.Type, GroupSize: kv.DefaultGroupSize, Rotate: cand.Rotate, Smooth: true, Residual: residual})
 	}
