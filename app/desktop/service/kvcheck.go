@@ -15,6 +15,7 @@ import (
 	"nibble/engine/kv"
 	"nibble/engine/kvprobe"
 	"nibble/engine/scheduler"
+	"nibble/internal/atomicfile"
 )
 
 // KVChoicesFile keeps the KV check's result per model file, in the data
@@ -126,22 +127,10 @@ func (s *Service) keepKVChoice(path string, st os.FileInfo, c *kvprobe.Choice) e
 	if err != nil {
 		return fmt.Errorf("keep the KV check: %w", err)
 	}
-	// A temporary file of its own, so that two app processes never write
-	// into the same one.
-	tmp, err := os.CreateTemp(filepath.Dir(s.kvChoicesPath()), "kv-choices-*.tmp")
-	if err != nil {
+	// atomicfile writes a temporary file of its own, so that two app
+	// processes never write into the same one.
+	if err := atomicfile.WriteFile(s.kvChoicesPath(), data, 0o600); err != nil {
 		return fmt.Errorf("keep the KV check: %w", err)
-	}
-	_, werr := tmp.Write(data)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), s.kvChoicesPath())
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("keep the KV check: %w", werr)
 	}
 	return nil
 }
