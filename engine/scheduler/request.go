@@ -48,8 +48,9 @@ type Event struct {
 // Result ends a request: the generation's engine.Stats (empty when the
 // request never ran) and what the scheduler adds.
 type Result struct {
-	// FinishReason is Stats.StopReason.Finish(): stop (end of turn or a stop
-	// string), length (max tokens or the context budget), cancelled or error.
+	// FinishReason is the coarse reason (engine.StopReason.Finish): stop
+	// (end of turn or a stop string), length (max tokens or the context
+	// budget), cancelled or error, also for a request that never ran.
 	FinishReason engine.StopReason
 	Err          error // why, for cancelled and error
 	engine.Stats
