@@ -12,6 +12,7 @@ import (
 
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
+	"nibble/engine/numeric"
 	"nibble/engine/sample"
 	"nibble/internal/testdata"
 )
@@ -95,7 +96,7 @@ func measureConformance(t *testing.T, m *Model, ref *reference, prompt string, l
 		t.Fatal(err)
 	}
 	c.top1 = float64(hits) / float64(n)
-	c.cosLast = cosine64(lastRow, last)
+	c.cosLast = numeric.Cosine(lastRow, last)
 
 	// Teacher-forced: feed llama.cpp's greedy tokens; count argmax matches.
 	logits := lastRow

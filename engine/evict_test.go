@@ -99,7 +99,7 @@ func TestEvictionEstimateCountsTheBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := (Options{Ctx: 4096, KV: kv.Q4, Evict: kv.Eviction{Policy: kv.EvictH2O}, EvictPercent: 25}).withDefaults(m.HP).resolveResidual(m.Backend).KVConfig(m.HP).Bytes()
+	want := (Options{Ctx: 4096, KV: kv.Q4, Evict: kv.Eviction{Policy: kv.EvictH2O}, EvictPercent: 25}).withDefaults(m.HP).resolveResidual().KVConfig(m.HP).Bytes()
 	if quarter.KV != want || quarter.KV*3 > full.KV {
 		t.Fatalf("KV at a 25%% budget: %d (cache allocates %d), full context %d", quarter.KV, want, full.KV)
 	}

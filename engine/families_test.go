@@ -15,6 +15,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
+	"nibble/engine/numeric"
 	"nibble/engine/sample"
 	"nibble/engine/synth"
 	"nibble/internal/testdata"
@@ -95,7 +96,7 @@ func runFamilyReference(t *testing.T, m *Model, ref *familyReference, kvt kv.Typ
 			t.Fatal(err)
 		}
 	}
-	r := familyRun{cos: cosine64(logits, ref.last), greedyWant: len(ref.Greedy)}
+	r := familyRun{cos: numeric.Cosine(logits, ref.last), greedyWant: len(ref.Greedy)}
 	ours := topIDs(logits, len(ref.Top))
 	for _, e := range ref.Top {
 		if slices.Contains(ours, int32(e[0])) {

@@ -29,6 +29,32 @@ type Generation struct {
 	stats   Stats
 }
 
+// StopReason says why a generation ended. Its text is what the CLI's JSON,
+// the logs and (through Finish) the API's finish_reason show.
+type StopReason string
+
+const (
+	StopEndOfTurn StopReason = "eog"       // the model sampled an end-of-generation token
+	StopString    StopReason = "stop"      // a stop string (GenParams.Stop) appeared
+	StopMaxTokens StopReason = "length"    // GenParams.MaxTokens were generated
+	StopContext   StopReason = "context"   // the context budget is full
+	StopCancelled StopReason = "cancelled" // the caller's context was cancelled
+	StopError     StopReason = "error"     // a forward pass or the event callback failed
+)
+
+// Finish is the coarser reason the OpenAI-style API and the app report:
+// stop (end of turn or a stop string), length (max tokens or the context
+// budget), cancelled or error.
+func (r StopReason) Finish() StopReason {
+	switch r {
+	case StopEndOfTurn, StopString:
+		return StopString
+	case StopMaxTokens, StopContext:
+		return StopMaxTokens
+	}
+	return r
+}
+
 // StepEvent is what one Step produced.
 type StepEvent struct {
 	// Prefilled is, after a prefill batch, how many prompt tokens the cache
@@ -101,7 +127,7 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 		return ev, fmt.Errorf("generation already ended (%s)", g.stats.StopReason)
 	}
 	if err := ctx.Err(); err != nil {
-		g.finish("cancelled")
+		g.finish(StopCancelled)
 		return ev, err
 	}
 	s := g.s
@@ -110,7 +136,7 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 		next, err := s.prefillBatch(g.prompt, g.next)
 		g.stats.Prefill += time.Since(t)
 		if err != nil {
-			g.finish("error")
+			g.finish(StopError)
 			return ev, err
 		}
 		g.next, ev.Prefilled = next, next
@@ -120,7 +146,7 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 		tok := g.pending
 		g.pending = -1
 		if err := s.Step(tok); err != nil {
-			g.finish("error")
+			g.finish(StopError)
 			return ev, err
 		}
 	}
@@ -133,7 +159,7 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 	tok := g.sampler.Sample(s.logits, recent)
 	if !g.p.IgnoreEOS && s.M.Tok.IsEOG(tok) {
 		ev.Text = g.emit(g.flushText())
-		g.finish("eog")
+		g.finish(StopEndOfTurn)
 		return ev, nil
 	}
 	ev.Token = tok
@@ -142,13 +168,13 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 	ev.Text = g.emit(g.stops.push(g.dec.Push(tok)))
 	switch {
 	case g.stops.hit:
-		g.finish("stop")
+		g.finish(StopString)
 	case g.p.MaxTokens > 0 && g.stats.GenTokens >= g.p.MaxTokens:
 		ev.Text += g.emit(g.flushText())
-		g.finish("length")
+		g.finish(StopMaxTokens)
 	case len(s.tokens) >= s.Opts.Ctx:
 		ev.Text += g.emit(g.flushText())
-		g.finish("context")
+		g.finish(StopContext)
 	default:
 		g.pending = tok
 	}
@@ -172,7 +198,7 @@ func (g *Generation) emit(text string) string {
 	return text
 }
 
-func (g *Generation) finish(reason string) {
+func (g *Generation) finish(reason StopReason) {
 	g.done = true
 	g.stats.StopReason = reason
 }
@@ -219,12 +245,9 @@ func (s *Session) Generate(ctx context.Context, prompt []int32, p GenParams, onE
 		if err != nil {
 			return g.Stats(), err
 		}
-		if ev.Prefilled > 0 && s.PrefillProgress != nil {
-			s.PrefillProgress(ev.Prefilled, len(g.prompt))
-		}
 		if onEvent != nil && (ev.Token >= 0 || ev.Text != "") {
 			if err := onEvent(Event{Token: ev.Token, Text: ev.Text}); err != nil {
-				g.finish("error")
+				g.finish(StopError)
 				return g.Stats(), err
 			}
 		}

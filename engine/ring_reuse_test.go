@@ -10,6 +10,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
+	"nibble/engine/numeric"
 	"nibble/engine/sample"
 	"nibble/engine/synth"
 )
@@ -99,7 +100,7 @@ func TestWrappedRingReusesTheExtendedPrefix(t *testing.T) {
 		if st.ReusedTokens != wantReused || st.PrefillTokens != len(prompt)-wantReused {
 			t.Fatalf("%s: reused %d and prefilled %d of %d; want %d reused", name, st.ReusedTokens, st.PrefillTokens, len(prompt), wantReused)
 		}
-		c := cosine64(s.Logits(), freshLogits(prompt))
+		c := numeric.Cosine(s.Logits(), freshLogits(prompt))
 		if c < 0.999999 {
 			t.Fatalf("%s: cosine with a fresh prefill %.9f, want ≥ 0.999999", name, c)
 		}

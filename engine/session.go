@@ -77,9 +77,8 @@ type Options struct {
 	KVNoSmooth bool
 	// KVResidual is the f16 residual window of a quantized cache, in
 	// positions (docs/ARCHITECTURE.md, "KV cache format"): 0 gives the
-	// type's default (kv.DefaultResidual) on a backend that reads one
-	// (backend.ResidualReader), a negative value none. NewSession stores
-	// the resolved value (negative when none).
+	// type's default (kv.DefaultResidual), a negative value none.
+	// NewSession stores the resolved value (negative when none).
 	KVResidual int
 	// Evict bounds the cache to a token budget (docs/ARCHITECTURE.md,
 	// "Eviction (H2O)"): the zero value keeps every position. A Budget
@@ -126,10 +125,10 @@ func (o Options) KVLabel() string {
 	return o.KV.String() + " KV"
 }
 
-// resolveRotate sets o.KVRotated for a model of head dim headDim on b: the
+// ResolveRotate sets o.KVRotated for a model of head dim headDim on b: the
 // mode's choice for the cache type, except that auto does not rotate where
 // b cannot, and on there is an error.
-func (o Options) resolveRotate(b backend.Backend, headDim int) (Options, error) {
+func (o Options) ResolveRotate(b backend.Backend, headDim int) (Options, error) {
 	o.KVRotated = o.KVRotate.Rotates(o.KV)
 	if o.KVRotated && !backend.RotatesHeadDim(b, headDim) {
 		if o.KVRotate == kv.RotateOn {
@@ -140,21 +139,21 @@ func (o Options) resolveRotate(b backend.Backend, headDim int) (Options, error) 
 	return o, nil
 }
 
-// residualOn is the residual window o gives a cache on b: the type's
-// default when o leaves it to the backend and b reads one.
-func (o Options) residualOn(b backend.Backend) int {
+// residual is the residual window o gives a cache: the type's default
+// when o leaves it open.
+func (o Options) residual() int {
 	switch {
 	case o.KVResidual < 0:
 		return 0
 	case o.KVResidual > 0:
 		return o.KVResidual
 	}
-	return backend.DefaultKVResidual(b, o.KV)
+	return kv.DefaultResidual(o.KV)
 }
 
-// resolveResidual fixes o.KVResidual for backend b: the window, or -1 for none.
-func (o Options) resolveResidual(b backend.Backend) Options {
-	o.KVResidual = o.residualOn(b)
+// resolveResidual fixes o.KVResidual: the window, or -1 for none.
+func (o Options) resolveResidual() Options {
+	o.KVResidual = o.residual()
 	if o.KVResidual == 0 {
 		o.KVResidual = -1
 	}
@@ -170,23 +169,20 @@ type Session struct {
 	Opts   Options
 	tokens []int32 // exactly the tokens whose K/V are in the cache
 	logits []float32
-	// PrefillProgress, when set, is called after each prefill batch with the
-	// prompt tokens processed so far (reused ones included) and the total.
-	PrefillProgress func(done, total int)
 }
 
 // NewSession checks the configuration against the memory budget, then
 // allocates the cache and activations on b, the backend m was loaded on. A configuration that will not
 // fit returns *estimate.NotFitError (with advice) and allocates nothing.
 func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
-	o = o.withDefaults(m.HP).resolveResidual(b)
-	if err := onBackend(m, b); err != nil {
+	o = o.withDefaults(m.HP).resolveResidual()
+	if err := m.CheckBackend(b); err != nil {
 		return nil, err
 	}
 	if o.Evict.Policy != kv.EvictNone && m.HP.Window > 0 {
 		return nil, fmt.Errorf("%s: KV eviction is not available for sliding-window attention (window %d)", m.Name(), m.HP.Window)
 	}
-	o, err := o.resolveRotate(b, m.HP.HeadDim)
+	o, err := o.ResolveRotate(b, m.HP.HeadDim)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name(), err)
 	}
@@ -200,8 +196,8 @@ func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	return &Session{M: m, B: b, State: st, Opts: o, logits: make([]float32, m.HP.Vocab)}, nil
 }
 
-// onBackend reports a backend other than the one m's weights were mapped on.
-func onBackend(m *Model, b backend.Backend) error {
+// CheckBackend reports a backend other than the one m's weights were mapped on.
+func (m *Model) CheckBackend(b backend.Backend) error {
 	if b != m.Backend {
 		return fmt.Errorf("%s: the model was loaded on another backend", m.Name())
 	}
@@ -276,7 +272,7 @@ type Stats struct {
 	GenTokens     int
 	Tokens        []int32 // generated ids
 	Text          string
-	StopReason    string // eog, stop, length, context, cancelled, error
+	StopReason    StopReason
 	Prefill       time.Duration
 	Decode        time.Duration
 	// FirstToken is the time from the start of the generation (Begin) to
@@ -312,9 +308,6 @@ func (s *Session) Prefill(ctx context.Context, prompt []int32) (reused int, err 
 		}
 		if pos, err = s.prefillBatch(prompt, pos); err != nil {
 			return common, err
-		}
-		if s.PrefillProgress != nil {
-			s.PrefillProgress(pos, len(prompt))
 		}
 	}
 	return common, nil
@@ -433,7 +426,7 @@ func Estimate(m *Model, b backend.Backend, o Options) (*estimate.Estimate, estim
 	if err != nil {
 		return nil, budget, err
 	}
-	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, KVResidual: o.resolveResidual(b).KVResidual, Batch: o.Batch, Backend: b.Name(), Evict: o.Evict}
+	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, KVResidual: o.resolveResidual().KVResidual, Batch: o.Batch, Backend: b.Name(), Evict: o.Evict}
 	if t, ok := b.(interface{ Threads() int }); ok {
 		eo.Threads = t.Threads()
 	}

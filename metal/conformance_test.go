@@ -114,11 +114,6 @@ func TestMapWeightsAndFootprint(t *testing.T) {
 	if f.OverheadBytes(backend.Shape{}, 0) <= 0 {
 		t.Error("no base overhead")
 	}
-	for _, x := range []any{b, f} {
-		if got, want := backend.DefaultKVResidual(x, kv.Q4), kv.DefaultResidual(kv.Q4); got != want {
-			t.Errorf("%T: default q4 residual window %d, want %d", x, got, want)
-		}
-	}
 }
 
 // Attention with score soft-capping (Gemma 2) runs (the kernels' cap is

@@ -11,6 +11,7 @@ import (
 
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
+	"nibble/engine/numeric"
 	"nibble/engine/synth"
 	"nibble/internal/testdata"
 )
@@ -122,7 +123,7 @@ func TestFamiliesMatchCPU(t *testing.T) {
 						other := runPass(t, exact.m, ids, c.kv)
 						exact.m.HP.AttnSoftcap = c.attnCap
 						want := runPass(t, exact.m, ids, c.kv)
-						far := cosine(other.last, want.last)
+						far := numeric.Cosine(other.last, want.last)
 						t.Logf("cos(last prompt logits) cpu-float with soft-cap %g / %g: %.7f", modelCap, c.attnCap, far)
 						if !(far < c.minCos) {
 							t.Errorf("soft-cap %g changes the logits too little (cosine %.7f): the test would not see a kernel without the cap", c.attnCap, far)
@@ -130,10 +131,10 @@ func TestFamiliesMatchCPU(t *testing.T) {
 					}
 					want := runPass(t, exact.m, ids, c.kv)
 					got := runPass(t, metal.m, ids, c.kv)
-					cos := cosine(got.last, want.last)
+					cos := numeric.Cosine(got.last, want.last)
 					worstStep := 1.0
 					for i := 0; i < greedySteps && got.greedy[i] == want.greedy[i]; i++ {
-						worstStep = min(worstStep, cosine(got.steps[i], want.steps[i]))
+						worstStep = min(worstStep, numeric.Cosine(got.steps[i], want.steps[i]))
 					}
 					t.Logf("%d prompt tokens, kv %s: 1 - cos(last prompt logits) metal/cpu-float %.2g (decode steps ≤ %.2g); greedy metal %v, cpu-float %v; ring layers metal %d, cpu %d",
 						len(ids), what, 1-cos, 1-worstStep, got.greedy, want.greedy, got.rings, want.rings)

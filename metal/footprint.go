@@ -17,16 +17,6 @@ func (footprint) WorkspaceBytes(cfg kv.Config, heads, maxBatch, threads int) int
 	return workspaceBytes(cfg, heads, maxBatch)
 }
 
-// ReadsKVResidual (backend.ResidualReader): sessions on Metal give a
-// quantized cache its default residual window, whose ring cfg.Bytes()
-// already counts.
-func (footprint) ReadsKVResidual() bool { return true }
-
-// ReadsKVRing (kv.RingReader): NewKVCache keeps a sliding-window layer in
-// a ring of its window (cfg.Bytes() counts it so), and the estimator
-// counts rings on Metal as on the CPU.
-func (footprint) ReadsKVRing() bool { return true }
-
 // OverheadBytes is the CPU backend's ("cpu", registered by engine/cpu, which
 // every program that chooses a backend links: app/backends): the Go runtime,
 // the tokenizer and the host-side pools are the same process. What Metal

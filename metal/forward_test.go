@@ -16,6 +16,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
 	"nibble/engine/model"
+	"nibble/engine/numeric"
 	"nibble/engine/quant"
 	"nibble/engine/sample"
 	"nibble/internal/testdata"
@@ -89,16 +90,6 @@ func runPass(t *testing.T, m *model.Model, ids []int32, kvc kv.Config) passResul
 		r.steps = append(r.steps, slices.Clone(logits))
 	}
 	return r
-}
-
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
 }
 
 // exactCPU is the CPU backend with MatMul in float64 over the dequantized
@@ -267,13 +258,13 @@ func TestForwardMatchesCPU(t *testing.T) {
 					want := runPass(t, exact.m, ids, c.kv)
 					got := runPass(t, metal.m, ids, c.kv)
 					ref := runPass(t, plain.m, ids, c.kv)
-					cos, cosPlain := cosine(got.last, want.last), cosine(got.last, ref.last)
+					cos, cosPlain := numeric.Cosine(got.last, want.last), numeric.Cosine(got.last, ref.last)
 					worstStep := 1.0
 					for i := 0; i < greedySteps && got.greedy[i] == want.greedy[i]; i++ {
-						worstStep = min(worstStep, cosine(got.steps[i], want.steps[i]))
+						worstStep = min(worstStep, numeric.Cosine(got.steps[i], want.steps[i]))
 					}
 					t.Logf("%d prompt tokens, kv %s: cos(last prompt logits) metal/cpu-float %.7f (decode steps ≥ %.7f), metal/cpu %.7f, cpu-float/cpu %.7f; greedy metal %v, cpu-float %v, cpu %v",
-						len(ids), what, cos, worstStep, cosPlain, cosine(want.last, ref.last), got.greedy, want.greedy, ref.greedy)
+						len(ids), what, cos, worstStep, cosPlain, numeric.Cosine(want.last, ref.last), got.greedy, want.greedy, ref.greedy)
 					if !(cos >= c.minCos) {
 						t.Errorf("cosine of the last-position logits to the CPU with float activations %.7f < %g", cos, c.minCos)
 					}

@@ -116,16 +116,6 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 	return c, nil
 }
 
-// ReadsKVResidual (backend.ResidualReader): kernel_kv_append_{q8,q4} also
-// store the last positions in the residual window's f16 ring, and the
-// decode and prefill attention kernels read them from there.
-func (b *Backend) ReadsKVResidual() bool { return true }
-
-// ReadsKVRing (kv.RingReader): sliding-window layers keep only their
-// window, position p at slot p mod window, as the CPU's do; kv_append and
-// the attention kernels map positions to slots.
-func (b *Backend) ReadsKVRing() bool { return true }
-
 // Evicted (backend.EvictingCache): a sliding-window ring overwrote positions
 // since the sequence last started at 0, so no shorter prefix can be
 // resumed (kv.Cache.RingWrapped on the CPU).

@@ -13,6 +13,7 @@ import (
 	"nibble/engine/ggml"
 	"nibble/engine/gguf"
 	"nibble/engine/kv"
+	"nibble/engine/numeric"
 	"nibble/engine/quant"
 	"nibble/internal/testdata"
 )
@@ -130,7 +131,7 @@ func TestForwardTrainedMatchesCPU(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					got := runPass(t, metal.m, ids, k.kv)
 					ref := runPass(t, plain.m, ids, k.kv)
-					cos := cosine(got.last, ref.last)
+					cos := numeric.Cosine(got.last, ref.last)
 					t.Logf("%s weights, %d prompt tokens, kv %s: cos(last prompt logits) metal/cpu %.7f; greedy metal %v, cpu %v",
 						c.name, len(ids), name, cos, got.greedy, ref.greedy)
 					if !(cos >= k.minCos) {

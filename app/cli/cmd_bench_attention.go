@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"nibble/engine/attention"
+	"nibble/engine/cpu/attention"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
 )

@@ -8,6 +8,7 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/eval"
 	"nibble/engine/kv"
+	"nibble/engine/kvprobe"
 )
 
 func init() {
@@ -59,12 +60,12 @@ func kvcheckCmd(env *Env, args []string) error {
 	}
 	defer m.Close()
 	ids := m.EncodePrompt(text)
-	rep, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
-		engine.KVQualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: rotate, NoSmooth: !*smooth, Residual: *residual})
+	rep, err := kvprobe.MeasureQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4},
+		kvprobe.QualityOptions{Batch: *batch, Greedy: *greedy, GroupSize: *group, Rotate: rotate, NoSmooth: !*smooth, Residual: *residual})
 	if err != nil {
 		return err
 	}
-	types, rotated := map[string]*engine.KVQuality{}, map[string]bool{}
+	types, rotated := map[string]*kvprobe.Quality{}, map[string]bool{}
 	for t, q := range rep.Types {
 		types[t.String()], rotated[t.String()] = q, rep.Rotated[t]
 	}
@@ -82,7 +83,7 @@ func kvcheckCmd(env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "%s, %d prompt tokens, batch %d, KV vs f16 (group %d):\n", filepath.Base(*path), len(ids), *batch, *group)
 	fmt.Fprintf(env.Stdout, "%-14s %10s %8s %10s %8s %8s\n", "kv", "cosine", "top-1", "max|Δ|", "greedy", "forced")
-	row := func(name string, q *engine.KVQuality) {
+	row := func(name string, q *kvprobe.Quality) {
 		fmt.Fprintf(env.Stdout, "%-14s %10.6f %7.1f%% %10.4f %5d/%d %5d/%d\n", name, q.Cosine, 100*q.Top1Agreement, q.MaxAbsDLogit,
 			q.GreedyAgree, q.GreedyTotal, q.GreedyForced, q.GreedyTotal)
 	}

@@ -26,14 +26,14 @@ func init() {
 }
 
 type runResult struct {
-	Tokens       []int32 `json:"tokens"`
-	Text         string  `json:"text"`
-	PromptTokens int     `json:"prompt_tokens"`
-	ReusedTokens int     `json:"reused_tokens"`
-	GenTokens    int     `json:"gen_tokens"`
-	PrefillTokS  float64 `json:"prefill_tok_s"`
-	DecodeTokS   float64 `json:"decode_tok_s"`
-	StopReason   string  `json:"stop_reason"`
+	Tokens       []int32           `json:"tokens"`
+	Text         string            `json:"text"`
+	PromptTokens int               `json:"prompt_tokens"`
+	ReusedTokens int               `json:"reused_tokens"`
+	GenTokens    int               `json:"gen_tokens"`
+	PrefillTokS  float64           `json:"prefill_tok_s"`
+	DecodeTokS   float64           `json:"decode_tok_s"`
+	StopReason   engine.StopReason `json:"stop_reason"`
 }
 
 func runCmd(env *Env, args []string) error {
@@ -114,7 +114,7 @@ func runCmd(env *Env, args []string) error {
 		select {
 		case e, ok := <-events:
 			if !ok { // closed without a final event: cancelled and not read in time
-				res = &scheduler.Result{FinishReason: "cancelled", StopReason: "cancelled"}
+				res = &scheduler.Result{FinishReason: engine.StopCancelled, Stats: engine.Stats{StopReason: engine.StopCancelled}}
 				break
 			}
 			switch e.Kind {
@@ -146,7 +146,7 @@ func runCmd(env *Env, args []string) error {
 			res.PrefillTokens, res.PrefillTokPerSec, res.GenTokens, res.DecodeTokPerSec, res.TimeToFirstToken.Round(time.Millisecond), res.StopReason,
 			info.Options.KVLabel())
 	}
-	if res.FinishReason == "error" {
+	if res.FinishReason == engine.StopError {
 		return res.Err
 	}
 	return nil // a Ctrl-C stop is not an error
@@ -229,7 +229,7 @@ func chatLoop(env *Env, sched *scheduler.Scheduler, info scheduler.ModelInfo, in
 			return err
 		}
 		fmt.Fprintln(env.Stdout)
-		if res.FinishReason == "cancelled" {
+		if res.FinishReason == engine.StopCancelled {
 			fmt.Fprintln(env.Stderr, "[stopped]")
 		}
 		fmt.Fprintf(env.Stderr, "[reused %d, prefilled %d, generated %d at %.1f tok/s]\n",
@@ -253,14 +253,14 @@ func chatTurn(env *Env, sched *scheduler.Scheduler, interrupts <-chan os.Signal,
 		select {
 		case e, ok := <-events:
 			if !ok { // closed without a final event: cancelled and not read in time
-				return &scheduler.Result{FinishReason: "cancelled"}, shown.String(), nil
+				return &scheduler.Result{FinishReason: engine.StopCancelled}, shown.String(), nil
 			}
 			switch e.Kind {
 			case scheduler.Delta:
 				io.WriteString(env.Stdout, e.Text)
 				shown.WriteString(e.Text)
 			case scheduler.Final:
-				if e.Result.FinishReason == "error" {
+				if e.Result.FinishReason == engine.StopError {
 					return e.Result, shown.String(), e.Result.Err
 				}
 				return e.Result, shown.String(), nil

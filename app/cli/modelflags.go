@@ -85,7 +85,7 @@ func (mf *modelFlags) registerModel(fs *flag.FlagSet) {
 	fs.IntVar(&mf.batch, "batch", 512, "prefill batch size")
 	fs.IntVar(&mf.kvGroup, "kv-group", kv.DefaultGroupSize, "KV quantization group: 32 or 64")
 	fs.BoolVar(&mf.smooth, "kv-smooth", true, "scale quantized K per channel, calibrated on the prompt (tames outlier key channels)")
-	fs.IntVar(&mf.kvTail, "kv-residual", -1, "keep the most recent N positions of a quantized KV cache in f16 as well (-1: the type's default where the backend reads one, 0: none)")
+	fs.IntVar(&mf.kvTail, "kv-residual", -1, "keep the most recent N positions of a quantized KV cache in f16 as well (-1: the type's default, 0: none)")
 	fs.StringVar(&mf.ram, "ram", "", "simulate a machine with this memory `SIZE` (e.g. 8GiB) instead of probing")
 	fs.StringVar(&mf.backend, "backend", backends.Auto, "run on `cpu`, metal or auto (Metal on a Mac with a GPU, else the CPU)")
 }

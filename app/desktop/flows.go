@@ -3,12 +3,11 @@ package desktop
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"unicode"
 
 	"nibble/app/desktop/service"
+	"nibble/internal/atomicfile"
 )
 
 // The answers of the questions loadModel asks.
@@ -128,7 +127,7 @@ func (a *App) saveConversation(id int64) (string, error) {
 	if path == "" {
 		return "", nil
 	}
-	if err := writeFileAtomic(path, []byte(md)); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(md), 0o644); err != nil {
 		return "", fmt.Errorf("saving the conversation: %w", err)
 	}
 	return path, nil
@@ -151,36 +150,6 @@ func exportName(title string) string {
 		name = "Conversation"
 	}
 	return name + ".md"
-}
-
-// writeFileAtomic replaces path with data through a temporary file in the
-// same folder, so a crash leaves the old file or the new one, never half.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // hideWindow hides the window (Escape in the popover).

@@ -36,10 +36,9 @@ const (
 const (
 	partSuffix = ".part"
 	metaSuffix = ".part.json"
-	tmpSuffix  = ".tmp"
-	// maxNameBytes keeps NAME.part.json.tmp within the 255-byte file name
-	// limit of APFS and ext4.
-	maxNameBytes = 255 - len(metaSuffix+tmpSuffix)
+	// maxNameBytes keeps NAME.part.json, with 4 bytes to spare, within the
+	// 255-byte file name limit of APFS and ext4.
+	maxNameBytes = 255 - len(metaSuffix) - 4
 )
 
 // Sentinel errors, for errors.Is on what Start, Wait and Discard return.

@@ -11,12 +11,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"nibble/engine/gguf"
+	"nibble/internal/atomicfile"
 )
 
 const (
@@ -369,7 +369,7 @@ func (t *transfer) verify() (Result, error) {
 	if err := os.Rename(j.part, j.final); err != nil {
 		return Result{}, err
 	}
-	syncDir(j.dir)
+	atomicfile.SyncDir(j.dir)
 	// The sidecar alone is harmless (Partial and Start ignore it), so a
 	// failure to delete it does not fail the download.
 	os.Remove(j.final + metaSuffix)
@@ -388,17 +388,6 @@ func checkGGUF(path string, size int64) error {
 	// checked against the file, their contents matter only to the loader.
 	_, err = gguf.ReadHeader(f, size, gguf.HeaderOptions{SkipArraysLongerThan: 64})
 	return err
-}
-
-// syncDir makes the rename durable where the platform can (not Windows);
-// the rename itself is already atomic, so errors are ignored.
-func syncDir(dir string) {
-	d, err := os.Open(filepath.Clean(dir))
-	if err != nil {
-		return
-	}
-	d.Sync()
-	d.Close()
 }
 
 // parseContentRange reads "bytes a-b/total" (total "*" gives -1).

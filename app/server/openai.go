@@ -522,7 +522,7 @@ func (rp *reply) usageChunk(res *scheduler.Result) completion {
 }
 
 func (rp *reply) full(res *scheduler.Result) completion {
-	text, finish := res.Text, res.FinishReason
+	text, finish := res.Text, string(res.FinishReason)
 	c := choice{FinishReason: &finish}
 	if rp.chat {
 		c.Message = &message{Role: "assistant", Content: &text}
@@ -610,7 +610,7 @@ func (s *Server) stream(w http.ResponseWriter, cancel context.CancelFunc, events
 		send(map[string]any{"error": generationError(res).body()})
 		return
 	}
-	send(rp.chunk("", false, res.FinishReason))
+	send(rp.chunk("", false, string(res.FinishReason)))
 	if rp.includeUsage {
 		send(rp.usageChunk(res))
 	}
@@ -631,13 +631,13 @@ func collect(events <-chan scheduler.Event, onText func(string)) *scheduler.Resu
 		}
 	}
 	if res == nil { // closed without a final event: cancelled and not read in time
-		res = &scheduler.Result{FinishReason: "cancelled", Err: context.Canceled}
+		res = &scheduler.Result{FinishReason: engine.StopCancelled, Err: context.Canceled}
 	}
 	return res
 }
 
 func finished(res *scheduler.Result) bool {
-	return res.FinishReason == "stop" || res.FinishReason == "length"
+	return res.FinishReason == engine.StopString || res.FinishReason == engine.StopMaxTokens
 }
 
 func (s *Server) record(res *scheduler.Result) {
@@ -647,7 +647,7 @@ func (s *Server) record(res *scheduler.Result) {
 	switch {
 	case finished(res):
 		s.completed.Add(1)
-	case res.FinishReason == "cancelled":
+	case res.FinishReason == engine.StopCancelled:
 		s.cancelled.Add(1)
 		s.cancelledTokens.Add(int64(res.GenTokens))
 	default:
@@ -684,7 +684,7 @@ func generationError(res *scheduler.Result) *apiError {
 		why = res.Err.Error()
 	}
 	switch {
-	case res.FinishReason != "cancelled":
+	case res.FinishReason != engine.StopCancelled:
 		return &apiError{status: http.StatusInternalServerError, code: "generation_failed", msg: "the generation failed: " + why}
 	case errors.Is(res.Err, scheduler.ErrUnloaded):
 		return &apiError{status: http.StatusServiceUnavailable, code: "model_unloaded", msg: "the generation was stopped: " + why}

@@ -18,6 +18,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"nibble/internal/atomicfile"
 )
 
 // maxFileSize bounds what Load reads: settings take a few KiB, so a larger
@@ -324,63 +326,24 @@ func Save(path string, s Settings) error {
 	return nil
 }
 
-// writeAtomic writes data to a temporary file in path's folder, flushes it
-// to the disk, renames it over path and flushes the folder, so that the
-// rename itself survives a power loss.
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// writeAtomic replaces path with data (atomicfile: flushed, then renamed,
+// then the folder flushed), creating its folder.
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, tempPrefix(path)+"*") // mode 0600
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil { // F_FULLFSYNC on macOS
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	syncDir(dir)
-	return nil
+	return atomicfile.WriteFile(path, data, 0o600)
 }
 
-// syncDir flushes a folder's entries. Best effort: the new file is in place
-// either way, and some systems (Windows, some network file systems) refuse
-// to sync a folder.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-}
-
-// tempPrefix names Save's temporary files: hidden, and recognizable by
-// removeStaleTemps.
-func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
-
-// removeStaleTemps deletes the temporary files a crashed Save left. Best
+// removeStaleTemps deletes the temporary files a crashed Save left
+// (atomicfile.TempPrefix). Best
 // effort: they are harmless, Load never reads them.
 func removeStaleTemps(path string) {
 	entries, err := os.ReadDir(filepath.Dir(path))
 	if err != nil {
 		return
 	}
-	prefix := tempPrefix(path)
+	prefix := atomicfile.TempPrefix(path)
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), prefix) || !e.Type().IsRegular() {
 			continue
@@ -405,7 +368,7 @@ func moveAside(path, suffix string) (string, error) {
 		if err := os.Rename(path, aside); err != nil {
 			return "", err
 		}
-		syncDir(filepath.Dir(path))
+		atomicfile.SyncDir(filepath.Dir(path))
 		return aside, nil
 	}
 	return "", fmt.Errorf("%s.%s and 99 more names are taken", path, suffix)

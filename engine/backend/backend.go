@@ -1,7 +1,7 @@
 // Package backend is the small set of ops a model family's forward pass is
 // written against (docs/ARCHITECTURE.md, "Backend contract"). The CPU backend
-// executes each op at once; a GPU backend (Metal, planned) encodes them into
-// a command buffer and runs it at Sync.
+// executes each op at once; a GPU backend (Metal) encodes them into a
+// command buffer and runs it at Sync.
 package backend
 
 import (
@@ -117,24 +117,6 @@ func CacheResumableFrom(c KVCache, n int) int {
 		return 0
 	}
 	return n
-}
-
-// ResidualReader is implemented by a backend whose decode and prefill
-// attention read a cache's f16 residual window (kv.Config.Residual);
-// sessions give a quantized cache its default window only there. A backend
-// without it refuses a config that asks for a window.
-type ResidualReader interface {
-	ReadsKVResidual() bool
-}
-
-// DefaultKVResidual is the residual window a cache of type t gets by default
-// on x, a backend or its footprint: kv.DefaultResidual(t) where x reads one
-// (ResidualReader), else 0.
-func DefaultKVResidual(x any, t kv.Type) int {
-	if r, ok := x.(ResidualReader); ok && r.ReadsKVResidual() {
-		return kv.DefaultResidual(t)
-	}
-	return 0
 }
 
 // KVRotator is implemented by a backend that rotates K (kv.Config.Rotate)

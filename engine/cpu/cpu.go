@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"nibble/engine/attention"
 	"nibble/engine/backend"
+	"nibble/engine/cpu/attention"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"
 	"nibble/engine/quant"
@@ -79,13 +79,6 @@ func (k *kvCache) Config() kv.Config { return k.c.Config() }
 func attnParams(a *backend.Attention) attention.Params {
 	return attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window, Softcap: a.Softcap}
 }
-
-// ReadsKVResidual: the CPU attention kernels read the f16 residual window.
-func (b *Backend) ReadsKVResidual() bool { return true }
-
-// ReadsKVRing (kv.RingReader): sliding-window layers keep only their
-// window, in a ring (kv.Config.LayerWindow).
-func (b *Backend) ReadsKVRing() bool { return true }
 
 // RotatesHeadDim (backend.KVRotator): the CPU rotates every head dim the
 // cache accepts (kv.Rotation).

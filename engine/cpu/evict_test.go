@@ -1,13 +1,13 @@
 package cpu
 
 import (
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"nibble/engine/backend"
 	"nibble/engine/kv"
+	"nibble/engine/numeric"
 )
 
 // TestEvictedPositionsMatchAFullCache runs a sequence through an evicting
@@ -138,7 +138,7 @@ func TestEvictedPositionsMatchAFullCache(t *testing.T) {
 						t.Fatal(err)
 					}
 					b.Read(want, out, 0)
-					if cos := cosine32(got, want); cos < 0.99999 {
+					if cos := numeric.Cosine(got, want); cos < 0.99999 {
 						t.Fatalf("%s: cosine %.7f between the evicting cache and a full cache of its positions", name, cos)
 					}
 					if rows == 1 {
@@ -172,7 +172,7 @@ func TestEvictedPositionsMatchAFullCache(t *testing.T) {
 						}
 						b.Read(want, out, 0)
 						if !slices.Equal(got, want) {
-							t.Fatalf("%s: decode after eviction differs from a full cache of the same positions (cosine %.7f)", name, cosine32(got, want))
+							t.Fatalf("%s: decode after eviction differs from a full cache of the same positions (cosine %.7f)", name, numeric.Cosine(got, want))
 						}
 					}
 				}
@@ -181,16 +181,6 @@ func TestEvictedPositionsMatchAFullCache(t *testing.T) {
 			})
 		}
 	}
-}
-
-func cosine32(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
 }
 
 // TestEvictionRefusals: sliding-window attention on an evicting cache is an

@@ -3,8 +3,8 @@ package cpu
 import (
 	"runtime"
 
-	"nibble/engine/attention"
 	"nibble/engine/backend"
+	"nibble/engine/cpu/attention"
 	"nibble/engine/kv"
 )
 
@@ -51,14 +51,6 @@ const (
 type footprint struct{}
 
 func init() { backend.RegisterFootprint("cpu", footprint{}) }
-
-// ReadsKVResidual: sessions on the CPU give a quantized cache its default
-// f16 residual window, and the estimator counts it.
-func (footprint) ReadsKVResidual() bool { return true }
-
-// ReadsKVRing (kv.RingReader): the estimator counts a sliding-window
-// layer's window, not the context, as the CPU cache allocates it.
-func (footprint) ReadsKVRing() bool { return true }
 
 func (footprint) WorkspaceBytes(cfg kv.Config, heads, maxBatch, threads int) int64 {
 	if threads <= 0 {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"runtime"
 
-	"nibble/engine/backend"
 	"nibble/engine/kv"
 	"nibble/engine/model"
 )
@@ -47,13 +46,12 @@ type Options struct {
 	KV       kv.Type // cache element type
 	KVGroup  int     // q8/q4 group size (0: 32)
 	Batch    int     // prefill batch (0: 512); never more than Ctx, as in the loader
-	Backend  string  // a backend's name: "cpu" (default), "metal" (the CPU's figures until it exists)
+	Backend  string  // a registered backend's name (backend.RegisterFootprint): "cpu" (default), "metal"
 	Threads  int     // worker threads (0: GOMAXPROCS, the CPU backend's default)
 	Overhead int64   // runtime overhead in bytes (0: the backend's, measured per backend)
 	// KVResidual is the quantized cache's f16 residual window in positions,
-	// as engine.Options has it: 0 the type's default (kv.DefaultResidual) on
-	// a backend whose footprint reads one (backend.ResidualReader), negative
-	// none.
+	// as engine.Options has it: 0 the type's default (kv.DefaultResidual),
+	// negative none.
 	KVResidual int
 	// Evict is the cache's eviction budget as engine.Options resolves it
 	// (kv.Config.Evict): only the budget's positions are counted.
@@ -75,8 +73,8 @@ func (o Options) withDefaults(hp model.HParams) Options {
 	}
 	if o.KVResidual == 0 {
 		o.KVResidual = -1
-		if f, err := footprint(o.Backend); err == nil {
-			if w := backend.DefaultKVResidual(f, o.KV); w > 0 {
+		if _, err := footprint(o.Backend); err == nil {
+			if w := kv.DefaultResidual(o.KV); w > 0 {
 				o.KVResidual = w
 			}
 		}
@@ -149,12 +147,12 @@ type Estimate struct {
 func (e *Estimate) Allocated() int64 { return e.Weights + e.KV + e.Scratch }
 
 // KVConfig is the cache the options give hp (after defaults): with rings
-// for sliding-window layers where the backend keeps them (kv.RingReader),
-// as model.NewState asks for.
+// for sliding-window layers, as model.NewState asks for, on a backend with
+// a registered footprint.
 func KVConfig(hp model.HParams, o Options) kv.Config {
 	o = o.withDefaults(hp)
 	cfg := kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Residual: max(o.KVResidual, 0), Evict: o.Evict}
-	if f, err := footprint(o.Backend); err == nil && kv.ReadsRing(f) && !cfg.Evicts() {
+	if _, err := footprint(o.Backend); err == nil && !cfg.Evicts() {
 		cfg.LayerWindow = hp.LayerWindows()
 	}
 	return cfg

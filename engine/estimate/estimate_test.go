@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"nibble/engine/attention"
+	"nibble/engine/cpu/attention"
 	"nibble/engine/kv"
 	"nibble/engine/model"
 	"nibble/engine/sysmem"

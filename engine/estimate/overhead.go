@@ -8,32 +8,15 @@ import (
 )
 
 // footprint is what the backend called name registered for the estimator
-// (backend.RegisterFootprint): its workspace and overhead.
+// (backend.RegisterFootprint): its workspace and overhead. Only the
+// backends linked into the binary are known.
 func footprint(name string) (backend.Footprint, error) {
 	f, err := backend.FootprintOf(name)
-	if err == nil {
-		return f, nil
+	if err != nil {
+		return nil, fmt.Errorf("estimate: %w", err)
 	}
-	if name == "metal" {
-		// A binary without the metal package (the estimator's own
-		// tests, tools that link only the CPU backend) still estimates
-		// --backend metal, with the CPU's figures.
-		if f, cerr := backend.FootprintOf("cpu"); cerr == nil {
-			return metalByCPU{f}, nil
-		}
-	}
-	return nil, fmt.Errorf("estimate: %w", err)
+	return f, nil
 }
-
-// metalByCPU is the CPU's footprint standing in for Metal's: its figures,
-// Metal's residual window and Metal's rings for sliding-window layers.
-type metalByCPU struct{ backend.Footprint }
-
-// ReadsKVResidual (backend.ResidualReader): Metal reads the residual window.
-func (metalByCPU) ReadsKVResidual() bool { return true }
-
-// ReadsKVRing (kv.RingReader): Metal keeps sliding-window layers in rings.
-func (metalByCPU) ReadsKVRing() bool { return true }
 
 // shape is what a backend's footprint needs of hp.
 func shape(hp model.HParams) backend.Shape {

@@ -17,7 +17,8 @@ import (
 // allocation delta of NewKVCache, less the footprint's workspace), and at
 // 128K it is the fraction of the all-global KV that the layer pattern
 // predicts. The largest context that fits a budget grows accordingly, and
-// Metal's estimate (the CPU's figures standing in for it) counts rings too.
+// another backend's estimate ("metal", the CPU's figures standing in for
+// it) counts rings too.
 func TestEstimateCountsSlidingWindowRings(t *testing.T) {
 	const id = "gemma-3-4b-it"
 	cm, err := catalog.ByID(id)
@@ -98,8 +99,7 @@ func TestEstimateCountsSlidingWindowRings(t *testing.T) {
 	if e, err := Compute(d, Options{Ctx: withRings + 1, KV: kv.Q8, Batch: 512, Threads: 2}); err != nil || e.Total <= budget {
 		t.Errorf("one more than the largest context %d fits: %v, %v", withRings, e, err)
 	}
-	// Metal keeps rings as the CPU does (kv.RingReader), and so does its
-	// estimate where the CPU's figures stand in for it.
+	// Every backend keeps rings, so the estimate of another counts them too.
 	mo := Options{Ctx: 131072, KV: kv.Q4, Batch: 512, Backend: "metal"}
 	em, err := Compute(d, mo)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"nibble/engine"
 	"nibble/engine/kv"
+	"nibble/engine/kvprobe"
 )
 
 func TestParseKVModes(t *testing.T) {
@@ -214,7 +215,7 @@ func TestParseNeedleCases(t *testing.T) {
 }
 
 func TestCheckThresholds(t *testing.T) {
-	types := map[kv.Type]*engine.KVQuality{
+	types := map[kv.Type]*kvprobe.Quality{
 		kv.Q4: {Top1Agreement: 0.961, GreedyForced: 23, GreedyTotal: 24},
 		kv.Q8: {Top1Agreement: 0.998, GreedyForced: 24, GreedyTotal: 24},
 	}
@@ -240,7 +241,7 @@ func TestCheckThresholds(t *testing.T) {
 	if c := CheckThresholds(types, TrainedModelThresholds)[1]; c.Pass || c.Want != "≥ 23/24" {
 		t.Errorf("22/24: %+v, want a failure against ≥ 23/24", c)
 	}
-	if c := CheckThresholds(map[kv.Type]*engine.KVQuality{}, TrainedModelThresholds)[0]; c.Pass || c.Value != "not measured" {
+	if c := CheckThresholds(map[kv.Type]*kvprobe.Quality{}, TrainedModelThresholds)[0]; c.Pass || c.Value != "not measured" {
 		t.Errorf("nothing measured: %+v", c)
 	}
 }

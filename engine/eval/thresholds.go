@@ -3,13 +3,13 @@ package eval
 import (
 	"fmt"
 
-	"nibble/engine"
 	"nibble/engine/kv"
+	"nibble/engine/kvprobe"
 )
 
 // Threshold is one bar a KV cache type must clear against f16 on the
-// trained model (issue 13's acceptance for `kvcheck --batch 1` over a 2K
-// needle document).
+// trained model: the acceptance bar of `kvcheck --batch 1` over a 2K
+// needle document.
 type Threshold struct {
 	Type   kv.Type `json:"-"`
 	Metric string  `json:"metric"` // "top1" or "forced"
@@ -37,7 +37,7 @@ type ThresholdCheck struct {
 
 // CheckThresholds applies ths to the quality figures of each type; a type
 // with no figures fails with a value of "not measured".
-func CheckThresholds(types map[kv.Type]*engine.KVQuality, ths []Threshold) []ThresholdCheck {
+func CheckThresholds(types map[kv.Type]*kvprobe.Quality, ths []Threshold) []ThresholdCheck {
 	var out []ThresholdCheck
 	for _, th := range ths {
 		c := ThresholdCheck{Threshold: th, KV: th.Type.String(), Value: "not measured"}

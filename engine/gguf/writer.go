@@ -6,10 +6,9 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
-	"path/filepath"
 
 	"nibble/engine/ggml"
+	"nibble/internal/atomicfile"
 )
 
 // Writer builds a GGUF file (version 3). Metadata and tensor descriptions
@@ -181,31 +180,18 @@ func (w *Writer) Write(out io.Writer) error {
 }
 
 // WriteFile writes to a temporary file next to path and renames it into
-// place, so a failed or interrupted write never leaves a truncated model.
-func (w *Writer) WriteFile(path string) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("gguf: write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = w.Write(tmp); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("gguf: write %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("gguf: write %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("gguf: write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+// place (atomicfile), so a failed or interrupted write never leaves a
+// truncated model.
+func (w *Writer) WriteFile(path string) error {
+	var werr error
+	err := atomicfile.Write(path, 0o644, func(f io.Writer) error {
+		werr = w.Write(f)
+		return werr
+	})
+	switch {
+	case werr != nil:
+		return fmt.Errorf("write %s: %w", path, werr)
+	case err != nil:
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
 	return nil

@@ -100,24 +100,47 @@ func (c Config) Window() int {
 // quantized type (an f16 cache has no groups for an outlier to spoil).
 func (c Config) Smooths() bool { return c.Smooth && c.Type != F16 }
 
-// BytesPerTokenHead is the storage for one position of one kv head, for K or
-// for V alone: f16 2D; q8 D + 4D/gs; q4 D/2 + 4D/gs (a half2 per group).
-func BytesPerTokenHead(t Type, headDim, groupSize int) int {
+// Layout is how one position of one kv head is stored, for K or for V
+// alone: its codes, then (q8, q4) a half2 scale and bias per group.
+type Layout struct {
+	Codes int // bytes of codes: f16 2D, q8 D, q4 D/2
+	Meta  int // bytes of metadata: 4D/gs for q8 and q4, none for f16
+}
+
+// TokenHeadLayout is the Layout of type t for a head dim of headDim in
+// groups of groupSize. It is the one place a type's sizes are written: a
+// type missing here is an error (Config.Validate reports it), never f16's
+// sizes.
+func TokenHeadLayout(t Type, headDim, groupSize int) (Layout, error) {
 	switch t {
+	case F16:
+		return Layout{Codes: 2 * headDim}, nil
 	case Q8:
-		return headDim + 4*headDim/groupSize
+		return Layout{Codes: headDim, Meta: 4 * headDim / groupSize}, nil
 	case Q4:
-		return headDim/2 + 4*headDim/groupSize
-	default:
-		return 2 * headDim
+		return Layout{Codes: headDim / 2, Meta: 4 * headDim / groupSize}, nil
 	}
+	return Layout{}, fmt.Errorf("kv: type %s has no storage layout", t)
+}
+
+// BytesPerTokenHead is the storage for one position of one kv head, for K or
+// for V alone (TokenHeadLayout's codes and metadata): f16 2D; q8 D + 4D/gs;
+// q4 D/2 + 4D/gs. It is 0 for a type without a layout, which Config.Validate
+// refuses.
+func BytesPerTokenHead(t Type, headDim, groupSize int) int {
+	l, err := TokenHeadLayout(t, headDim, groupSize)
+	if err != nil {
+		return 0
+	}
+	return l.Codes + l.Meta
 }
 
 // Validate reports a config the cache cannot store.
 func (c Config) Validate() error {
+	if _, err := TokenHeadLayout(c.Type, c.HeadDim, max(c.GroupSize, 1)); err != nil {
+		return err
+	}
 	switch {
-	case c.Type > Q4:
-		return fmt.Errorf("kv: unknown type %d", c.Type)
 	case c.Layers <= 0 || c.KVHeads <= 0 || c.Ctx <= 0:
 		return fmt.Errorf("kv: layers %d, kv heads %d and context %d must be positive", c.Layers, c.KVHeads, c.Ctx)
 	case c.HeadDim <= 0 || c.HeadDim%8 != 0:

@@ -14,21 +14,6 @@ import "fmt"
 // (RingWrapped), and ResumableFrom says where the sequence can still go on:
 // at its end, so a prompt that extends it appends after it.
 
-// RingReader is implemented by a backend (or its estimator footprint) whose
-// caches keep sliding-window layers in rings (Config.LayerWindow): states on
-// it ask for rings, and the estimator counts them. A backend without it is
-// given no LayerWindow and allocates every layer for the whole context.
-type RingReader interface {
-	ReadsKVRing() bool
-}
-
-// ReadsRing reports whether x, a backend or its footprint, keeps rings
-// (RingReader).
-func ReadsRing(x any) bool {
-	r, ok := x.(RingReader)
-	return ok && r.ReadsKVRing()
-}
-
 func (c Config) validateRings() error {
 	if len(c.LayerWindow) == 0 {
 		return nil

@@ -6,13 +6,13 @@ import (
 	"slices"
 	"testing"
 
+	"nibble/catalog/vocab"
 	"nibble/engine/cpu"
 	"nibble/engine/family"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/model"
 	"nibble/engine/synth"
-	"nibble/models/vocab"
 )
 
 // A llama-like family is one table entry (its traits, quirks and tensor

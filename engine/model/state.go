@@ -35,7 +35,7 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 		return nil, fmt.Errorf("batch size %d must be positive", maxBatch)
 	}
 	kvc.Layers, kvc.KVHeads, kvc.HeadDim = hp.Layers, hp.KVHeads, hp.HeadDim
-	if kvc.LayerWindow == nil && !kvc.Evicts() && kv.ReadsRing(b) {
+	if kvc.LayerWindow == nil && !kvc.Evicts() {
 		kvc.LayerWindow = hp.LayerWindows()
 	}
 	if err := kvc.Validate(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"nibble/engine"
+	"nibble/engine/kvprobe"
 )
 
 // idleJob is background work on the loaded model that the owner runs one
@@ -17,7 +18,7 @@ type idleJob struct {
 	end   chan error // gets the job's outcome once; buffered
 }
 
-// ProbeKV runs engine.ChooseKV on the loaded model in the background: one
+// ProbeKV runs kvprobe.Choose on the loaded model in the background: one
 // forward batch at a time, and only while no request runs or waits.
 // progress, when set, is called on the owner goroutine after each batch
 // with the batches done and in all (it must not block). ProbeKV returns
@@ -27,8 +28,8 @@ type idleJob struct {
 // by the time the probe starts, it fails with ErrUnloaded instead of
 // measuring that one. A Reconfigure does not stop it: the probe measures
 // the model, not the sessions.
-func (s *Scheduler) ProbeKV(ctx context.Context, path string, o engine.KVChoiceOptions, progress func(done, total int)) (*engine.KVChoice, error) {
-	var probe *engine.KVProbe
+func (s *Scheduler) ProbeKV(ctx context.Context, path string, o kvprobe.ChoiceOptions, progress func(done, total int)) (*kvprobe.Choice, error) {
+	var probe *kvprobe.Probe
 	job := &idleJob{ctx: ctx, end: make(chan error, 1)}
 	err := s.do(func() error {
 		l := s.current()
@@ -39,7 +40,7 @@ func (s *Scheduler) ProbeKV(ctx context.Context, path string, o engine.KVChoiceO
 			return ErrUnloaded
 		}
 		var err error
-		if probe, err = engine.NewKVProbe(l.m, s.b, o); err != nil {
+		if probe, err = kvprobe.New(l.m, s.b, o); err != nil {
 			return err
 		}
 		job.model = l.m

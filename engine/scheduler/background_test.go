@@ -11,6 +11,7 @@ import (
 	"nibble/engine"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
+	"nibble/engine/kvprobe"
 	"nibble/engine/synth"
 )
 
@@ -50,12 +51,12 @@ func TestProbeKVRunsBetweenReplies(t *testing.T) {
 	var mu sync.Mutex
 	var steps [][2]int
 	type outcome struct {
-		c   *engine.KVChoice
+		c   *kvprobe.Choice
 		err error
 	}
 	res := make(chan outcome, 1)
 	go func() {
-		c, err := s.ProbeKV(context.Background(), "", engine.KVChoiceOptions{Residual: -1, Prompt: shortPrompt}, func(done, total int) {
+		c, err := s.ProbeKV(context.Background(), "", kvprobe.ChoiceOptions{Residual: -1, Prompt: shortPrompt}, func(done, total int) {
 			mu.Lock()
 			steps = append(steps, [2]int{done, total})
 			mu.Unlock()
@@ -108,7 +109,7 @@ func TestProbeKVEndsWithItsModel(t *testing.T) {
 	var once sync.Once
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.ProbeKV(context.Background(), "", engine.KVChoiceOptions{Prompt: shortPrompt}, func(int, int) { once.Do(func() { close(started) }) })
+		_, err := s.ProbeKV(context.Background(), "", kvprobe.ChoiceOptions{Prompt: shortPrompt}, func(int, int) { once.Do(func() { close(started) }) })
 		errc <- err
 	}()
 	<-started
@@ -118,23 +119,23 @@ func TestProbeKVEndsWithItsModel(t *testing.T) {
 	if err := <-errc; !errors.Is(err, ErrUnloaded) {
 		t.Fatalf("probe after unload: %v, want ErrUnloaded", err)
 	}
-	if _, err := s.ProbeKV(context.Background(), "", engine.KVChoiceOptions{}, nil); !errors.Is(err, ErrNoModel) {
+	if _, err := s.ProbeKV(context.Background(), "", kvprobe.ChoiceOptions{}, nil); !errors.Is(err, ErrNoModel) {
 		t.Fatalf("probe with no model: %v, want ErrNoModel", err)
 	}
 	if _, err := s.Load(path, engine.Options{Ctx: 512, KV: kv.Q4}); err != nil {
 		t.Fatal(err)
 	}
 	// A probe meant for another file does not measure the model loaded now.
-	if _, err := s.ProbeKV(context.Background(), path+".other", engine.KVChoiceOptions{Prompt: shortPrompt}, nil); !errors.Is(err, ErrUnloaded) {
+	if _, err := s.ProbeKV(context.Background(), path+".other", kvprobe.ChoiceOptions{Prompt: shortPrompt}, nil); !errors.Is(err, ErrUnloaded) {
 		t.Fatalf("probe for another model file: %v, want ErrUnloaded", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.ProbeKV(ctx, path, engine.KVChoiceOptions{Prompt: shortPrompt}, nil); !errors.Is(err, context.Canceled) {
+	if _, err := s.ProbeKV(ctx, path, kvprobe.ChoiceOptions{Prompt: shortPrompt}, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("probe with a cancelled context: %v", err)
 	}
 	// The cancelled probe is dropped, not left in the way of the next.
-	if c, err := s.ProbeKV(context.Background(), "", engine.KVChoiceOptions{Prompt: shortPrompt}, nil); err != nil || c == nil || len(c.Candidates) != 3 {
+	if c, err := s.ProbeKV(context.Background(), "", kvprobe.ChoiceOptions{Prompt: shortPrompt}, nil); err != nil || c == nil || len(c.Candidates) != 3 {
 		t.Fatalf("probe after a cancelled one: %+v, %v", c, err)
 	}
 }

@@ -45,21 +45,15 @@ type Event struct {
 	Result       *Result
 }
 
-// Result ends a request.
+// Result ends a request: the generation's engine.Stats (empty when the
+// request never ran) and what the scheduler adds.
 type Result struct {
-	// FinishReason is "stop" (end of turn or a stop string), "length"
-	// (max tokens or the context budget), "cancelled" or "error".
-	FinishReason string
-	Err          error // why, for "cancelled" and "error"
-	// StopReason is the engine's finer reason (eog, stop, length, context,
-	// cancelled, error).
-	StopReason    string
-	Text          string
-	Tokens        []int32 // generated ids
-	PromptTokens  int
-	ReusedTokens  int // prompt tokens found in the slot's cache
-	PrefillTokens int // prompt tokens to compute
-	GenTokens     int
+	// FinishReason is the coarse reason (engine.StopReason.Finish): stop
+	// (end of turn or a stop string), length (max tokens or the context
+	// budget), cancelled or error, also for a request that never ran.
+	FinishReason engine.StopReason
+	Err          error // why, for cancelled and error
+	engine.Stats
 	// CachedTokens is what the slot's cache holds at the end: after a
 	// cancellation, the prompt tokens processed so far, which a later
 	// request with the same prefix reuses.
@@ -67,6 +61,8 @@ type Result struct {
 	Slot             int
 	QueueWait        time.Duration
 	TimeToFirstToken time.Duration // from Submit, queue wait included
+	// PrefillTokPerSec and DecodeTokPerSec are the throughputs: Stats'
+	// rates for a local generation, a remote server's for a remote one.
 	PrefillTokPerSec float64
 	DecodeTokPerSec  float64
 }
@@ -158,7 +154,7 @@ func (s *Scheduler) admit() {
 	kept := s.queue[:0]
 	for _, r := range s.queue {
 		if err := r.ctx.Err(); err != nil {
-			r.finish(Result{FinishReason: "cancelled", Err: err, QueueWait: time.Since(r.submitted)})
+			r.finish(Result{FinishReason: engine.StopCancelled, Err: err, QueueWait: time.Since(r.submitted)})
 			continue
 		}
 		kept = append(kept, r)
@@ -176,7 +172,7 @@ func (s *Scheduler) admit() {
 		s.mu.Unlock()
 		started := false
 		if r.model != s.loaded { // tokenized for a model that is gone
-			r.finish(Result{FinishReason: "cancelled", Err: ErrUnloaded, QueueWait: time.Since(r.submitted)})
+			r.finish(Result{FinishReason: engine.StopCancelled, Err: ErrUnloaded, QueueWait: time.Since(r.submitted)})
 		} else {
 			sl := s.pick(r.ids)
 			if sl == nil {
@@ -265,7 +261,7 @@ func (s *Scheduler) start(sl *slot, r *request) bool {
 	sl.lastUsed = s.clock
 	g, err := sl.sess.Begin(r.ids, r.params)
 	if err != nil {
-		r.finish(Result{FinishReason: "error", Err: err, Slot: sl.id, QueueWait: r.started.Sub(r.submitted), CachedTokens: len(sl.sess.Tokens())})
+		r.finish(Result{FinishReason: engine.StopError, Err: err, Slot: sl.id, QueueWait: r.started.Sub(r.submitted), CachedTokens: len(sl.sess.Tokens())})
 		return false
 	}
 	sl.req, sl.gen = r, g
@@ -278,10 +274,10 @@ func (s *Scheduler) step(sl *slot) {
 	ev, err := g.Step(r.ctx)
 	switch {
 	case err != nil && r.ctx.Err() != nil:
-		s.finish(sl, "cancelled", r.ctx.Err())
+		s.finish(sl, engine.StopCancelled, r.ctx.Err())
 		return
 	case err != nil:
-		s.finish(sl, "error", err)
+		s.finish(sl, engine.StopError, err)
 		return
 	case ev.Prefilled > 0:
 		r.box.put(Event{Kind: Progress, Prefilled: ev.Prefilled, PromptTokens: g.PromptLen()})
@@ -294,7 +290,7 @@ func (s *Scheduler) step(sl *slot) {
 }
 
 // finish ends sl's request; reason "" takes it from the generation.
-func (s *Scheduler) finish(sl *slot, reason string, err error) {
+func (s *Scheduler) finish(sl *slot, reason engine.StopReason, err error) {
 	r, g := sl.req, sl.gen
 	sl.req, sl.gen = nil, nil
 	s.mu.Lock()
@@ -302,17 +298,9 @@ func (s *Scheduler) finish(sl *slot, reason string, err error) {
 	s.mu.Unlock()
 	st := g.Stats()
 	if reason == "" {
-		switch st.StopReason {
-		case "eog", "stop":
-			reason = "stop"
-		case "length", "context":
-			reason = "length"
-		default:
-			reason = st.StopReason
-		}
+		reason = st.StopReason.Finish()
 	}
-	res := Result{FinishReason: reason, Err: err, StopReason: st.StopReason, Text: st.Text, Tokens: st.Tokens,
-		PromptTokens: st.PromptTokens, ReusedTokens: st.ReusedTokens, PrefillTokens: st.PrefillTokens, GenTokens: st.GenTokens,
+	res := Result{FinishReason: reason, Err: err, Stats: *st,
 		CachedTokens: len(sl.sess.Tokens()), Slot: sl.id, QueueWait: r.started.Sub(r.submitted),
 		PrefillTokPerSec: st.PrefillTokPerSec(), DecodeTokPerSec: st.DecodeTokPerSec()}
 	if st.GenTokens > 0 {

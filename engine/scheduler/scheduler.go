@@ -405,7 +405,7 @@ func (s *Scheduler) closeSessions() error {
 func (s *Scheduler) endAll(reason error) {
 	for _, sl := range s.slots {
 		if sl.req != nil {
-			s.finish(sl, "cancelled", reason)
+			s.finish(sl, engine.StopCancelled, reason)
 		}
 	}
 }
@@ -416,6 +416,6 @@ func (s *Scheduler) failQueue(reason error) {
 	s.queue = nil
 	s.mu.Unlock()
 	for _, r := range q {
-		r.finish(Result{FinishReason: "cancelled", Err: reason, QueueWait: time.Since(r.submitted)})
+		r.finish(Result{FinishReason: engine.StopCancelled, Err: reason, QueueWait: time.Since(r.submitted)})
 	}
 }

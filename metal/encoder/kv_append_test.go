@@ -231,6 +231,10 @@ func TestEncoderKVContract(t *testing.T) {
 	big := &KVLayer{Cfg: kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 1, HeadDim: 512, Ctx: 1, Rotate: true}}
 	big.K = devBytes(t, dev, make([]byte, big.PlaneBytes()), 0)
 	big.V = big.K
+	// A type without a layout (kv.TokenHeadLayout) is refused, not stored
+	// with f16's sizes.
+	unknown := &KVLayer{Cfg: cfg, K: c.K, V: c.V}
+	unknown.Cfg.Type = kv.Type(len(kv.Types))
 	for _, tc := range []struct {
 		what string
 		op   func()
@@ -241,6 +245,7 @@ func TestEncoderKVContract(t *testing.T) {
 		{"floats in a region", func() { e.KVStore(c, k, k.Sub(0, 256), 0, 4) }},
 		{"multiples of 16", func() { e.KVStore(c, k.Sub(4, 1024), k, 0, 1) }},
 		{"at most 256", func() { e.KVStore(big, k, k, 0, 1) }},
+		{"no storage layout", func() { e.KVStore(unknown, k, k, 0, 1) }},
 	} {
 		wantRefused(t, e, tc.what, tc.what, tc.op)
 	}

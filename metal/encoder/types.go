@@ -60,17 +60,12 @@ func (c *KVLayer) Ring() int { return c.Cfg.LayerRing(c.Layer) }
 // Residual is the rows of the layer's f16 residual window ring.
 func (c *KVLayer) Residual() int { return c.Cfg.LayerResidual(c.Layer) }
 
-// CodesBytes is the size of a plane's codes; the metadata starts there.
+// CodesBytes is the size of a plane's codes (kv.TokenHeadLayout); the
+// metadata starts there. Its config has passed kv.Config.Validate, which
+// refuses a type without a layout.
 func (c *KVLayer) CodesBytes() int {
-	elems := c.Cfg.KVHeads * c.Slots() * c.Cfg.HeadDim
-	switch c.Cfg.Type {
-	case kv.Q4:
-		return elems / 2
-	case kv.Q8:
-		return elems
-	default:
-		return 2 * elems
-	}
+	l, _ := kv.TokenHeadLayout(c.Cfg.Type, c.Cfg.HeadDim, c.Cfg.GroupSize)
+	return c.Cfg.KVHeads * c.Slots() * l.Codes
 }
 
 // RingOffset is where a plane's residual window ring starts: after the

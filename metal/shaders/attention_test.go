@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"nibble/engine/attention"
 	"nibble/engine/backend"
+	"nibble/engine/cpu/attention"
 	"nibble/engine/half"
 	"nibble/engine/kv"
 	"nibble/engine/parallel"

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"nibble/engine"
 	"nibble/engine/scheduler"
 )
 
@@ -12,8 +13,9 @@ import (
 // the window's units and an error only when the reply failed; without
 // one, a cancellation carrying the text the window was sent.
 func TestFinalOf(t *testing.T) {
-	r := &scheduler.Result{FinishReason: "error", Err: errors.New("out of memory"), Text: "Hi", PromptTokens: 5,
-		ReusedTokens: 2, PrefillTokens: 3, GenTokens: 4, TimeToFirstToken: 1500 * time.Microsecond,
+	r := &scheduler.Result{FinishReason: "error", Err: errors.New("out of memory"),
+		Stats:            engine.Stats{Text: "Hi", PromptTokens: 5, ReusedTokens: 2, PrefillTokens: 3, GenTokens: 4},
+		TimeToFirstToken: 1500 * time.Microsecond,
 		PrefillTokPerSec: 10, DecodeTokPerSec: 20}
 	want := Final{ID: "r1", FinishReason: "error", Error: "out of memory", Text: "Hi", PromptTokens: 5, ReusedTokens: 2,
 		PrefillTokens: 3, GenTokens: 4, TTFTMs: 1.5, PrefillTokPerSec: 10, DecodeTokPerSec: 20}

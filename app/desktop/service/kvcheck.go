@@ -13,7 +13,9 @@ import (
 	"nibble/engine"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
+	"nibble/engine/kvprobe"
 	"nibble/engine/scheduler"
+	"nibble/internal/atomicfile"
 )
 
 // KVChoicesFile keeps the KV check's result per model file, in the data
@@ -88,10 +90,10 @@ type kvCheckState struct {
 // kvChoiceEntry is one file's kept result; a file that changed size or
 // time, or a different backend, is checked again.
 type kvChoiceEntry struct {
-	Size    int64           `json:"size"`
-	ModTime int64           `json:"mtime_ns"`
-	Backend string          `json:"backend"`
-	Choice  engine.KVChoice `json:"choice"`
+	Size    int64          `json:"size"`
+	ModTime int64          `json:"mtime_ns"`
+	Backend string         `json:"backend"`
+	Choice  kvprobe.Choice `json:"choice"`
 }
 
 // kvChoicesMu serializes reading and rewriting the kept results
@@ -114,7 +116,7 @@ func readKVChoices(path string) map[string]kvChoiceEntry {
 
 // cachedKVChoice is the kept result for the model file at path on the
 // engine's backend, or nil.
-func (k *kvChecker) cachedKVChoice(path string) *engine.KVChoice {
+func (k *kvChecker) cachedKVChoice(path string) *kvprobe.Choice {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil
@@ -130,7 +132,7 @@ func (k *kvChecker) cachedKVChoice(path string) *engine.KVChoice {
 
 // keepKVChoice writes c as the result for the file at path as it was
 // when the check started (st): a file replaced meanwhile is checked again.
-func (k *kvChecker) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice) error {
+func (k *kvChecker) keepKVChoice(path string, st os.FileInfo, c *kvprobe.Choice) error {
 	kvChoicesMu.Lock()
 	defer kvChoicesMu.Unlock()
 	m := readKVChoices(k.kvChoicesPath())
@@ -139,28 +141,16 @@ func (k *kvChecker) keepKVChoice(path string, st os.FileInfo, c *engine.KVChoice
 	if err != nil {
 		return fmt.Errorf("keep the KV check: %w", err)
 	}
-	// A temporary file of its own, so that two app processes never write
-	// into the same one.
-	tmp, err := os.CreateTemp(filepath.Dir(k.kvChoicesPath()), "kv-choices-*.tmp")
-	if err != nil {
+	// atomicfile writes a temporary file of its own, so that two app
+	// processes never write into the same one.
+	if err := atomicfile.WriteFile(k.kvChoicesPath(), data, 0o600); err != nil {
 		return fmt.Errorf("keep the KV check: %w", err)
-	}
-	_, werr := tmp.Write(data)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), k.kvChoicesPath())
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("keep the KV check: %w", werr)
 	}
 	return nil
 }
 
 // checkOf is the KVCheck showing choice c.
-func checkOf(c *engine.KVChoice, cached bool) KVCheck {
+func checkOf(c *kvprobe.Choice, cached bool) KVCheck {
 	k := KVCheck{State: KVCheckDone, Cached: cached, Chosen: c.Chosen().Label(), Summary: c.Summary(), Reason: c.Reason,
 		ScaleRatio: c.ScaleRatio, Tokens: c.Tokens, ElapsedMs: millis(c.Elapsed)}
 	for _, cand := range c.Candidates {
@@ -173,7 +163,7 @@ func checkOf(c *engine.KVChoice, cached bool) KVCheck {
 // autoKV is the KV type "auto" gives the file at path at ctx under o: the
 // kept check's choice when there is one and it fits the budget, else q4;
 // note says why a kept q8 was not used.
-func (k *kvChecker) autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (t kv.Type, c *engine.KVChoice, note string) {
+func (k *kvChecker) autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (t kv.Type, c *kvprobe.Choice, note string) {
 	c = k.cachedKVChoice(path)
 	if c == nil || c.Type == kv.Q4 {
 		return kv.Q4, c, ""
@@ -243,7 +233,7 @@ func (k *kvChecker) swap(kc *kvCheckState) bool {
 // "auto": a kept result at once (the load already used its choice, or
 // keptNote says why not), otherwise the check runs in the background on
 // the engine's scheduler.
-func (k *kvChecker) start(sched *scheduler.Scheduler, path string, kept *engine.KVChoice, keptNote string) {
+func (k *kvChecker) start(sched *scheduler.Scheduler, path string, kept *kvprobe.Choice, keptNote string) {
 	if kept != nil {
 		kc := &kvCheckState{path: path, check: checkOf(kept, true)}
 		kc.check.Note = keptNote
@@ -281,7 +271,7 @@ func (k *kvChecker) update(kc *kvCheckState, f func(*KVCheck)) {
 }
 
 func (k *kvChecker) run(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState) {
-	c, err := sched.ProbeKV(ctx, kc.path, engine.KVChoiceOptions{Residual: -1}, func(done, total int) {
+	c, err := sched.ProbeKV(ctx, kc.path, kvprobe.ChoiceOptions{Residual: -1}, func(done, total int) {
 		pct := done * 100 / max(total, 1)
 		k.mu.Lock()
 		report := pct != kc.last
@@ -318,7 +308,7 @@ func (k *kvChecker) run(ctx context.Context, sched *scheduler.Scheduler, kc *kvC
 // switchKV moves the loaded model to the check's choice, when idle and
 // while the KV setting is still auto, if it fits at the context in force;
 // the check's note says what happened.
-func (k *kvChecker) switchKV(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState, c *engine.KVChoice) {
+func (k *kvChecker) switchKV(ctx context.Context, sched *scheduler.Scheduler, kc *kvCheckState, c *kvprobe.Choice) {
 	var note string
 	_, applied, err := sched.ReconfigureWhenIdle(ctx, func(info scheduler.ModelInfo) (engine.Options, bool) {
 		if info.Path != kc.path || info.Options.KV == c.Type || k.store.Get().KVType != "auto" {

@@ -11,6 +11,7 @@ import (
 	"nibble/engine"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
+	"nibble/engine/kvprobe"
 	"nibble/engine/scheduler"
 )
 
@@ -54,8 +55,8 @@ type modelFiles interface {
 
 // kvChecks is the KV check as the loader sees it (kvcheck.go).
 type kvChecks interface {
-	autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (kv.Type, *engine.KVChoice, string)
-	start(sched *scheduler.Scheduler, path string, kept *engine.KVChoice, keptNote string)
+	autoKV(path string, d estimate.Desc, o estimate.Options, b estimate.Budget, src string) (kv.Type, *kvprobe.Choice, string)
+	start(sched *scheduler.Scheduler, path string, kept *kvprobe.Choice, keptNote string)
 	stop()
 	checkFor(path string) *KVCheck
 }
@@ -174,7 +175,7 @@ type loadPlan struct {
 	// auto: the KV setting is auto, so the KV check runs after the load
 	// unless kept gives its earlier result (keptNote: why it was not used).
 	auto     bool
-	kept     *engine.KVChoice
+	kept     *kvprobe.Choice
 	keptNote string
 }
 
@@ -449,7 +450,7 @@ func (l *loader) applyContext(ctx int, kvName string) (Status, error) {
 	}
 	b, src := l.machine.budget()
 	auto := (kvName == "" || kvName == "auto") && !demo.Is(l.dirs.Cache, info.Path)
-	var kept *engine.KVChoice
+	var kept *kvprobe.Choice
 	var keptNote string
 	if auto {
 		t, kept, keptNote = l.kv.autoKV(info.Path, *d, loadedOptions(info, ctx, t), b, src)

@@ -13,6 +13,7 @@ import (
 	"nibble/app/documents/retrieve"
 	"nibble/app/remote"
 	"nibble/app/settings"
+	"nibble/engine"
 	"nibble/engine/scheduler"
 )
 
@@ -209,9 +210,9 @@ func (r *remotes) submit(ctx context.Context, ep settings.RemoteEndpoint, req sc
 				case errors.Is(err, io.EOF):
 					res.FinishReason = finishOf(stream.FinishReason())
 				case errors.Is(err, context.Canceled):
-					res.FinishReason, res.Err = "cancelled", err
+					res.FinishReason, res.Err = engine.StopCancelled, err
 				default:
-					res.FinishReason, res.Err = "error", fmt.Errorf("remote model %q: %w", ep.Name, err)
+					res.FinishReason, res.Err = engine.StopError, fmt.Errorf("remote model %q: %w", ep.Name, err)
 				}
 				break
 			}
@@ -247,11 +248,11 @@ func (r *remotes) submit(ctx context.Context, ep settings.RemoteEndpoint, req sc
 }
 
 // finishOf maps a server's finish reason onto the app's stop or length.
-func finishOf(reason string) string {
+func finishOf(reason string) engine.StopReason {
 	if reason == "length" {
-		return "length"
+		return engine.StopMaxTokens
 	}
-	return "stop" // "stop", "eos", "content_filter", "tool_calls", or none given
+	return engine.StopString // "stop", "eos", "content_filter", "tool_calls", or none given
 }
 
 // modelInfo is the Model that Status shows for ep.

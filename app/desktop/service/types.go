@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"nibble/engine"
 	"nibble/engine/scheduler"
 )
 
@@ -142,11 +143,11 @@ func finalOf(id string, r *scheduler.Result, shown string) Final {
 	if r == nil {
 		return Final{ID: id, FinishReason: "cancelled", Text: shown}
 	}
-	f := Final{ID: id, FinishReason: r.FinishReason, Text: r.Text, PromptTokens: r.PromptTokens,
+	f := Final{ID: id, FinishReason: string(r.FinishReason), Text: r.Text, PromptTokens: r.PromptTokens,
 		ReusedTokens: r.ReusedTokens, PrefillTokens: r.PrefillTokens, GenTokens: r.GenTokens,
 		TTFTMs:           millis(r.TimeToFirstToken),
 		PrefillTokPerSec: r.PrefillTokPerSec, DecodeTokPerSec: r.DecodeTokPerSec}
-	if r.Err != nil && r.FinishReason == "error" {
+	if r.Err != nil && r.FinishReason == engine.StopError {
 		f.Error = r.Err.Error()
 	}
 	return f

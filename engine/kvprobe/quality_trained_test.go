@@ -1,4 +1,4 @@
-package engine_test
+package kvprobe_test
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"nibble/engine"
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
+	"nibble/engine/kvprobe"
 	"nibble/internal/testdata"
 )
 
@@ -34,7 +35,7 @@ func TestKVQualityTrainedModel(t *testing.T) {
 	}
 	defer m.Close()
 	ids := m.EncodePrompt(prompt)
-	rep, err := engine.ProbeKVQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4}, engine.KVQualityOptions{Batch: 1, Greedy: 24, Residual: -1})
+	rep, err := kvprobe.MeasureQuality(m, b, ids, []kv.Type{kv.Q8, kv.Q4}, kvprobe.QualityOptions{Batch: 1, Greedy: 24, Residual: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

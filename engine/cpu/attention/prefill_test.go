@@ -7,6 +7,7 @@ import (
 
 	"nibble/engine/half"
 	"nibble/engine/kv"
+	"nibble/engine/numeric"
 )
 
 // looseCosine is the quality check here: exactness is held against the
@@ -64,7 +65,7 @@ func TestPrefillThenDecode(t *testing.T) {
 					if _, rel := headStats(got, decodeReference64(q[i*qw:(i+1)*qw], kEff, vEff, pos+1, p), c.d); rel > maxStoredRel {
 						t.Fatalf("%s row %d: relative error %.3g vs causal reference", name, i, rel)
 					}
-					if cos := cosine(got, decodeReference64(q[i*qw:(i+1)*qw], k, v, pos+1, p)); cos < looseCosine[typ] {
+					if cos := numeric.Cosine(got, decodeReference64(q[i*qw:(i+1)*qw], k, v, pos+1, p)); cos < looseCosine[typ] {
 						t.Fatalf("%s row %d: cosine %.6f vs original values", name, i, cos)
 					}
 				}
@@ -81,7 +82,7 @@ func TestPrefillThenDecode(t *testing.T) {
 				if _, rel := headStats(dec, decodeReference64(qd, kSt, vSt, total, p), c.d); rel > maxStoredRel {
 					t.Fatalf("%s decode after prefill: relative error %.3g", name, rel)
 				}
-				if cos := cosine(dec, decodeReference64(qd, k, v, total, p)); cos < looseCosine[typ] {
+				if cos := numeric.Cosine(dec, decodeReference64(qd, k, v, total, p)); cos < looseCosine[typ] {
 					t.Fatalf("%s decode after prefill: cosine %.6f vs original values", name, cos)
 				}
 			}

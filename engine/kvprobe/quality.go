@@ -1,17 +1,19 @@
-package engine
+package kvprobe
 
 import (
 	"fmt"
 	"math"
 	"slices"
 
+	"nibble/engine"
 	"nibble/engine/backend"
 	"nibble/engine/kv"
+	"nibble/engine/numeric"
 	"nibble/engine/sample"
 )
 
-// KVQuality is how far one quantized cache type moves the model from f16.
-type KVQuality struct {
+// Quality is how far one quantized cache type moves the model from f16.
+type Quality struct {
 	Cosine        float64 `json:"cosine"`         // of last-position logits
 	Top1Agreement float64 `json:"top1_agreement"` // argmax equal to f16's, over prompt positions
 	MaxAbsDLogit  float64 `json:"max_abs_dlogit"` // over all positions and vocab
@@ -23,21 +25,21 @@ type KVQuality struct {
 	GreedyForced int `json:"greedy_teacher_forced"`
 }
 
-// KVQualityReport is the probe's result.
-type KVQualityReport struct {
-	Types map[kv.Type]*KVQuality
+// QualityReport is the probe's result.
+type QualityReport struct {
+	Types map[kv.Type]*Quality
 	// Floor compares f16 with f16 run at FloorBatch instead of Batch: the
 	// same arithmetic in another order. Figures no cache type can beat, as
 	// low as these random-weight models' 8-bit activation rounding makes them.
-	Floor      *KVQuality
+	Floor      *Quality
 	FloorBatch int
 	// Rotated says which quantized types stored K rotated (Rotate resolved
 	// per type and for the backend).
 	Rotated map[kv.Type]bool
 }
 
-// KVQualityOptions configure the probe.
-type KVQualityOptions struct {
+// QualityOptions configure the probe.
+type QualityOptions struct {
 	Batch     int // prompt rows per forward call; 1 makes every position read the cache
 	Greedy    int // continuation length compared
 	GroupSize int
@@ -51,24 +53,24 @@ type KVQualityOptions struct {
 	Residual int
 }
 
-// ProbeKVQuality runs prompt through m with an f16 cache and with each
+// MeasureQuality runs prompt through m with an f16 cache and with each
 // quantized type, comparing logits position by position. With Batch 1 every
 // prompt position attends through the decode kernel to the quantized cache
 // (the strict case); larger batches use hybrid prefill as generation does.
-func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type, o KVQualityOptions) (*KVQualityReport, error) {
+func MeasureQuality(m *engine.Model, b backend.Backend, prompt []int32, types []kv.Type, o QualityOptions) (*QualityReport, error) {
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("kv quality: empty prompt")
 	}
-	if err := onBackend(m, b); err != nil {
+	if err := m.CheckBackend(b); err != nil {
 		return nil, fmt.Errorf("kv quality: %w", err)
 	}
 	o.Batch = max(o.Batch, 1)
 	if o.GroupSize == 0 {
 		o.GroupSize = kv.DefaultGroupSize
 	}
-	rep := &KVQualityReport{Types: map[kv.Type]*KVQuality{}, FloorBatch: 16, Rotated: map[kv.Type]bool{}}
+	rep := &QualityReport{Types: map[kv.Type]*Quality{}, FloorBatch: 16, Rotated: map[kv.Type]bool{}}
 	for _, t := range types {
-		so, err := Options{KV: t, KVRotate: o.Rotate}.resolveRotate(b, m.HP.HeadDim)
+		so, err := engine.Options{KV: t, KVRotate: o.Rotate}.ResolveRotate(b, m.HP.HeadDim)
 		if err != nil {
 			return nil, fmt.Errorf("kv quality (%s): %w", t, err)
 		}
@@ -86,7 +88,7 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 	if err != nil {
 		return nil, fmt.Errorf("kv quality (f16): %w", err)
 	}
-	compare := func(rows [][]float32, greedy []int32) *KVQuality {
+	compare := func(rows [][]float32, greedy []int32) *Quality {
 		return compareRuns(base, baseGreedy, rows, greedy)
 	}
 	if o.Batch > 1 {
@@ -114,7 +116,7 @@ func ProbeKVQuality(m *Model, b backend.Backend, prompt []int32, types []kv.Type
 // batch positions per forward call, and returns the logits of every prompt
 // position and the argmax of each of greedy continuation steps; forced (when
 // set) is fed as the continuation.
-func probeRun(m *Model, prompt []int32, cfg kv.Config, batch, greedy int, forced []int32) (rows [][]float32, tokens []int32, err error) {
+func probeRun(m *engine.Model, prompt []int32, cfg kv.Config, batch, greedy int, forced []int32) (rows [][]float32, tokens []int32, err error) {
 	cfg.Ctx = len(prompt) + greedy + 1
 	st, err := m.NewState(cfg, min(batch, len(prompt)))
 	if err != nil {
@@ -145,8 +147,8 @@ func probeRun(m *Model, prompt []int32, cfg kv.Config, batch, greedy int, forced
 
 // compareRuns measures rows and greedy against the f16 run's base and
 // baseGreedy.
-func compareRuns(base [][]float32, baseGreedy []int32, rows [][]float32, greedy []int32) *KVQuality {
-	q := &KVQuality{GreedyTotal: len(baseGreedy)}
+func compareRuns(base [][]float32, baseGreedy []int32, rows [][]float32, greedy []int32) *Quality {
+	q := &Quality{GreedyTotal: len(baseGreedy)}
 	hits := 0
 	for i := range rows {
 		if sample.Greedy(rows[i]) == sample.Greedy(base[i]) {
@@ -157,7 +159,7 @@ func compareRuns(base [][]float32, baseGreedy []int32, rows [][]float32, greedy 
 		}
 	}
 	q.Top1Agreement = float64(hits) / float64(len(rows))
-	q.Cosine = cosine64(rows[len(rows)-1], base[len(base)-1])
+	q.Cosine = numeric.Cosine(rows[len(rows)-1], base[len(base)-1])
 	for i := range greedy {
 		if greedy[i] == baseGreedy[i] {
 			q.GreedyForced++
@@ -167,14 +169,4 @@ func compareRuns(base [][]float32, baseGreedy []int32, rows [][]float32, greedy 
 		}
 	}
 	return q
-}
-
-func cosine64(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
 }

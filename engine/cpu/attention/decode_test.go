@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"nibble/engine/kv"
+	"nibble/engine/numeric"
 )
 
 // Sampled context lengths: single token, around one block, several splits.
@@ -92,7 +93,7 @@ func TestDecodeMatchesReference(t *testing.T) {
 								worst[kk], worstHead[kk] = 1, 1
 							}
 							headCos, _ := headStats(out, want, d)
-							cos, rel := cosine(out, want), relError(out, want)
+							cos, rel := numeric.Cosine(out, want), relError(out, want)
 							worst[kk], worstHead[kk] = min(worst[kk], cos), min(worstHead[kk], headCos)
 							if typ == kv.F16 && !outlier {
 								worstF16Rel = max(worstF16Rel, rel)
@@ -139,7 +140,7 @@ func TestOutlierChannel(t *testing.T) {
 					if err := Decode(pool, ws, out, q, fillCache(t, cfg, k, v, n), 0, n, p); err != nil {
 						t.Fatal(err)
 					}
-					cos[i] = cosine(out, want)
+					cos[i] = numeric.Cosine(out, want)
 					worstHead[i], _ = headStats(out, want, d)
 					line += fmt.Sprintf(" %s %.5f (%.4f)", []string{"plain", "smoothed", "rotated"}[i], cos[i], worstHead[i])
 				}
@@ -192,7 +193,7 @@ func TestScaleAndWindowPerCall(t *testing.T) {
 					t.Fatalf("%v %+v: element %d is %g with the shared workspace, %g with its own", typ, call, i, got[i], want[i])
 				}
 			}
-			if cos := cosine(got[:width], decodeReference64(q[:width], k, v, n, call)); cos < 0.99 {
+			if cos := numeric.Cosine(got[:width], decodeReference64(q[:width], k, v, n, call)); cos < 0.99 {
 				t.Fatalf("%v %+v: decode cosine %.4f against the reference with the call's scale and window", typ, call, cos)
 			}
 		}

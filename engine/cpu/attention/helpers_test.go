@@ -131,18 +131,6 @@ func decodeReference64(q, k, v []float32, n int, p Params) []float64 {
 	return out
 }
 
-// cosine is the cosine similarity of the whole output (all heads).
-func cosine(got []float32, want []float64) float64 {
-	var dot, gg, ww float64
-	for i, w := range want {
-		g := float64(got[i])
-		dot += g * w
-		gg += g * g
-		ww += w * w
-	}
-	return dot / math.Sqrt(gg*ww)
-}
-
 // relError is |got - want| / |want| over the whole output (all heads).
 func relError(got []float32, want []float64) float64 {
 	var ee, ww float64

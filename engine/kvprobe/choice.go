@@ -1,4 +1,8 @@
-package engine
+// Package kvprobe measures how far a quantized KV cache moves a model from
+// f16 and picks the cache mode a model runs with: Choose (a short probe run
+// when a model loads) and MeasureQuality (the strict bar of the benches and
+// the CLI's kvcheck).
+package kvprobe
 
 import (
 	"fmt"
@@ -6,16 +10,18 @@ import (
 	"slices"
 	"time"
 
+	"nibble/engine"
 	"nibble/engine/backend"
 	"nibble/engine/kv"
 	"nibble/engine/model"
+	"nibble/engine/numeric"
 	"nibble/engine/sample"
 )
 
-// kvProbeText is the built-in text ChooseKV runs: plain English prose of
+// probeText is the built-in text Choose runs: plain English prose of
 // about 300 tokens, long enough that most positions attend over a quantized
 // history, short enough that the probe adds little to a model load.
-const kvProbeText = `The old lighthouse stood at the end of a narrow spit of land, where the river met the sea. ` +
+const probeText = `The old lighthouse stood at the end of a narrow spit of land, where the river met the sea. ` +
 	`For more than a century its keepers had climbed the spiral stairs every evening to light the lamp, ` +
 	`and every morning they had written a few lines in the log: the weather, the ships that passed, ` +
 	`the birds that rested on the gallery rail. When the light was finally automated, the last keeper, ` +
@@ -31,12 +37,12 @@ const kvProbeText = `The old lighthouse stood at the end of a narrow spit of lan
 	`but it showed, in plain numbers, how a single coastline had changed within the span of three lives. ` +
 	`Ada Marsh read the report at her kitchen table, and then she walked out to the spit to watch the light come on by itself.`
 
-// KVCandidate is one cache mode the probe measured.
-type KVCandidate struct {
-	Type    kv.Type   `json:"type"`
-	Rotate  bool      `json:"rotate"`
-	Quality KVQuality `json:"quality"`
-	Passed  bool      `json:"passed"`
+// Candidate is one cache mode the probe measured.
+type Candidate struct {
+	Type    kv.Type `json:"type"`
+	Rotate  bool    `json:"rotate"`
+	Quality Quality `json:"quality"`
+	Passed  bool    `json:"passed"`
 	// Skipped says why a measured candidate is not eligible (an attention
 	// scale that rules out plain q4).
 	Skipped string `json:"skipped,omitempty"`
@@ -47,7 +53,7 @@ type KVCandidate struct {
 
 // Label names the candidate as the benches' KV modes do: q4-rot,
 // q4-plain, q8.
-func (c KVCandidate) Label() string {
+func (c Candidate) Label() string {
 	switch {
 	case c.Rotate:
 		return c.Type.String() + "-rot"
@@ -57,11 +63,11 @@ func (c KVCandidate) Label() string {
 	return c.Type.String()
 }
 
-// KVChoice is ChooseKV's result.
-type KVChoice struct {
-	Type       kv.Type       `json:"type"`
-	Rotate     bool          `json:"rotate"`
-	Candidates []KVCandidate `json:"candidates"`
+// Choice is Choose's result.
+type Choice struct {
+	Type       kv.Type     `json:"type"`
+	Rotate     bool        `json:"rotate"`
+	Candidates []Candidate `json:"candidates"`
 	// ScaleRatio is the model's q·k scale over 1/sqrt(head dim): 1 for most
 	// models, sqrt(head dim) for an attention scale of 1.0.
 	ScaleRatio float64       `json:"scale_ratio"`
@@ -71,39 +77,39 @@ type KVChoice struct {
 }
 
 // Chosen returns the candidate that was picked.
-func (c *KVChoice) Chosen() KVCandidate {
+func (c *Choice) Chosen() Candidate {
 	for _, cand := range c.Candidates {
 		if cand.Type == c.Type && cand.Rotate == c.Rotate && !cand.Info {
 			return cand
 		}
 	}
-	return KVCandidate{Type: c.Type, Rotate: c.Rotate}
+	return Candidate{Type: c.Type, Rotate: c.Rotate}
 }
 
 // Summary is one line for the model's info: "q4-rot (top-1 99.3%, cos
 // 0.99998): reason".
-func (c *KVChoice) Summary() string {
+func (c *Choice) Summary() string {
 	ch := c.Chosen()
 	return fmt.Sprintf("%s (top-1 %.1f%%, cos %.5f): %s", ch.Label(), 100*ch.Quality.Top1Agreement, ch.Quality.Cosine, c.Reason)
 }
 
-// KVChoiceOptions tune ChooseKV; zero values take the defaults below.
-type KVChoiceOptions struct {
-	Batch     int     // prompt rows per forward call (DefaultKVProbeBatch)
-	MinTop1   float64 // top-1 agreement with f16 a candidate needs (DefaultKVMinTop1)
-	MinCosine float64 // last-position logit cosine a candidate needs (DefaultKVMinCosine)
+// ChoiceOptions tune Choose; zero values take the defaults below.
+type ChoiceOptions struct {
+	Batch     int     // prompt rows per forward call (DefaultBatch)
+	MinTop1   float64 // top-1 agreement with f16 a candidate needs (DefaultMinTop1)
+	MinCosine float64 // last-position logit cosine a candidate needs (DefaultMinCosine)
 	// MaxScaleRatio is the largest ScaleRatio at which plain q4 may be
-	// chosen (DefaultKVMaxScaleRatio).
+	// chosen (DefaultMaxScaleRatio).
 	MaxScaleRatio float64
 	Prompt        []int32 // token ids in place of the built-in text (tests)
 	// Residual is the f16 residual window the quantized caches run with:
-	// negative gives each type its default (kv.DefaultResidual) where the
-	// backend reads a window, as sessions do; 0 none.
+	// negative gives each type its default (kv.DefaultResidual), as
+	// sessions do; 0 none.
 	Residual int
 }
 
-// The thresholds come from ChooseKV's figures on the built-in text at batch
-// 16 with the CPU's residual window (kvchoice_test.go prints them): the
+// The thresholds come from Choose's figures on the built-in text at batch
+// 16 with the CPU's residual window (choice_test.go prints them): the
 // trained model's plain q4 keeps top-1 95.1%, cosine 0.99988 (q8 99.4%,
 // 0.999999); synth models with outlier key channels or an attention scale
 // of 0.5–1.0 drop plain q4 to top-1 48–72%, cosine 0.74–0.98, while their q8
@@ -112,13 +118,13 @@ type KVChoiceOptions struct {
 // (f16 against itself in another order moves their top-1 by 1.5–3%), so
 // their q4 fails here too: 80% on a plain synth model.
 const (
-	DefaultKVProbeBatch    = 16
-	DefaultKVMinTop1       = 0.90
-	DefaultKVMinCosine     = 0.999
-	DefaultKVMaxScaleRatio = 2
+	DefaultBatch         = 16
+	DefaultMinTop1       = 0.90
+	DefaultMinCosine     = 0.999
+	DefaultMaxScaleRatio = 2
 )
 
-// ChooseKV picks the cache mode for m: the default q4 (K rotated, where b
+// Choose picks the cache mode for m: the default q4 (K rotated, where b
 // rotates the head dim), or else q8, whichever comes first with logits over
 // a short built-in text that stay close to an f16 cache's (top-1 agreement
 // and last-position cosine above the thresholds). Plain q4 is measured
@@ -128,8 +134,8 @@ const (
 // rotate, q8). The quantized caches run with o.Residual's f16 window; with
 // none (0, or a backend that reads no window) every position beyond the
 // batch reads quantized K and V.
-func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error) {
-	p, err := NewKVProbe(m, b, o)
+func Choose(m *engine.Model, b backend.Backend, o ChoiceOptions) (*Choice, error) {
+	p, err := New(m, b, o)
 	if err != nil {
 		return nil, err
 	}
@@ -145,16 +151,16 @@ func ChooseKV(m *Model, b backend.Backend, o KVChoiceOptions) (*KVChoice, error)
 	}
 }
 
-// KVProbe is ChooseKV one forward batch at a time, so that the engine
+// Probe is Choose one forward batch at a time, so that the engine
 // service can run it in the background between replies: each Step runs one
 // batch of one of the runs (f16, then each candidate) and returns.
-type KVProbe struct {
-	m      *Model
-	o      KVChoiceOptions
+type Probe struct {
+	m      *engine.Model
+	o      ChoiceOptions
 	prompt []int32
-	runs   []kv.Config   // f16, then one per candidate
-	cands  []KVCandidate // the candidates, in the order they are measured
-	c      *KVChoice
+	runs   []kv.Config // f16, then one per candidate
+	cands  []Candidate // the candidates, in the order they are measured
+	c      *Choice
 
 	run, pos int
 	st       *model.State
@@ -167,47 +173,47 @@ type KVProbe struct {
 	done   bool
 }
 
-// NewKVProbe checks m, b and o and prepares the probe; nothing runs until
+// New checks m, b and o and prepares the probe; nothing runs until
 // Step. Close releases what a probe left unfinished holds.
-func NewKVProbe(m *Model, b backend.Backend, o KVChoiceOptions) (*KVProbe, error) {
-	if err := onBackend(m, b); err != nil {
+func New(m *engine.Model, b backend.Backend, o ChoiceOptions) (*Probe, error) {
+	if err := m.CheckBackend(b); err != nil {
 		return nil, fmt.Errorf("kv choice: %w", err)
 	}
 	if o.Batch <= 0 {
-		o.Batch = DefaultKVProbeBatch
+		o.Batch = DefaultBatch
 	}
 	if o.MinTop1 == 0 {
-		o.MinTop1 = DefaultKVMinTop1
+		o.MinTop1 = DefaultMinTop1
 	}
 	if o.MinCosine == 0 {
-		o.MinCosine = DefaultKVMinCosine
+		o.MinCosine = DefaultMinCosine
 	}
 	if o.MaxScaleRatio == 0 {
-		o.MaxScaleRatio = DefaultKVMaxScaleRatio
+		o.MaxScaleRatio = DefaultMaxScaleRatio
 	}
 	prompt := o.Prompt
 	if prompt == nil {
-		prompt = m.EncodePrompt(kvProbeText)
+		prompt = m.EncodePrompt(probeText)
 	}
 	if len(prompt) < 2*o.Batch {
 		return nil, fmt.Errorf("kv choice: %d prompt tokens, want at least %d", len(prompt), 2*o.Batch)
 	}
 	hd := m.HP.HeadDim
-	p := &KVProbe{m: m, o: o, prompt: prompt,
-		c: &KVChoice{Tokens: len(prompt), ScaleRatio: float64(m.HP.QKScale()) * math.Sqrt(float64(hd))}}
-	defaultQ4, err := Options{KV: kv.Q4}.resolveRotate(b, hd)
+	p := &Probe{m: m, o: o, prompt: prompt,
+		c: &Choice{Tokens: len(prompt), ScaleRatio: float64(m.HP.QKScale()) * math.Sqrt(float64(hd))}}
+	defaultQ4, err := engine.Options{KV: kv.Q4}.ResolveRotate(b, hd)
 	if err != nil {
 		return nil, fmt.Errorf("kv choice: %w", err)
 	}
-	p.cands = []KVCandidate{{Type: kv.Q4, Rotate: defaultQ4.KVRotated}, {Type: kv.Q8}}
+	p.cands = []Candidate{{Type: kv.Q4, Rotate: defaultQ4.KVRotated}, {Type: kv.Q8}}
 	if defaultQ4.KVRotated {
-		p.cands = append(p.cands, KVCandidate{Type: kv.Q4, Info: true})
+		p.cands = append(p.cands, Candidate{Type: kv.Q4, Info: true})
 	}
 	p.runs = []kv.Config{{Type: kv.F16, GroupSize: kv.DefaultGroupSize}}
 	for _, cand := range p.cands {
 		residual := o.Residual
 		if residual < 0 {
-			residual = backend.DefaultKVResidual(b, cand.Type)
+			residual = kv.DefaultResidual(cand.Type)
 		}
 		p.runs = append(p.runs, kv.Config{Type: cand.Type, GroupSize: kv.DefaultGroupSize, Rotate: cand.Rotate, Smooth: true, Residual: residual})
 	}
@@ -215,13 +221,13 @@ func NewKVProbe(m *Model, b backend.Backend, o KVChoiceOptions) (*KVProbe, error
 }
 
 // Progress is the forward batches run so far and in all.
-func (p *KVProbe) Progress() (done, total int) {
+func (p *Probe) Progress() (done, total int) {
 	per := (len(p.prompt) + p.o.Batch - 1) / p.o.Batch
 	return p.run*per + (p.pos+p.o.Batch-1)/p.o.Batch, len(p.runs) * per
 }
 
 // Result is the choice once Step has said done, else nil.
-func (p *KVProbe) Result() *KVChoice {
+func (p *Probe) Result() *Choice {
 	if !p.done {
 		return nil
 	}
@@ -229,7 +235,7 @@ func (p *KVProbe) Result() *KVChoice {
 }
 
 // Close frees the state of a run in progress.
-func (p *KVProbe) Close() {
+func (p *Probe) Close() {
 	if p.st != nil {
 		p.st.Close()
 		p.st = nil
@@ -238,7 +244,7 @@ func (p *KVProbe) Close() {
 
 // Step runs the next forward batch; done is true once every run is
 // measured and the choice made. After an error the probe is closed.
-func (p *KVProbe) Step() (done bool, err error) {
+func (p *Probe) Step() (done bool, err error) {
 	if p.done {
 		return true, nil
 	}
@@ -254,7 +260,7 @@ func (p *KVProbe) Step() (done bool, err error) {
 	return p.done, nil
 }
 
-func (p *KVProbe) step() error {
+func (p *Probe) step() error {
 	if p.st == nil {
 		cfg := p.runs[p.run]
 		cfg.Ctx = len(p.prompt) + 1
@@ -276,8 +282,8 @@ func (p *KVProbe) step() error {
 	if p.run > 0 {
 		cand := p.cands[p.run-1]
 		// As compareRuns measures it.
-		cand.Quality = KVQuality{Top1Agreement: float64(p.hits) / float64(len(p.prompt)), MaxAbsDLogit: p.maxAbs,
-			Cosine: cosine64(p.last, p.base[len(p.base)-1])}
+		cand.Quality = Quality{Top1Agreement: float64(p.hits) / float64(len(p.prompt)), MaxAbsDLogit: p.maxAbs,
+			Cosine: numeric.Cosine(p.last, p.base[len(p.base)-1])}
 		cand.Passed = cand.Quality.Top1Agreement >= p.o.MinTop1 && cand.Quality.Cosine >= p.o.MinCosine
 		if p.c.ScaleRatio > p.o.MaxScaleRatio && cand.Type == kv.Q4 && !cand.Rotate {
 			cand.Skipped = fmt.Sprintf("attention scale %.2f× the usual 1/sqrt(%d)", p.c.ScaleRatio, p.m.HP.HeadDim)
@@ -294,7 +300,7 @@ func (p *KVProbe) step() error {
 
 // row takes the logits of prompt position p.pos+i: kept for the f16 run,
 // compared with f16's for a candidate.
-func (p *KVProbe) row(i int, l []float32) {
+func (p *Probe) row(i int, l []float32) {
 	if p.run == 0 {
 		p.base = append(p.base, slices.Clone(l))
 		return
@@ -312,7 +318,7 @@ func (p *KVProbe) row(i int, l []float32) {
 }
 
 // choose picks the first eligible candidate that passed, else q8, and says why.
-func (p *KVProbe) choose() {
+func (p *Probe) choose() {
 	c, o := p.c, p.o
 	picked := -1
 	for i, cand := range c.Candidates {

@@ -1,5 +1,5 @@
-// Package attention holds the CPU attention kernels, which the planned Metal
-// kernels are to match (docs/ARCHITECTURE.md, "Decode attention" and
+// Package attention holds the CPU backend's attention kernels, the reference
+// the Metal kernels are tested against (docs/ARCHITECTURE.md, "Decode attention" and
 // "Prefill"): decode attention as a two-pass split-K over a K/V cache
 // read once per GQA group, in blocks of 32 tokens with one online-softmax
 // rescale per block in the exp2 domain, the q4/q8 scores computed on packed

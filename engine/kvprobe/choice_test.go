@@ -1,4 +1,4 @@
-package engine
+package kvprobe
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"nibble/catalog/vocab"
+	"nibble/engine"
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
@@ -29,13 +30,13 @@ func writeProbeSynth(t *testing.T, scale float32, outliers int, gain float32) st
 	return path
 }
 
-// chooseOn runs ChooseKV on the model at path with the CPU's residual
+// chooseOn runs Choose on the model at path with the CPU's residual
 // window and logs every candidate's figures.
-func chooseOn(t *testing.T, path string, wantScale float32) *KVChoice {
+func chooseOn(t *testing.T, path string, wantScale float32) *Choice {
 	t.Helper()
 	b := cpu.New(2)
 	defer b.Close()
-	m, err := LoadModel(path, b)
+	m, err := engine.LoadModel(path, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func chooseOn(t *testing.T, path string, wantScale float32) *KVChoice {
 	if m.HP.AttnScale != wantScale {
 		t.Fatalf("attention scale %g read from the file, want %g", m.HP.AttnScale, wantScale)
 	}
-	c, err := ChooseKV(m, b, KVChoiceOptions{Residual: -1})
+	c, err := Choose(m, b, ChoiceOptions{Residual: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func chooseOn(t *testing.T, path string, wantScale float32) *KVChoice {
 
 // plainQ4 is the probe's plain q4 row (measured for information beside the
 // default rotated q4).
-func plainQ4(t *testing.T, c *KVChoice) KVCandidate {
+func plainQ4(t *testing.T, c *Choice) Candidate {
 	t.Helper()
 	for _, cand := range c.Candidates {
 		if cand.Type == kv.Q4 && !cand.Rotate {
@@ -64,7 +65,7 @@ func plainQ4(t *testing.T, c *KVChoice) KVCandidate {
 		}
 	}
 	t.Fatalf("no plain q4 row among %d candidates", len(c.Candidates))
-	return KVCandidate{}
+	return Candidate{}
 }
 
 // On a model with attention scale 1.0 and outlier key channels plain q4
@@ -119,12 +120,12 @@ func TestChooseKVTrainedModelKeepsQ4(t *testing.T) {
 func TestChooseKVRejectsShortPrompt(t *testing.T) {
 	b := cpu.New(1)
 	defer b.Close()
-	m, err := LoadModel(writeProbeSynth(t, 0, 0, 0), b)
+	m, err := engine.LoadModel(writeProbeSynth(t, 0, 0, 0), b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := ChooseKV(m, b, KVChoiceOptions{Prompt: []int32{1, 2, 3}}); err == nil || !strings.Contains(err.Error(), "prompt tokens") {
+	if _, err := Choose(m, b, ChoiceOptions{Prompt: []int32{1, 2, 3}}); err == nil || !strings.Contains(err.Error(), "prompt tokens") {
 		t.Fatalf("3-token prompt: err %v, want a prompt-length error", err)
 	}
 }
