@@ -225,14 +225,14 @@ func attnCompare(t *testing.T, what string, got, want []float32, width int, tol 
 	}
 }
 
-// attnDecodeTol: the kernels and engine/attention compute the same sums in
+// attnDecodeTol: the kernels and engine/cpu/attention compute the same sums in
 // float32 in other orders (other blocks per split, dot products four wide
 // here, eight there) and exp2 differs in the last bits: 2e-5 of max|out|
 // (the worst seen is 8.7e-6).
 const attnDecodeTol = 2e-5
 
 // kernel_attn_decode_{q4,q8,f16} and kernel_attn_merge_f32 (through
-// encoder.AttendDecode) against engine/attention.Decode on the same cache
+// encoder.AttendDecode) against engine/cpu/attention.Decode on the same cache
 // bytes. Tolerance: attnDecodeTol relative to the largest output.
 func TestAttnDecode(t *testing.T) {
 	d, l := emu(t)
@@ -404,7 +404,7 @@ func ringKey(key []float32, lv *kv.LayerView, kvh, pos int) {
 }
 
 // kernel_attn_stage_f32 and kernel_attn_prefill_{q4,q8,f16} (through
-// encoder.AttendPrefill) against engine/attention.Prefill. Tolerance:
+// encoder.AttendPrefill) against engine/cpu/attention.Prefill. Tolerance:
 // attnDecodeTol relative to the largest output (the staged rows are the
 // CPU's bit for bit; the sums differ in order).
 func TestAttnPrefill(t *testing.T) {
@@ -480,7 +480,7 @@ func TestAttnPrefill(t *testing.T) {
 }
 
 // Logit soft-capping (attn_softcap) in kernel_attn_decode_* and
-// kernel_attn_prefill_* against engine/attention with the same Softcap,
+// kernel_attn_prefill_* against engine/cpu/attention with the same Softcap,
 // cap 50 and queries scaled so that scores reach several times the cap:
 // decode and prefill for q4, q8 and f16, through the codes, the residual
 // window's f16 ring and the staged new rows, Gemma 2's head dim 256 and a
