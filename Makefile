@@ -216,7 +216,7 @@ fuzz:
 	go test ./app/documents/extract -run '^$$' -fuzz FuzzExtractDOCX -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/documents/extract -run '^$$' -fuzz FuzzExtractHTML -fuzztime $(FUZZTIME) -parallel 2
 	go test ./app/documents/retrieve -run '^$$' -fuzz FuzzChunk -fuzztime $(FUZZTIME) -parallel 2
-	go test ./metal/msl -run '^$$' -fuzz FuzzTranslate -fuzztime $(FUZZTIME) -parallel 2
+	go test ./metal/internal/msltoc -run '^$$' -fuzz FuzzTranslate -fuzztime $(FUZZTIME) -parallel 2
 
 clean:
 	rm -rf bin

@@ -17,7 +17,7 @@ type EncodedConstant struct {
 }
 
 // EncodeConstants checks the function constant values cs of pipeline name
-// against the constants the sources declare (decls: msl.Translate's list)
+// against the constants the sources declare (decls: msl.Parse's list)
 // and encodes them, in the order given, by the rules both devices share:
 // each index is declared and given once, each value's Go type fits its
 // constant's MSL type (see Constant), an integer is in the type's range, and

@@ -5,16 +5,18 @@ import (
 	"strings"
 )
 
-// A token of MSL source. Comments, whitespace and preprocessor lines are
+// Token is one token of MSL source. Comments, whitespace and preprocessor lines are
 // not tokens; the pre-pass edits the source by byte ranges of tokens, so
 // whatever it does not touch stays exactly as written.
-type token struct {
-	kind     byte // 'i' identifier, 'n' number, 's' string, 'c' character, 'p' punctuation
-	text     string
-	pos, end int
+type Token struct {
+	Kind     byte // 'i' identifier, 'n' number, 's' string, 'c' character, 'p' punctuation
+	Text     string
+	Pos, End int // byte offsets in the source
 }
 
-func (t token) is(s string) bool { return t.kind != 's' && t.kind != 'c' && t.text == s }
+// Is reports whether the token is the identifier or punctuation s (never a
+// string or character literal that happens to spell it).
+func (t Token) Is(s string) bool { return t.Kind != 's' && t.Kind != 'c' && t.Text == s }
 
 type scanner struct {
 	src   string
@@ -44,9 +46,9 @@ func isIdent(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
 
 // tokens splits the source. An unterminated comment, string or character
 // literal is an error at its line.
-func (s *scanner) tokens() ([]token, error) {
+func (s *scanner) tokens() ([]Token, error) {
 	src := s.src
-	var toks []token
+	var toks []Token
 	lineStart := true // only whitespace since the last newline
 	for i := 0; i < len(src); {
 		c := src[i]
@@ -99,7 +101,7 @@ func (s *scanner) tokens() ([]token, error) {
 			for i < len(src) && isIdent(src[i]) {
 				i++
 			}
-			toks = append(toks, token{'i', src[start:i], start, i})
+			toks = append(toks, Token{'i', src[start:i], start, i})
 		case c >= '0' && c <= '9' || c == '.' && i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9':
 			// A preprocessing number: digits, letters, '.', digit separators,
 			// and a sign right after an exponent letter.
@@ -112,7 +114,7 @@ func (s *scanner) tokens() ([]token, error) {
 				}
 				break
 			}
-			toks = append(toks, token{'n', src[start:i], start, i})
+			toks = append(toks, Token{'n', src[start:i], start, i})
 		case c == '"' || c == '\'':
 			i++
 			for i < len(src) && src[i] != c {
@@ -132,13 +134,13 @@ func (s *scanner) tokens() ([]token, error) {
 			if c == '\'' {
 				kind = 'c'
 			}
-			toks = append(toks, token{kind, src[start:i], start, i})
+			toks = append(toks, Token{kind, src[start:i], start, i})
 		case c == ':' && i+1 < len(src) && src[i+1] == ':':
 			i += 2
-			toks = append(toks, token{'p', "::", start, i})
+			toks = append(toks, Token{'p', "::", start, i})
 		default:
 			i++
-			toks = append(toks, token{'p', src[start:i], start, i})
+			toks = append(toks, Token{'p', src[start:i], start, i})
 		}
 	}
 	return toks, nil
@@ -146,43 +148,43 @@ func (s *scanner) tokens() ([]token, error) {
 
 func isHex(num string) bool { return len(num) > 1 && num[0] == '0' && (num[1] == 'x' || num[1] == 'X') }
 
-// fixLiteral turns MSL's half literal suffix (1.0h) into clang's (1.0f16).
-func fixLiteral(t token) (string, bool) {
-	if t.kind != 'n' || isHex(t.text) {
-		return t.text, false
+// FixLiteral turns MSL's half literal suffix (1.0h) into clang's (1.0f16).
+func FixLiteral(t Token) (string, bool) {
+	if t.Kind != 'n' || isHex(t.Text) {
+		return t.Text, false
 	}
-	n := len(t.text)
-	if n < 2 || (t.text[n-1] != 'h' && t.text[n-1] != 'H') {
-		return t.text, false
+	n := len(t.Text)
+	if n < 2 || (t.Text[n-1] != 'h' && t.Text[n-1] != 'H') {
+		return t.Text, false
 	}
 	for i := 0; i < n-1; i++ {
-		c := t.text[i]
+		c := t.Text[i]
 		if !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
-			return t.text, false
+			return t.Text, false
 		}
 	}
-	return t.text[:n-1] + "f16", true
+	return t.Text[:n-1] + "f16", true
 }
 
-// join writes tokens as one line of source (for text the pre-pass moves
+// Join writes tokens as one line of source (for text the pre-pass moves
 // into generated code, where a newline would shift the line numbers).
-func join(toks []token) string {
+func Join(toks []Token) string {
 	var b strings.Builder
 	for k, t := range toks {
 		if k > 0 && needSpace(toks[k-1], t) {
 			b.WriteByte(' ')
 		}
-		s, _ := fixLiteral(t)
+		s, _ := FixLiteral(t)
 		b.WriteString(s)
 	}
 	return b.String()
 }
 
-func needSpace(a, b token) bool {
-	if a.kind == 'p' && b.kind == 'p' {
+func needSpace(a, b Token) bool {
+	if a.Kind == 'p' && b.Kind == 'p' {
 		// Keep "> >" apart (old-style nested templates) and never glue two
 		// operators into a different one.
 		return true
 	}
-	return (a.kind != 'p') && (b.kind != 'p') || a.is(",")
+	return (a.Kind != 'p') && (b.Kind != 'p') || a.Is(",")
 }

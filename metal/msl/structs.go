@@ -49,23 +49,23 @@ func Structs(srcs []Source) ([]Struct, error) {
 type structParser struct {
 	file string
 	sc   *scanner
-	toks []token
+	toks []Token
 }
 
-func (p *structParser) errAt(tok token, format string, args ...any) error {
-	return &Error{File: p.file, Line: p.sc.line(tok.pos), Msg: fmt.Sprintf(format, args...)}
+func (p *structParser) errAt(tok Token, format string, args ...any) error {
+	return &Error{File: p.file, Line: p.sc.line(tok.Pos), Msg: fmt.Sprintf(format, args...)}
 }
 
 // skip returns the index after the bracket that closes the one at i.
 func (p *structParser) skip(i int) (int, error) {
-	open := p.toks[i].text
+	open := p.toks[i].Text
 	close := map[string]string{"{": "}", "(": ")", "[": "]"}[open]
 	depth := 0
 	for j := i; j < len(p.toks); j++ {
 		switch {
-		case p.toks[j].is(open):
+		case p.toks[j].Is(open):
 			depth++
-		case p.toks[j].is(close):
+		case p.toks[j].Is(close):
 			depth--
 			if depth == 0 {
 				return j + 1, nil
@@ -81,8 +81,8 @@ func (p *structParser) structs() ([]Struct, error) {
 	for i := 0; i < len(p.toks); {
 		t := p.toks[i]
 		switch {
-		case t.is("struct") && i+2 < len(p.toks) && p.toks[i+1].kind == 'i' && p.toks[i+2].is("{"):
-			st := Struct{Name: p.toks[i+1].text, File: p.file, Line: p.sc.line(t.pos)}
+		case t.Is("struct") && i+2 < len(p.toks) && p.toks[i+1].Kind == 'i' && p.toks[i+2].Is("{"):
+			st := Struct{Name: p.toks[i+1].Text, File: p.file, Line: p.sc.line(t.Pos)}
 			end, err := p.skip(i + 2)
 			if err != nil {
 				return nil, err
@@ -92,7 +92,7 @@ func (p *structParser) structs() ([]Struct, error) {
 			}
 			out = append(out, st)
 			i = end
-		case t.is("{"):
+		case t.Is("{"):
 			end, err := p.skip(i)
 			if err != nil {
 				return nil, err
@@ -112,20 +112,20 @@ func (p *structParser) members(lo, hi int) ([]Field, error) {
 		// One member: up to its ';', or through the body of a member
 		// function (which needs no ';').
 		start, function, static, bodyEnd := i, false, false, false
-		for i < hi && !p.toks[i].is(";") && !bodyEnd {
+		for i < hi && !p.toks[i].Is(";") && !bodyEnd {
 			t := p.toks[i]
 			switch {
-			case t.is("static") || t.is("typedef") || t.is("using"):
+			case t.Is("static") || t.Is("typedef") || t.Is("using"):
 				static = true
-			case t.is("("):
+			case t.Is("("):
 				function = true
 			}
-			if t.is("(") || t.is("[") || t.is("{") {
+			if t.Is("(") || t.Is("[") || t.Is("{") {
 				end, err := p.skip(i)
 				if err != nil {
 					return nil, err
 				}
-				bodyEnd = t.is("{") && function
+				bodyEnd = t.Is("{") && function
 				i = end
 				continue
 			}
@@ -149,36 +149,36 @@ func (p *structParser) members(lo, hi int) ([]Field, error) {
 // before the first declarator's name.
 func (p *structParser) declaration(lo, hi int) ([]Field, error) {
 	var fields []Field
-	var typ []token
+	var typ []Token
 	for i := lo; i < hi; {
 		j := i // this declarator: toks[i:j]
-		for j < hi && !p.toks[j].is(",") {
+		for j < hi && !p.toks[j].Is(",") {
 			j++
 		}
 		// The name is the last identifier before any '['.
 		end := j
 		for k := i; k < j; k++ {
-			if p.toks[k].is("[") {
+			if p.toks[k].Is("[") {
 				end = k
 				break
 			}
 		}
 		name := end - 1
-		if name < i || p.toks[name].kind != 'i' || (typ == nil && name == i) {
-			return nil, p.errAt(p.toks[i], "member %q: not a declaration this parser reads", join(p.toks[i:j]))
+		if name < i || p.toks[name].Kind != 'i' || (typ == nil && name == i) {
+			return nil, p.errAt(p.toks[i], "member %q: not a declaration this parser reads", Join(p.toks[i:j]))
 		}
 		if typ == nil {
 			typ = p.toks[i:name]
 		} else if name != i {
-			return nil, p.errAt(p.toks[i], "member %q: a pointer or qualifier on a later declarator", join(p.toks[i:j]))
+			return nil, p.errAt(p.toks[i], "member %q: a pointer or qualifier on a later declarator", Join(p.toks[i:j]))
 		}
-		f := Field{Name: p.toks[name].text, Type: joinSpaced(typ), Line: p.sc.line(p.toks[name].pos)}
+		f := Field{Name: p.toks[name].Text, Type: joinSpaced(typ), Line: p.sc.line(p.toks[name].Pos)}
 		switch rest := p.toks[end:j]; {
 		case len(rest) == 0:
-		case len(rest) >= 3 && rest[0].is("[") && rest[len(rest)-1].is("]") && !slices.ContainsFunc(rest[1:len(rest)-1], func(t token) bool { return t.is("]") }):
-			f.Len = join(rest[1 : len(rest)-1])
+		case len(rest) >= 3 && rest[0].Is("[") && rest[len(rest)-1].Is("]") && !slices.ContainsFunc(rest[1:len(rest)-1], func(t Token) bool { return t.Is("]") }):
+			f.Len = Join(rest[1 : len(rest)-1])
 		default:
-			return nil, p.errAt(p.toks[end], "member %s: %q after the name", f.Name, join(rest))
+			return nil, p.errAt(p.toks[end], "member %s: %q after the name", f.Name, Join(rest))
 		}
 		fields = append(fields, f)
 		i = j + 1
@@ -187,13 +187,13 @@ func (p *structParser) declaration(lo, hi int) ([]Field, error) {
 }
 
 // joinSpaced joins tokens with single spaces.
-func joinSpaced(toks []token) string {
+func joinSpaced(toks []Token) string {
 	s := ""
 	for i, t := range toks {
 		if i > 0 {
 			s += " "
 		}
-		s += t.text
+		s += t.Text
 	}
 	return s
 }

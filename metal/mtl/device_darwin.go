@@ -195,17 +195,17 @@ type Library struct {
 // backend adds binary archives for that reason), the first runs at every
 // start. Caching it means shipping a .metallib or an MTLBinaryArchive per
 // macOS version: worth it only if the compile time metalcheck prints is
-// long on a Mac (Library.CompileTime). The emulator's
-// translation (msl.Translate) is run too, for the kernels' function
-// constants and parameters, so pipelines and dispatches are checked by the
-// same rules as on Linux.
+// long on a Mac (Library.CompileTime). The sources are parsed too
+// (msl.Parse, the parse the emulator's translation is written from), for
+// the kernels' function constants and parameters, so pipelines and
+// dispatches are checked by the same rules as on Linux.
 func (d *Device) NewLibrary(srcs []device.Source) (device.Library, error) {
 	return d.Build(srcs)
 }
 
 // Build is NewLibrary with the concrete type.
 func (d *Device) Build(srcs []device.Source) (*Library, error) {
-	unit, err := msl.Translate(srcs)
+	unit, err := msl.Parse(srcs)
 	if err != nil {
 		return nil, fmt.Errorf("metal: %w", err)
 	}

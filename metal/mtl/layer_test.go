@@ -59,7 +59,7 @@ func TestPageSpan(t *testing.T) {
 }
 
 func TestConstants(t *testing.T) {
-	unit, err := msl.Translate([]msl.Source{{Name: "k.metal", Text: `
+	unit, err := msl.Parse([]msl.Source{{Name: "k.metal", Text: `
 constant bool has_bias [[function_constant(0)]];
 constant half scale [[function_constant(1)]];
 constant ushort n_rows [[function_constant(2)]];

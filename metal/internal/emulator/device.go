@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"nibble/metal/device"
+	"nibble/metal/internal/msltoc"
 	"nibble/metal/msl"
 )
 
@@ -104,7 +105,7 @@ func (d *Device) SetOrder(o Order) {
 type Library struct {
 	dev     *Device
 	c       *clib
-	unit    *msl.Unit
+	unit    *msltoc.Unit
 	cached  bool
 	kernels map[string]int // host name -> registry index
 }
@@ -117,7 +118,7 @@ func (d *Device) NewLibrary(srcs []device.Source) (device.Library, error) {
 
 // Build is NewLibrary with the concrete type.
 func (d *Device) Build(srcs []device.Source) (*Library, error) {
-	unit, err := msl.Translate(srcs)
+	unit, err := msltoc.Translate(srcs)
 	if err != nil {
 		return nil, fmt.Errorf("translate: %w", err)
 	}

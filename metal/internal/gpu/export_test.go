@@ -24,6 +24,7 @@ import (
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 	"nibble/metal/internal/emulator"
+	"nibble/metal/internal/msltoc"
 	"nibble/metal/msl"
 	"nibble/metal/shaders"
 	"nibble/metal/traffic"
@@ -366,7 +367,7 @@ func bugsTrace(dir string) error {
 		return err
 	}
 	srcs := []msl.Source{{Name: "bugs.metal", Text: string(text)}}
-	c, err := msl.TranslateCUDA(srcs)
+	c, err := msltoc.TranslateCUDA(srcs)
 	if err != nil {
 		return err
 	}

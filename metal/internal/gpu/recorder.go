@@ -74,7 +74,7 @@ func NewRecorder() *Recorder { return &Recorder{} }
 func (r *Recorder) Name() string { return "recorder" }
 
 func (r *Recorder) NewLibrary(srcs []device.Source) (device.Library, error) {
-	u, err := msl.Translate(srcs)
+	u, err := msl.Parse(srcs)
 	if err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ func NewTee(inner device.Device, dir, name string, perKernel int) (*TeeDevice, e
 func (d *TeeDevice) Name() string { return "tee(" + d.Inner.Name() + ")" }
 
 func (d *TeeDevice) NewLibrary(srcs []device.Source) (device.Library, error) {
-	u, err := msl.Translate(srcs)
+	u, err := msl.Parse(srcs)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
-// Package gpu runs the Metal kernels on an NVIDIA GPU: metal/msl translates
-// the unchanged .metal sources to CUDA (TranslateCUDA, with the shim in
-// include/), and a C++ harness (harness.cu) replays dispatches that the Go
+// Package gpu runs the Metal kernels on an NVIDIA GPU: metal/internal/msltoc
+// translates the unchanged .metal sources to CUDA (TranslateCUDA, with the
+// shim in include/), and a C++ harness (harness.cu) replays dispatches that the Go
 // side recorded. Two kinds of trace:
 //
 //   - check traces (TeeDevice): every dispatch of the encoder, run on the MSL
@@ -28,17 +28,18 @@ import (
 	"strings"
 
 	"nibble/metal/device"
+	"nibble/metal/internal/msltoc"
 	"nibble/metal/msl"
 	"nibble/metal/shaders"
 )
 
 // WriteKernels writes the CUDA translation of every shader to dir/kernels.cu.
-func WriteKernels(dir string) (*msl.CUDA, error) {
+func WriteKernels(dir string) (*msltoc.CUDA, error) {
 	srcs, err := shaders.Sources()
 	if err != nil {
 		return nil, err
 	}
-	c, err := msl.TranslateCUDA(srcs)
+	c, err := msltoc.TranslateCUDA(srcs)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"nibble/metal/msl"
+	"nibble/metal/internal/msltoc"
 	"nibble/metal/shaders"
 )
 
@@ -22,7 +22,7 @@ func TestTranslateShaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := msl.TranslateCUDA(srcs)
+	c, err := msltoc.TranslateCUDA(srcs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
-package msl
+package msltoc
 
 import (
 	"strings"
 	"testing"
+
+	"nibble/metal/msl"
 )
 
 func TestCUDARewrites(t *testing.T) {
@@ -36,7 +38,7 @@ template [[host_name("k_f32")]] kernel void k<float>(constant uint &, device con
 [[max_total_threads_per_threadgroup(64)]]
 kernel void plain(device float * y [[buffer(0)]], uint i [[thread_index_in_threadgroup]]) { y[i] = 1; }
 `
-	c, err := TranslateCUDA([]Source{{Name: "a.metal", Text: src}})
+	c, err := TranslateCUDA([]msl.Source{{Name: "a.metal", Text: src}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +98,7 @@ kernel void plain(device float * y [[buffer(0)]], uint i [[thread_index_in_threa
 
 func TestCUDAErrors(t *testing.T) {
 	// Translate's errors carry over, at the .metal line.
-	_, err := TranslateCUDA([]Source{{Name: "e.metal", Text: "kernel void f(device float * x) {}\n"}})
+	_, err := TranslateCUDA([]msl.Source{{Name: "e.metal", Text: "kernel void f(device float * x) {}\n"}})
 	if err == nil || !strings.Contains(err.Error(), "e.metal:1:") {
 		t.Errorf("error %v", err)
 	}
