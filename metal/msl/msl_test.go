@@ -5,15 +5,6 @@ import (
 	"testing"
 )
 
-func parse(t *testing.T, srcs ...Source) *Unit {
-	t.Helper()
-	u, err := Parse(srcs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
 func TestErrors(t *testing.T) {
 	for _, c := range []struct {
 		src  string
@@ -48,7 +39,10 @@ func TestErrors(t *testing.T) {
 func TestSeveralSources(t *testing.T) {
 	a := Source{Name: "a.metal", Text: "template <typename T> kernel void t(device T * y [[buffer(0)]]) {}\n"}
 	b := Source{Name: "b.metal", Text: "template [[host_name(\"t_f\")]] kernel void t<float>(device float *);\n"}
-	u := parse(t, a, b)
+	u, err := Parse([]Source{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(u.Kernels) != 1 || u.Kernels[0].File != "b.metal" || u.Kernels[0].Line != 1 {
 		t.Errorf("kernels: %+v", u.Kernels)
 	}
