@@ -191,7 +191,7 @@ go-test:
 	go test -count=1 -timeout 12m ./...
 	# What several goroutines share, under the race detector: the engine
 	# scheduler, the backend it drives, and the app's stores and downloads.
-	CGO_ENABLED=1 go test -race -count=1 -timeout 5m ./engine/scheduler ./engine/cpu \
+	CGO_ENABLED=1 go test -race -count=1 -timeout 10m ./engine/scheduler ./engine/cpu \
 	  ./app/history ./app/download ./app/settings ./app/server ./app/desktop/service
 
 # The local server against the official openai npm package (needs node and npm; part of go-test too).

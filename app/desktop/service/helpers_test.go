@@ -59,7 +59,13 @@ func setLimit(t *testing.T, s *Service, n int64) {
 // waitFor polls until cond holds, for up to a minute.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	waitWithin(t, time.Minute, what, cond)
+}
+
+// waitWithin waits for cond as waitFor does, at most d.
+func waitWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

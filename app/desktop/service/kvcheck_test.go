@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"nibble/app/settings"
 	"nibble/catalog/vocab"
@@ -31,7 +32,9 @@ func autoService(t *testing.T) (*Service, *recorder) {
 func waitKVCheck(t *testing.T, s *Service, wantNote bool) Status {
 	t.Helper()
 	var st Status
-	waitFor(t, "the KV check", func() bool {
+	// A check on the trained model under the race detector takes most of
+	// a minute on a busy two-core machine.
+	waitWithin(t, 3*time.Minute, "the KV check", func() bool {
 		st = s.Status()
 		k := st.Model.KVCheck
 		return k != nil && k.State != KVCheckRunning && (!wantNote || k.Note != "")
