@@ -86,3 +86,33 @@ func TestSetTemplateChangesThePromptIDs(t *testing.T) {
 		t.Fatal("a template for another file changed the loaded one's prompt")
 	}
 }
+
+// Changing the template while requests are tokenized and the model's info
+// is read is safe (go test -race).
+func TestSetTemplateWhileInUse(t *testing.T) {
+	const model = "tiny-qwen2-q4_0.gguf"
+	s := newLoaded(t, Config{Slots: 1}, model, engine.Options{Ctx: 256, KV: kv.Q4})
+	path := modelPath(t, model)
+	req := Request{Messages: []chat.Message{{Role: "user", Content: "Hello"}}, Params: greedy(1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			if i%2 == 0 {
+				s.SetTemplate(path, chat.None())
+			} else {
+				s.SetTemplate(path, nil)
+			}
+		}
+	}()
+	for range 50 {
+		if _, err := s.Tokenize(req); err != nil {
+			t.Fatal(err)
+		}
+		if info, _ := s.Info(); info.Template != "chatml" && info.Template != chat.NoneName {
+			t.Fatalf("template %q", info.Template)
+		}
+	}
+	<-done
+	ask(t, s, req)
+}
