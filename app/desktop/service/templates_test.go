@@ -152,6 +152,9 @@ func TestTemplateOverrideChangesThePromptIDs(t *testing.T) {
 	if want := f.tok.Encode("Hello there", true, false); !slices.Equal(send(), want) {
 		t.Fatalf("none ids, want %v", want)
 	}
+	if d := s.Diagnostics().TemplateStatus; !strings.HasPrefix(d, "none: plain completion") {
+		t.Fatalf("Diagnostics says the template is %q", d)
+	}
 	// A window with older settings cannot undo it.
 	old := s.Settings()
 	old.PromptTemplates = nil
