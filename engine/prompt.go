@@ -25,17 +25,49 @@ var ErrControlText = errors.New("special-token text in a message cannot be kept 
 // added only when the model wants it and the template did not already write
 // it.
 func (m *Model) EncodeChat(msgs []chat.Message) ([]int32, error) {
-	return m.encodeChat(msgs, false)
+	return m.Prompt().Encode(msgs)
 }
 
+// ChatPrompt renders conversations with a chat template and tokenizes them
+// with a model's tokenizer: the model's own template (Model.Prompt), or
+// another one chosen for the model, such as the user's (chat.ParseCustom)
+// or none (chat.None).
+type ChatPrompt struct {
+	Tok      *tokenizer.Tokenizer
+	Template *chat.Template
+}
+
+// Prompt is the model's tokenizer with its own template.
+func (m *Model) Prompt() ChatPrompt { return ChatPrompt{Tok: m.Tok, Template: m.Template} }
+
+// Encode is EncodeChat with p's template: only the template's markup
+// becomes control tokens, and BOS is added when the tokenizer asks for it
+// and the template did not write it.
+func (p ChatPrompt) Encode(msgs []chat.Message) ([]int32, error) {
+	return p.encodeChat(msgs, false)
+}
+
+// The model's prompt, for the tests of the rendering's internals.
 func (m *Model) encodeChat(msgs []chat.Message, force bool) ([]int32, error) {
-	text, plain, err := m.renderChat(msgs, force)
+	return m.Prompt().encodeChat(msgs, force)
+}
+func (m *Model) tokenText(id int32) string { return m.Prompt().tokenText(id) }
+func (m *Model) chatVars() chat.Vars       { return m.Prompt().chatVars() }
+func (m *Model) renderChat(msgs []chat.Message, force bool) (string, []tokenizer.Span, error) {
+	return m.Prompt().renderChat(msgs, force)
+}
+func (m *Model) placeholderSpans(msgs []chat.Message, vars chat.Vars, plain string) ([]tokenizer.Span, bool) {
+	return m.Prompt().placeholderSpans(msgs, vars, plain)
+}
+
+func (p ChatPrompt) encodeChat(msgs []chat.Message, force bool) ([]int32, error) {
+	text, plain, err := p.renderChat(msgs, force)
 	if err != nil {
 		return nil, err
 	}
-	ids := m.Tok.EncodeSpans(text, false, plain)
-	if m.Tok.AddBOS() && !(len(ids) > 0 && ids[0] == m.Tok.BOS()) {
-		ids = append([]int32{m.Tok.BOS()}, ids...)
+	ids := p.Tok.EncodeSpans(text, false, plain)
+	if p.Tok.AddBOS() && !(len(ids) > 0 && ids[0] == p.Tok.BOS()) {
+		ids = append([]int32{p.Tok.BOS()}, ids...)
 	}
 	return ids, nil
 }
@@ -44,11 +76,11 @@ func (m *Model) encodeChat(msgs []chat.Message, force bool) ([]int32, error) {
 // asks and special-token text kept as plain text.
 func (m *Model) EncodePrompt(text string) []int32 { return m.Tok.Encode(text, true, false) }
 
-func (m *Model) tokenText(id int32) string {
-	if id < 0 || int(id) >= m.Tok.VocabSize() {
+func (p ChatPrompt) tokenText(id int32) string {
+	if id < 0 || int(id) >= p.Tok.VocabSize() {
 		return ""
 	}
-	return string(m.Tok.Piece(id))
+	return string(p.Tok.Piece(id))
 }
 
 // Noncharacters never occur in real text (Unicode reserves them for internal
@@ -76,10 +108,10 @@ func stripMarks(s string) string {
 
 // chatVars are the render variables of EncodeChat, with one clock for every
 // render of a call so that strftime_now cannot make the renders differ.
-func (m *Model) chatVars() chat.Vars {
+func (p ChatPrompt) chatVars() chat.Vars {
 	now := time.Now()
 	return chat.Vars{
-		BOS: m.tokenText(m.Tok.BOS()), EOS: m.tokenText(m.Tok.EOS()),
+		BOS: p.tokenText(p.Tok.BOS()), EOS: p.tokenText(p.Tok.EOS()),
 		AddGenerationPrompt: true,
 		Now:                 func() time.Time { return now },
 	}
@@ -89,33 +121,33 @@ func (m *Model) chatVars() chat.Vars {
 // from message contents, to be tokenized as plain text. When no content could
 // form a control token the spans are not needed and nil is returned, unless
 // force asks for them (tests compare both ways).
-func (m *Model) renderChat(msgs []chat.Message, force bool) (string, []tokenizer.Span, error) {
-	vars := m.chatVars()
+func (p ChatPrompt) renderChat(msgs []chat.Message, force bool) (string, []tokenizer.Span, error) {
+	vars := p.chatVars()
 	clean := make([]chat.Message, len(msgs))
 	risky := false
 	for i, msg := range msgs {
 		// Roles are markup for the template (Phi-3 writes <|{{ role }}|>), so
 		// they cannot be kept plain; one holding a control token is refused.
-		if c := m.Tok.ControlSpans(msg.Role); len(c) > 0 {
+		if c := p.Tok.ControlSpans(msg.Role); len(c) > 0 {
 			return "", nil, fmt.Errorf("%w: message %d has role %q", ErrControlText, i, msg.Role)
 		}
 		clean[i] = chat.Message{Role: stripMarks(msg.Role), Content: stripMarks(msg.Content)}
-		if len(m.Tok.ControlSpans(clean[i].Content)) > 0 || m.Tok.ControlEdge(clean[i].Content) {
+		if len(p.Tok.ControlSpans(clean[i].Content)) > 0 || p.Tok.ControlEdge(clean[i].Content) {
 			risky = true
 		}
 	}
-	text, err := m.Template.Render(clean, vars)
+	text, err := p.Template.Render(clean, vars)
 	if err != nil || !(risky || force) {
 		return text, nil, err
 	}
-	if spans, ok := wrappedSpans(m.Template, clean, vars, text); ok {
+	if spans, ok := wrappedSpans(p.Template, clean, vars, text); ok {
 		return text, spans, nil
 	}
-	if spans, ok := m.placeholderSpans(clean, vars, text); ok {
+	if spans, ok := p.placeholderSpans(clean, vars, text); ok {
 		return text, spans, nil
 	}
 	return "", nil, fmt.Errorf("%w: chat template %s transforms message content in a way that hides where it goes",
-		ErrControlText, m.Template.Name())
+		ErrControlText, p.Template.Name())
 }
 
 // wrappedSpans renders again with every non-empty content between markOpen
@@ -218,12 +250,12 @@ func containsString(list []string, s string) bool {
 // inspection leaves alone; the render must then give plain back once they are
 // swapped back, and their places are the spans. Content that merely ends in a
 // partial control token is not protected here.
-func (m *Model) placeholderSpans(msgs []chat.Message, vars chat.Vars, plain string) ([]tokenizer.Span, bool) {
+func (p ChatPrompt) placeholderSpans(msgs []chat.Message, vars chat.Vars, plain string) ([]tokenizer.Span, bool) {
 	var texts []string // by placeholder index
 	defused := make([]chat.Message, len(msgs))
 	for i, msg := range msgs {
 		defused[i] = msg
-		ctl := m.Tok.ControlSpans(msg.Content)
+		ctl := p.Tok.ControlSpans(msg.Content)
 		if len(ctl) == 0 {
 			continue
 		}
@@ -237,14 +269,14 @@ func (m *Model) placeholderSpans(msgs []chat.Message, vars chat.Vars, plain stri
 		}
 		b.WriteString(msg.Content[last:])
 		defused[i].Content = b.String()
-		if len(m.Tok.ControlSpans(defused[i].Content)) > 0 {
+		if len(p.Tok.ControlSpans(defused[i].Content)) > 0 {
 			return nil, false
 		}
 	}
 	if len(texts) == 0 {
 		return nil, true
 	}
-	out, err := m.Template.Render(defused, vars)
+	out, err := p.Template.Render(defused, vars)
 	if err != nil {
 		return nil, false
 	}

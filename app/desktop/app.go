@@ -122,6 +122,32 @@ func (a *App) ApplyContext(ctx int, kv string) (service.Status, error) {
 	return a.svc.ApplyContext(ctx, kv)
 }
 
+// ---- Prompt templates
+
+// PromptTemplate describes a model file's chat template and where it
+// comes from ("": the loaded model).
+func (a *App) PromptTemplate(path string) (service.PromptTemplateInfo, error) {
+	return a.svc.PromptTemplate(path)
+}
+
+// PreviewPromptTemplate renders a sample conversation with a template.
+func (a *App) PreviewPromptTemplate(req service.PromptTemplateRequest) (service.TemplatePreview, error) {
+	return a.svc.PreviewPromptTemplate(req)
+}
+
+// SavePromptTemplate keeps a model file's template (custom or none).
+func (a *App) SavePromptTemplate(req service.PromptTemplateRequest) (service.PromptTemplateInfo, error) {
+	return a.svc.SavePromptTemplate(req)
+}
+
+// ClearPromptTemplate gives a model file its own template back.
+func (a *App) ClearPromptTemplate(path string) (service.PromptTemplateInfo, error) {
+	return a.svc.ClearPromptTemplate(path)
+}
+
+// LastPrompt is the token ids of the last prompt the local model was given.
+func (a *App) LastPrompt() (service.LastPrompt, error) { return a.svc.LastPrompt() }
+
 // ---- Catalog and downloads
 
 // Catalog lists the catalog's models with each file's estimate here.

@@ -7,6 +7,7 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -71,6 +72,27 @@ type Settings struct {
 	// cache of the largest budget that fits, which keeps the most useful
 	// tokens (docs/ARCHITECTURE.md, "Eviction (H2O)").
 	WhenContextDoesNotFit string `json:"whenContextDoesNotFit"`
+	// PromptTemplates are the chat templates the user chose per model
+	// file, by the file's path: a Jinja template of their own, or none
+	// (plain completion). A file without an entry uses its own template,
+	// else a built-in one.
+	PromptTemplates map[string]PromptTemplate `json:"promptTemplates,omitempty"`
+}
+
+// Prompt template modes (PromptTemplate.Mode).
+const (
+	PromptTemplateCustom = "custom" // Source, a Jinja chat template
+	PromptTemplateNone   = "none"   // no template: plain completion of the messages' contents
+)
+
+// MaxPromptTemplateBytes is the longest template kept (the chat package's
+// parser limit).
+const MaxPromptTemplateBytes = 256 << 10
+
+// PromptTemplate is the chat template chosen for one model file.
+type PromptTemplate struct {
+	Mode   string `json:"mode"`             // PromptTemplateCustom or PromptTemplateNone
+	Source string `json:"source,omitempty"` // the Jinja template of mode custom
 }
 
 // Sampling holds the sampler defaults (see engine/sample.Params).
@@ -148,6 +170,7 @@ func (s Settings) Clone() Settings {
 	s.QuickActions = slices.Clone(s.QuickActions)
 	s.ModelFiles = slices.Clone(s.ModelFiles)
 	s.RemoteEndpoints = slices.Clone(s.RemoteEndpoints)
+	s.PromptTemplates = maps.Clone(s.PromptTemplates)
 	if s.RemoteEndpoints == nil {
 		s.RemoteEndpoints = []RemoteEndpoint{}
 	}
@@ -242,6 +265,8 @@ func (s Settings) Validate() error {
 		}
 	}
 
+	s.checkPromptTemplates(bad)
+
 	if n := len(s.QuickActions); n > MaxQuickActions {
 		bad("quickActions", "%d actions: at most %d", n, MaxQuickActions)
 	}
@@ -319,5 +344,34 @@ func (s Settings) checkDocuments(bad func(field, format string, args ...any)) {
 	if s.DocumentMaxBytes < 0 || s.DocumentMaxBytes > MaxDocumentMaxBytes {
 		bad("documentMaxBytes", "%d is out of range: want 0 to %d bytes (1 GiB; 0 = %d MiB)",
 			s.DocumentMaxBytes, MaxDocumentMaxBytes, DefaultDocumentMaxBytes>>20)
+	}
+}
+
+// checkPromptTemplates checks the per-model templates' keys and modes;
+// whether a custom template parses is the app's to check when it is saved.
+func (s Settings) checkPromptTemplates(bad func(field, format string, args ...any)) {
+	for _, path := range slices.Sorted(maps.Keys(s.PromptTemplates)) {
+		t := s.PromptTemplates[path]
+		field := fmt.Sprintf("promptTemplates[%q]", path)
+		switch {
+		case strings.ContainsRune(path, 0):
+			bad(field, "the path contains a NUL byte")
+		case !filepath.IsAbs(path):
+			bad(field, "%q is not an absolute path", path)
+		}
+		switch t.Mode {
+		case PromptTemplateCustom:
+			if strings.TrimSpace(t.Source) == "" {
+				bad(field+".source", "is empty: a custom template needs its text")
+			} else if len(t.Source) > MaxPromptTemplateBytes {
+				bad(field+".source", "%d bytes: at most %d", len(t.Source), MaxPromptTemplateBytes)
+			}
+		case PromptTemplateNone:
+			if t.Source != "" {
+				bad(field+".source", "is set, but mode none uses no template")
+			}
+		default:
+			bad(field+".mode", "%q is not one of %s, %s", t.Mode, PromptTemplateCustom, PromptTemplateNone)
+		}
 	}
 }

@@ -73,6 +73,14 @@ func TestValidateNamesFields(t *testing.T) {
 		{"modelFiles[1]", func(s *Settings) { s.ModelFiles = []string{"/m/a.gguf", "/m/./a.gguf"} }},
 		{"documentMaxBytes", func(s *Settings) { s.DocumentMaxBytes = -1 }},
 		{"documentMaxBytes", func(s *Settings) { s.DocumentMaxBytes = MaxDocumentMaxBytes + 1 }},
+		{`promptTemplates["m.gguf"]`, func(s *Settings) { s.PromptTemplates = map[string]PromptTemplate{"m.gguf": {Mode: "none"}} }},
+		{`promptTemplates["/m.gguf"].mode`, func(s *Settings) { s.PromptTemplates = map[string]PromptTemplate{"/m.gguf": {Mode: "jinja"}} }},
+		{`promptTemplates["/m.gguf"].source`, func(s *Settings) {
+			s.PromptTemplates = map[string]PromptTemplate{"/m.gguf": {Mode: PromptTemplateCustom, Source: " \n"}}
+		}},
+		{`promptTemplates["/m.gguf"].source`, func(s *Settings) {
+			s.PromptTemplates = map[string]PromptTemplate{"/m.gguf": {Mode: PromptTemplateNone, Source: "{{ x }}"}}
+		}},
 	} {
 		s := Defaults()
 		tc.edit(&s)
@@ -102,6 +110,8 @@ func TestValidateNamesFields(t *testing.T) {
 	s.ContextTokens, s.Sampling.Temperature, s.Sampling.TopP, s.Sampling.TopK, s.Sampling.MinP = MinContext, 0, 1, 0, 0
 	s.Hotkey, s.Threads, s.Slots, s.QuickActions = "cmd+shift+space", MaxThreads, MaxSlots, nil
 	s.MemoryLimit, s.ModelFiles = 1<<30, []string{"/models/a.gguf", "/other/a.gguf"}
+	s.PromptTemplates = map[string]PromptTemplate{"/models/a.gguf": {Mode: PromptTemplateNone},
+		"/other/a.gguf": {Mode: PromptTemplateCustom, Source: "{{ messages[0].content }}"}}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +147,15 @@ func TestServerAddress(t *testing.T) {
 		if err != nil && !strings.HasPrefix(err.Error(), "server.address: ") {
 			t.Errorf("%q: message %q does not name the field", addr, err)
 		}
+	}
+}
+
+func TestCloneCopiesPromptTemplates(t *testing.T) {
+	s := Defaults()
+	s.PromptTemplates = map[string]PromptTemplate{"/m/a.gguf": {Mode: PromptTemplateNone}}
+	c := s.Clone()
+	c.PromptTemplates["/m/b.gguf"] = PromptTemplate{Mode: PromptTemplateNone}
+	if len(s.PromptTemplates) != 1 {
+		t.Fatal("Clone shares the prompt templates")
 	}
 }

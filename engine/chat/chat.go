@@ -38,8 +38,9 @@ type Vars struct {
 
 // Template is a parsed chat template. It is safe for concurrent use.
 type Template struct {
-	name string
-	tpl  *exec.Template
+	name   string
+	source string
+	tpl    *exec.Template
 }
 
 // TemplateError is returned by Render when the template itself calls raise_exception, e.g. the
@@ -74,12 +75,24 @@ func parseNamed(name, source string) (t *Template, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse chat template %s: %w", name, err)
 	}
-	return &Template{name: name, tpl: tpl}, nil
+	return &Template{name: name, source: source, tpl: tpl}, nil
 }
 
-// Name says where the template came from: "gguf" for Parse, or the name of a built-in fallback
-// ("chatml", "llama3", "llama2", "mistral", "gemma", "phi3").
+// ParseCustom compiles a template the user wrote for a model; its Name is "custom".
+func ParseCustom(source string) (*Template, error) {
+	return parseNamed(CustomName, source)
+}
+
+// CustomName is the Name of a template made by ParseCustom.
+const CustomName = "custom"
+
+// Name says where the template came from: "gguf" for Parse, "custom" for ParseCustom, "none"
+// for None, or the name of a built-in fallback ("chatml", "llama3", "llama2", "mistral",
+// "gemma", "phi3").
 func (t *Template) Name() string { return t.name }
+
+// Source is the Jinja text the template was compiled from.
+func (t *Template) Source() string { return t.source }
 
 // Render applies the template to a conversation.
 func (t *Template) Render(msgs []Message, v Vars) (out string, err error) {

@@ -86,10 +86,10 @@ func (s *Scheduler) ReconfigureWhenIdle(ctx context.Context, adjust func(ModelIn
 		}
 		job.model = l.m
 		job.step = func() (bool, error) {
-			cur := s.current()
-			o, ok := adjust(cur.info)
+			cur, _ := s.Info()
+			o, ok := adjust(cur)
 			if !ok {
-				info = cur.info
+				info = cur
 				return true, nil
 			}
 			var err error

@@ -118,6 +118,7 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error)
 	req.box = newMailbox(ctx, s.quit)
 	req.stopWatch = context.AfterFunc(ctx, s.nudge)
 	s.queue = append(s.queue, req)
+	s.lastPrompt = ids
 	s.nudge()
 	return req.box.out, nil
 }
@@ -134,7 +135,9 @@ func (s *Scheduler) Tokenize(r Request) ([]int32, error) {
 
 func (l *loaded) encode(r Request) ([]int32, error) {
 	if len(r.Messages) > 0 {
-		ids, err := l.m.EncodeChat(r.Messages)
+		p := l.m.Prompt()
+		p.Template = l.template.Load()
+		ids, err := p.Encode(r.Messages)
 		if err != nil {
 			return nil, fmt.Errorf("chat template: %w", err)
 		}

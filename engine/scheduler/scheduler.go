@@ -13,12 +13,15 @@ package scheduler
 
 import (
 	"errors"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"nibble/engine"
 	"nibble/engine/backend"
+	"nibble/engine/chat"
 	"nibble/engine/cpu"
 	"nibble/engine/estimate"
 )
@@ -85,6 +88,11 @@ type Scheduler struct {
 	running int        // slots with a request (the owner updates it)
 	loaded  *loaded    // read by Submit for tokenizing; written by the owner
 	closing bool
+	// templates are the chat templates chosen for model files instead of
+	// their own (SetTemplate), by cleaned path.
+	templates map[string]*chat.Template
+	// lastPrompt is the prompt of the last request submitted (LastPrompt).
+	lastPrompt []int32
 
 	// Owned by the owner goroutine.
 	b      backend.Backend
@@ -96,7 +104,11 @@ type Scheduler struct {
 
 // loaded is the model and the settings it was loaded with.
 type loaded struct {
-	m        *engine.Model
+	m *engine.Model
+	// template is the chat template requests are rendered with: the
+	// model's own, or the one SetTemplate chose for its file. It changes
+	// while the model stays loaded, so it is read atomically.
+	template atomic.Pointer[chat.Template]
 	opts     engine.Options // with defaults applied
 	est      *estimate.Estimate
 	budget   estimate.Budget
@@ -236,9 +248,10 @@ type ModelInfo struct {
 	CtxTrain int
 	Options  engine.Options // context, batch and KV settings in force
 	Slots    int
-	// Template is the chat template in use: "gguf" for the file's own, or a
-	// built-in one's name. TemplateProblem says why the file's own is not
-	// used ("" when it is).
+	// Template is the chat template in use: "gguf" for the file's own, a
+	// built-in one's name, or the Name of the template SetTemplate chose
+	// ("custom", "none"). TemplateProblem says why the file's own is not
+	// used when neither it nor a chosen one is ("" when it is).
 	Template        string
 	TemplateProblem string
 	Estimate        estimate.Estimate // one session's memory breakdown
@@ -356,14 +369,59 @@ func (s *Scheduler) install(m *engine.Model, o engine.Options) (ModelInfo, error
 	s.slots[0].sess = sess
 	l := &loaded{m: m, opts: sess.Opts, est: est, budget: budget, sessions: 1}
 	l.info = ModelInfo{Name: m.Name(), Path: m.Path, Arch: m.HP.Arch, Backend: s.b.Name(), CtxTrain: m.HP.CtxTrain,
-		Options: sess.Opts, Slots: s.cfg.Slots, Template: m.Template.Name(), Estimate: *est}
-	if m.TemplateProblem != nil {
-		l.info.TemplateProblem = m.TemplateProblem.Error()
-	}
+		Options: sess.Opts, Slots: s.cfg.Slots, Estimate: *est}
 	s.mu.Lock()
+	l.useTemplate(s.templates[filepath.Clean(m.Path)])
 	s.loaded = l
+	info := l.info
 	s.mu.Unlock()
-	return l.info, nil
+	return info, nil
+}
+
+// useTemplate makes t the template of l's requests (nil: the model's
+// own) and says so in l.info. The caller holds s.mu, or owns l alone.
+func (l *loaded) useTemplate(t *chat.Template) {
+	l.info.TemplateProblem = ""
+	if t == nil {
+		t = l.m.Template
+		if l.m.TemplateProblem != nil {
+			l.info.TemplateProblem = l.m.TemplateProblem.Error()
+		}
+	}
+	l.template.Store(t)
+	l.info.Template = t.Name()
+}
+
+// SetTemplate chooses the chat template of the model file at path instead
+// of its own (t nil: its own again). It applies to the file's later loads
+// and, when the file is loaded now, to the requests submitted from now on,
+// without reloading anything: a slot's cache keeps whatever prefix the new
+// prompts still share with it. It reports whether the file is loaded.
+func (s *Scheduler) SetTemplate(path string, t *chat.Template) (loaded bool) {
+	path = filepath.Clean(path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t == nil {
+		delete(s.templates, path)
+	} else {
+		if s.templates == nil {
+			s.templates = map[string]*chat.Template{}
+		}
+		s.templates[path] = t
+	}
+	if s.loaded == nil || filepath.Clean(s.loaded.m.Path) != path {
+		return false
+	}
+	s.loaded.useTemplate(t)
+	return true
+}
+
+// LastPrompt is the prompt (token ids) of the last request Submit
+// accepted, or nil: what the model was given, for diagnostics and tests.
+func (s *Scheduler) LastPrompt() []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int32(nil), s.lastPrompt...)
 }
 
 func (s *Scheduler) unload(reason error) error {

@@ -424,6 +424,88 @@ await step('context-past-budget', async () => {
   await poll(async () => (await bindOK('Status')).model?.ctx === min, `the context ${min} to be applied`, 30_000);
 });
 
+// --- prompt templates per model ---
+/** chatPromptOf sends prompt in a new chat, stops the reply at its first text, and returns the prompt the model was given. */
+async function chatPromptOf(prompt) {
+  await tab('chat');
+  await tid('new-chat').click();
+  await watchReply(0, { stopAfterText: true });
+  const msg = await sendPrompt(prompt);
+  const end = await waitState(msg, ['stopped', 'done', 'error'], 60_000);
+  check(end !== 'error', `the reply to "${prompt}" ended in an error: ${await text(msg)}`);
+  return bindOK('LastPrompt');
+}
+const sameIDs = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+await step('prompt-template-override', async () => {
+  const s = await ready();
+  check(s.model.path === fx.long, `the loaded model is ${s.model.path}, not the chat model`);
+  const question = 'Say hi';
+  const before = await chatPromptOf(question);
+  check(before.text.includes(`[INST] ${question} [/INST]`), `the built-in template's prompt is "${before.text}"`);
+
+  // The editor shows where the template comes from and previews it.
+  await tab('models');
+  const row = modelRow(fx.long);
+  await within(row, 'template-open').click();
+  await within(row, 'template-panel').waitFor();
+  const source = await text(tid('template-source'));
+  check(/Built-in Llama 2.*no chat template/.test(source), `the template's source reads "${source}"`);
+  check((await text(tid('template-preview'))).includes('[INST] <<SYS>>'), 'the preview is not the Llama 2 format');
+  check((await text(tid('template-special').first())) === '<s>', 'the preview does not show BOS as a special token');
+
+  // A custom template: the preview follows the typing; saved, the next chat's prompt ids change.
+  await tid('template-mode-custom').check();
+  const custom = '{% for m in messages %}### {{ m.role }}:\n{{ m.content }}\n{% endfor %}### assistant:';
+  await tid('template-editor').fill(custom);
+  await poll(async () => (await text(tid('template-preview'))).includes('### user:\nAnd of Italy?\n### assistant:'), 'the preview of the custom template');
+  await tid('template-preview').scrollIntoViewIfNeeded();
+  await extraShot('custom-preview');
+  await tid('template-save').click();
+  await tid('template-saved').waitFor();
+  check(/Your template/.test(await text(tid('template-source'))), `after saving the source reads "${await text(tid('template-source'))}"`);
+  const kept = (await bindOK('Settings')).promptTemplates?.[fx.long];
+  check(kept?.mode === 'custom' && kept.source === custom, `settings keep ${JSON.stringify(kept)}`);
+  const withCustom = await chatPromptOf(question);
+  check(!sameIDs(withCustom.ids, before.ids), 'the prompt ids did not change with the custom template');
+  check(withCustom.text === `<s>### user:\n${question}\n### assistant:`, `the custom template's prompt is ${JSON.stringify(withCustom.text)}`);
+  check((await bindOK('Status')).model.template === 'custom', 'the model does not name its template custom');
+
+  // None: the prompt is the message alone.
+  await tab('models');
+  await within(modelRow(fx.long), 'template-panel').waitFor();
+  await tid('template-mode-none').check();
+  await poll(async () => (await text(tid('template-preview'))).includes('You are a helpful assistant.\n\nWhat is the capital'), 'the plain-completion preview');
+  await tid('template-save').click();
+  await tid('template-saved').waitFor();
+  const withNone = await chatPromptOf(question);
+  check(!sameIDs(withNone.ids, withCustom.ids) && !sameIDs(withNone.ids, before.ids), 'the prompt ids did not change with "none"');
+  check(withNone.text === `<s>${question}`, `the plain-completion prompt is ${JSON.stringify(withNone.text)}`);
+
+  // A template that does not parse: a clear error with its line, and no save.
+  await tab('models');
+  await within(modelRow(fx.long), 'template-panel').waitFor();
+  await tid('template-mode-custom').check();
+  await tid('template-editor').fill('{% for m in messages %}\n{{ m.content }}');
+  await tid('template-error').waitFor();
+  const err = await text(tid('template-error'));
+  check(/^Line 2\b.*endfor/.test(err), `the error reads "${err}"`);
+  check(await tid('template-save').isDisabled(), 'a template that does not parse can be saved');
+  await tid('template-error').scrollIntoViewIfNeeded();
+  await extraShot('invalid');
+
+  // Back to the model's own: later steps chat with the built-in template.
+  await tid('template-mode-model').check();
+  await tid('template-save').click();
+  await poll(async () => /Built-in Llama 2/.test(await text(tid('template-source'))), 'the built-in template back in use');
+  check(!(await bindOK('Settings')).promptTemplates?.[fx.long], 'the cleared template is still kept in the settings');
+  const after = await chatPromptOf(question);
+  check(sameIDs(after.ids, before.ids), 'the prompt ids after clearing differ from the built-in template\'s');
+  console.log(`  prompt ids: llama2 ${before.ids.length}, custom ${withCustom.ids.length}, none ${withNone.ids.length} (${withNone.ids.join(' ')})`);
+  await tab('models');
+  await within(modelRow(fx.long), 'template-panel').scrollIntoViewIfNeeded();
+});
+
 await step('refuse-load-that-does-not-fit', async () => {
   await tab('models');
   const dialogsBefore = (await dialogLines()).length;

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"nibble/engine/chat"
 	"nibble/engine/sysmem"
 )
 
@@ -44,6 +45,10 @@ func (s *Service) Diagnostics() Diagnostics {
 			d.Threads = info.Estimate.Threads
 		}
 		switch {
+		case m.Template == chat.CustomName:
+			d.TemplateStatus = "your own template (Models, Prompt template)"
+		case m.Template == chat.NoneName:
+			d.TemplateStatus = "none: plain completion of the messages' contents"
 		case m.TemplateProblem != "":
 			d.TemplateStatus = "built-in " + m.Template + " template: " + m.TemplateProblem
 		case m.Template == "gguf":

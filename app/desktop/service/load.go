@@ -9,6 +9,7 @@ import (
 	"nibble/app/desktop/demo"
 	"nibble/app/settings"
 	"nibble/engine"
+	"nibble/engine/chat"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
 	"nibble/engine/kvprobe"
@@ -23,6 +24,10 @@ type loader struct {
 	machine *machine
 	files   modelFiles // the picker: headers and the list's refresh
 	kv      kvChecks   // the KV check of the loaded model
+	// templates: the chat template chosen for a file instead of its own.
+	templates interface {
+		templateFor(path string) *chat.Template
+	}
 
 	// loadMu serializes loads, reconfigurations and scheduler swaps.
 	loadMu sync.Mutex
@@ -379,10 +384,12 @@ func (l *loader) loadPlanned(p *loadPlan) error {
 	sched := l.schedulerForSettings()
 	l.setState(StateLoading, "")
 	b := p.budget
+	sched.SetTemplate(p.path, l.templates.templateFor(p.path))
 	_, err := sched.Load(p.path, engine.Options{Ctx: p.ctx, KV: p.kv, Budget: &b, Evict: p.opts.Evict})
 	if err != nil {
 		err = fmt.Errorf("loading %s: %w", p.path, err)
 		if hadPrev {
+			sched.SetTemplate(prev.Path, l.templates.templateFor(prev.Path))
 			if _, perr := sched.Load(prev.Path, prev.Options); perr == nil {
 				l.mu.Lock()
 				l.demo = demo.Is(l.dirs.Cache, prev.Path)

@@ -21,6 +21,7 @@
 //	localServer    server.go                the local OpenAI-compatible server
 //	quickActions   quickactions.go          quick actions on the clipboard
 //	hotkey         hotkey.go                the global hotkey's status
+//	promptTemplates templates.go            each model file's chat template
 //
 // The exported methods below (this file) are one-line forwards to the
 // parts, except those that compose several: New, Start, Status, Close,
@@ -107,6 +108,7 @@ type Service struct {
 	server  *localServer
 	quick   *quickActions
 	hotkey  *hotkey
+	tmpl    *promptTemplates
 
 	warnMu   sync.Mutex
 	startErr string // what was wrong with settings.json at start
@@ -130,7 +132,8 @@ func New(store *settings.Store, dirs settings.Dirs, emit Emitter) *Service {
 	s.loader = newLoader(e, s.machine)
 	s.picker = &picker{env: e, engine: s.loader}
 	s.kvcheck = &kvChecker{env: e, machine: s.machine, files: s.picker}
-	s.loader.files, s.loader.kv = s.picker, s.kvcheck
+	s.tmpl = &promptTemplates{env: e, engine: s.loader}
+	s.loader.files, s.loader.kv, s.loader.templates = s.picker, s.kvcheck, s.tmpl
 	s.catalog = newCatalog(e, s.machine, s.picker)
 	s.remote = &remotes{env: e, modelsChanged: s.picker.changed}
 	s.docs = &docStore{env: e, engine: s.loader, remote: s.remote}
@@ -292,6 +295,29 @@ func (s *Service) ForgetModel(path string) error { return s.picker.forget(path) 
 
 // Describe is what the picker shows of the file at path.
 func (s *Service) Describe(path string) LocalModel { return s.picker.describe(path) }
+
+// ---- Prompt templates (templates.go)
+
+// PromptTemplate describes the chat template of the model file at path ("": the loaded model).
+func (s *Service) PromptTemplate(path string) (PromptTemplateInfo, error) { return s.tmpl.info(path) }
+
+// PreviewPromptTemplate renders the sample conversation with the template req asks for.
+func (s *Service) PreviewPromptTemplate(req PromptTemplateRequest) (TemplatePreview, error) {
+	return s.tmpl.preview(req)
+}
+
+// SavePromptTemplate keeps req's template for its model file and applies it when loaded.
+func (s *Service) SavePromptTemplate(req PromptTemplateRequest) (PromptTemplateInfo, error) {
+	return s.tmpl.save(req)
+}
+
+// ClearPromptTemplate gives the model file at path its own template back.
+func (s *Service) ClearPromptTemplate(path string) (PromptTemplateInfo, error) {
+	return s.tmpl.clear(path)
+}
+
+// LastPrompt is the token ids of the last prompt the local model was given.
+func (s *Service) LastPrompt() (LastPrompt, error) { return s.tmpl.lastPrompt() }
 
 // ---- Catalog and downloads (catalog.go, downloads.go)
 

@@ -17,13 +17,15 @@ func (s *Service) Settings() settings.Settings { return withoutKeys(s.store.Get(
 // model's at once), slots and threads. lastModel and modelFiles are the
 // service's own (LoadModel, AddModel, ForgetModel change them), so the
 // values in c are ignored: a window holding older settings cannot undo a
-// load or an added model.
+// load or an added model. The same goes for promptTemplates
+// (SavePromptTemplate, ClearPromptTemplate).
 func (s *Service) UpdateSettings(c settings.Settings) (settings.Settings, error) {
 	if c.Version == 0 {
 		c.Version = settings.SchemaVersion // a window that never read it
 	}
 	err := s.store.Update(func(cur *settings.Settings) error {
 		c.LastModel, c.ModelFiles = cur.LastModel, cur.ModelFiles
+		c.PromptTemplates = cur.PromptTemplates // SavePromptTemplate's
 		// The remote endpoints have methods of their own, and their keys
 		// never reach the window to come back from it.
 		c.RemoteEndpoints, c.ActiveRemote = cur.RemoteEndpoints, cur.ActiveRemote

@@ -20,12 +20,15 @@ import type {
   Final,
   HistoryChanged,
   HotkeyStatus,
+  LastPrompt,
   LocalModel,
   Message,
   Prepare,
   QuickActionRequest,
   QuickActionResult,
   Progress,
+  PromptTemplateInfo,
+  PromptTemplateRequest,
   RemoteEndpoint,
   RemoteEndpointInput,
   RemoteModel,
@@ -33,6 +36,7 @@ import type {
   ServerStatus,
   Settings,
   Status,
+  TemplatePreview,
 } from './types';
 
 /** The page runs outside the app (a plain browser, a test without Go). */
@@ -81,6 +85,15 @@ export const loadModel = (path: string, ctx = 0, kv = ''): Promise<Status> =>
   call(() => App.LoadModel(service.LoadRequest.createFrom({ path, ctx, kv })));
 export const estimate = (ctx: number, kv: string): Promise<Estimate> => call(() => App.Estimate(ctx, kv));
 export const applyContext = (ctx: number, kv: string): Promise<Status> => call(() => App.ApplyContext(ctx, kv));
+
+// ---- prompt templates per model file ('' = the loaded model)
+export const promptTemplate = (path: string): Promise<PromptTemplateInfo> => call(() => App.PromptTemplate(path));
+export const previewPromptTemplate = (req: PromptTemplateRequest): Promise<TemplatePreview> =>
+  call(() => App.PreviewPromptTemplate(service.PromptTemplateRequest.createFrom(req)));
+export const savePromptTemplate = (req: PromptTemplateRequest): Promise<PromptTemplateInfo> =>
+  call(() => App.SavePromptTemplate(service.PromptTemplateRequest.createFrom(req)));
+export const clearPromptTemplate = (path: string): Promise<PromptTemplateInfo> => call(() => App.ClearPromptTemplate(path));
+export const lastPrompt = (): Promise<LastPrompt> => call(() => App.LastPrompt());
 
 // ---- catalog and downloads
 export const catalog = (): Promise<CatalogEntry[]> => call(() => App.Catalog()).then((l) => l ?? []);

@@ -44,6 +44,12 @@ export type RemoteModel = Fields<service.RemoteModel>;
 export type DocumentInfo = Fields<service.DocumentInfo>;
 export type Source = Fields<service.Source>;
 export type DocumentUse = Fields<service.DocumentUse>;
+export type PromptTemplateInfo = Fields<service.PromptTemplateInfo>;
+export type PromptTemplateRequest = Fields<service.PromptTemplateRequest>;
+export type TemplatePreview = Fields<service.TemplatePreview>;
+export type TemplateProblem = Fields<service.TemplateProblem>;
+export type PromptPart = Fields<service.PromptPart>;
+export type LastPrompt = Fields<service.LastPrompt>;
 
 export type Role = 'system' | 'user' | 'assistant';
 

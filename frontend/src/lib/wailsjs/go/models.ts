@@ -655,6 +655,22 @@ export namespace service {
 	
 	
 	
+	export class LastPrompt {
+	    path: string;
+	    ids: number[];
+	    text: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new LastPrompt(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.path = source["path"];
+	        this.ids = source["ids"];
+	        this.text = source["text"];
+	    }
+	}
 	export class LoadRequest {
 	    path: string;
 	    ctx: number;
@@ -732,6 +748,142 @@ export namespace service {
 	        this.label = source["label"];
 	        this.done = source["done"];
 	        this.total = source["total"];
+	    }
+	}
+	export class PromptPart {
+	    text: string;
+	    special?: boolean;
+	
+	    static createFrom(source: any = {}) {
+	        return new PromptPart(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.text = source["text"];
+	        this.special = source["special"];
+	    }
+	}
+	export class TemplateProblem {
+	    message: string;
+	    line?: number;
+	    column?: number;
+	
+	    static createFrom(source: any = {}) {
+	        return new TemplateProblem(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.message = source["message"];
+	        this.line = source["line"];
+	        this.column = source["column"];
+	    }
+	}
+	export class TemplatePreview {
+	    parts: PromptPart[];
+	    text: string;
+	    tokens: number;
+	    error?: TemplateProblem;
+	
+	    static createFrom(source: any = {}) {
+	        return new TemplatePreview(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.parts = this.convertValues(source["parts"], PromptPart);
+	        this.text = source["text"];
+	        this.tokens = source["tokens"];
+	        this.error = this.convertValues(source["error"], TemplateProblem);
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
+	export class PromptTemplateInfo {
+	    path: string;
+	    mode: string;
+	    source: string;
+	    format?: string;
+	    template: string;
+	    fileTemplate?: string;
+	    fileProblem?: string;
+	    modelTemplate: string;
+	    custom?: string;
+	    problem?: string;
+	    loaded: boolean;
+	    sample: Message[];
+	    preview: TemplatePreview;
+	
+	    static createFrom(source: any = {}) {
+	        return new PromptTemplateInfo(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.path = source["path"];
+	        this.mode = source["mode"];
+	        this.source = source["source"];
+	        this.format = source["format"];
+	        this.template = source["template"];
+	        this.fileTemplate = source["fileTemplate"];
+	        this.fileProblem = source["fileProblem"];
+	        this.modelTemplate = source["modelTemplate"];
+	        this.custom = source["custom"];
+	        this.problem = source["problem"];
+	        this.loaded = source["loaded"];
+	        this.sample = this.convertValues(source["sample"], Message);
+	        this.preview = this.convertValues(source["preview"], TemplatePreview);
+	    }
+	
+		convertValues(a: any, classs: any, asMap: boolean = false): any {
+		    if (!a) {
+		        return a;
+		    }
+		    if (a.slice && a.map) {
+		        return (a as any[]).map(elem => this.convertValues(elem, classs));
+		    } else if ("object" === typeof a) {
+		        if (asMap) {
+		            for (const key of Object.keys(a)) {
+		                a[key] = new classs(a[key]);
+		            }
+		            return a;
+		        }
+		        return new classs(a);
+		    }
+		    return a;
+		}
+	}
+	export class PromptTemplateRequest {
+	    path: string;
+	    mode: string;
+	    source?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new PromptTemplateRequest(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.path = source["path"];
+	        this.mode = source["mode"];
+	        this.source = source["source"];
 	    }
 	}
 	export class QuickActionResult {
@@ -946,11 +1098,27 @@ export namespace service {
 		    return a;
 		}
 	}
+	
+	
 
 }
 
 export namespace settings {
 	
+	export class PromptTemplate {
+	    mode: string;
+	    source?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new PromptTemplate(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.mode = source["mode"];
+	        this.source = source["source"];
+	    }
+	}
 	export class QuickAction {
 	    name: string;
 	    prompt: string;
@@ -1041,6 +1209,7 @@ export namespace settings {
 	    activeRemote: string;
 	    documentMaxBytes: number;
 	    whenContextDoesNotFit: string;
+	    promptTemplates?: Record<string, PromptTemplate>;
 	
 	    static createFrom(source: any = {}) {
 	        return new Settings(source);
@@ -1067,6 +1236,7 @@ export namespace settings {
 	        this.activeRemote = source["activeRemote"];
 	        this.documentMaxBytes = source["documentMaxBytes"];
 	        this.whenContextDoesNotFit = source["whenContextDoesNotFit"];
+	        this.promptTemplates = this.convertValues(source["promptTemplates"], PromptTemplate, true);
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {

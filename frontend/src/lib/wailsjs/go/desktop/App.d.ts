@@ -24,6 +24,8 @@ export function CheckLoad(arg1:service.LoadRequest):Promise<service.Estimate>;
 
 export function ChooseModelFile():Promise<string>;
 
+export function ClearPromptTemplate(arg1:string):Promise<service.PromptTemplateInfo>;
+
 export function Conversation(arg1:number):Promise<service.Conversation>;
 
 export function Conversations(arg1:string):Promise<Array<service.ConversationSummary>>;
@@ -48,9 +50,15 @@ export function HideWindow():Promise<void>;
 
 export function HotkeyStatus():Promise<service.HotkeyStatus>;
 
+export function LastPrompt():Promise<service.LastPrompt>;
+
 export function LoadModel(arg1:service.LoadRequest):Promise<service.Status>;
 
 export function Models():Promise<Array<service.LocalModel>>;
+
+export function PreviewPromptTemplate(arg1:service.PromptTemplateRequest):Promise<service.TemplatePreview>;
+
+export function PromptTemplate(arg1:string):Promise<service.PromptTemplateInfo>;
 
 export function QuickActions():Promise<Array<settings.QuickAction>>;
 
@@ -67,6 +75,8 @@ export function RemoveRemoteEndpoint(arg1:string):Promise<Array<service.RemoteEn
 export function RunQuickAction(arg1:string,arg2:string):Promise<service.QuickActionResult>;
 
 export function SaveConversation(arg1:number):Promise<string>;
+
+export function SavePromptTemplate(arg1:service.PromptTemplateRequest):Promise<service.PromptTemplateInfo>;
 
 export function SaveRemoteEndpoint(arg1:service.RemoteEndpointInput):Promise<Array<service.RemoteEndpoint>>;
 

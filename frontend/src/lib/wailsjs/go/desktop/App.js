@@ -42,6 +42,10 @@ export function ChooseModelFile() {
   return window['go']['desktop']['App']['ChooseModelFile']();
 }
 
+export function ClearPromptTemplate(arg1) {
+  return window['go']['desktop']['App']['ClearPromptTemplate'](arg1);
+}
+
 export function Conversation(arg1) {
   return window['go']['desktop']['App']['Conversation'](arg1);
 }
@@ -90,12 +94,24 @@ export function HotkeyStatus() {
   return window['go']['desktop']['App']['HotkeyStatus']();
 }
 
+export function LastPrompt() {
+  return window['go']['desktop']['App']['LastPrompt']();
+}
+
 export function LoadModel(arg1) {
   return window['go']['desktop']['App']['LoadModel'](arg1);
 }
 
 export function Models() {
   return window['go']['desktop']['App']['Models']();
+}
+
+export function PreviewPromptTemplate(arg1) {
+  return window['go']['desktop']['App']['PreviewPromptTemplate'](arg1);
+}
+
+export function PromptTemplate(arg1) {
+  return window['go']['desktop']['App']['PromptTemplate'](arg1);
 }
 
 export function QuickActions() {
@@ -128,6 +144,10 @@ export function RunQuickAction(arg1, arg2) {
 
 export function SaveConversation(arg1) {
   return window['go']['desktop']['App']['SaveConversation'](arg1);
+}
+
+export function SavePromptTemplate(arg1) {
+  return window['go']['desktop']['App']['SavePromptTemplate'](arg1);
 }
 
 export function SaveRemoteEndpoint(arg1) {
