@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -31,11 +32,26 @@ const AutotestEnv = "NIBBLE_AUTOTEST_PROMPT"
 // reply the frontend waits for before it clicks Stop (unset or 0: never).
 const AutotestStopEnv = "NIBBLE_AUTOTEST_STOP_AFTER"
 
+// StartModelEnv names a model file to load at start-up instead of the
+// configured one (make run: the bundled document Q&A demo).
+const StartModelEnv = "NIBBLE_START_MODEL"
+
+// StartDocumentEnv names a document the frontend attaches at start-up
+// (make run: the demo's sample document); with AutotestEnv, the prompt is
+// sent once it has been read.
+const StartDocumentEnv = "NIBBLE_START_DOCUMENT"
+
+// StartQuestionEnv names a question the frontend types into the prompt box
+// at start-up, without sending it (make run with a display).
+const StartQuestionEnv = "NIBBLE_START_QUESTION"
+
 // Autotest is what the frontend does by itself at start-up, for smoke
-// tests: nothing when Prompt is "".
+// tests and the demo: nothing when every field is empty.
 type Autotest struct {
 	Prompt    string `json:"prompt"`
 	StopAfter int    `json:"stopAfter"` // click Stop after this many deltas (0: never)
+	Document  string `json:"document"`  // attach this file first ("": none)
+	Draft     string `json:"draft"`     // type this into the prompt box, unsent ("": none)
 }
 
 // App is bound to the frontend as window.go.desktop.App: each exported
@@ -310,12 +326,13 @@ func New() (*Desktop, error) {
 	}
 	d.svc = service.New(store, dirs, d.emit)
 	d.svc.SetSettingsWarning(warn)
+	d.svc.SetStartModel(os.Getenv(StartModelEnv))
 	d.App = &App{svc: d.svc, autotest: autotestFromEnv()}
 	return d, nil
 }
 
 func autotestFromEnv() Autotest {
-	t := Autotest{Prompt: os.Getenv(AutotestEnv)}
+	t := Autotest{Prompt: os.Getenv(AutotestEnv), Document: os.Getenv(StartDocumentEnv), Draft: os.Getenv(StartQuestionEnv)}
 	if n, err := strconv.Atoi(os.Getenv(AutotestStopEnv)); err == nil && n > 0 {
 		t.StopAfter = n
 	}
@@ -338,9 +355,20 @@ func (d *Desktop) emit(name string, data any) {
 		return
 	}
 	if f, ok := data.(service.Final); ok {
-		fmt.Fprintf(d.log, "autotest: reply %s ended (%s): %d tokens, first token after %.0f ms, %.1f tok/s\n",
-			f.ID, f.FinishReason, f.GenTokens, f.TTFTMs, f.DecodeTokPerSec)
+		fmt.Fprintf(d.log, "autotest: reply %s ended (%s): %d tokens, first token after %.0f ms, %.1f tok/s: %q\n",
+			f.ID, f.FinishReason, f.GenTokens, f.TTFTMs, f.DecodeTokPerSec, replyHead(f.Text))
 	}
+}
+
+// replyHead is the start of a reply for the autotest line: enough to check
+// an answer, not a page of a random model's text.
+func replyHead(text string) string {
+	const most = 80
+	text = strings.TrimSpace(text)
+	if r := []rune(text); len(r) > most {
+		return string(r[:most]) + "…"
+	}
+	return text
 }
 
 // modelChanged calls Platform.ModelChanged when the loaded model's name

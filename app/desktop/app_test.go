@@ -56,11 +56,11 @@ func TestEmit(t *testing.T) {
 	var emit service.Emitter = func(name string, _ any) { got = append(got, name) }
 	d.emitTo.Store(&emit)
 	d.emit(service.EventDelta, service.Delta{ID: "r1", Text: "x"})
-	d.emit(service.EventFinal, service.Final{ID: "r1", FinishReason: "stop", GenTokens: 3, DecodeTokPerSec: 12.5})
+	d.emit(service.EventFinal, service.Final{ID: "r1", FinishReason: "stop", GenTokens: 3, DecodeTokPerSec: 12.5, Text: " 6265-96\n"})
 	if strings.Join(got, ",") != "chat:delta,chat:final" {
 		t.Fatalf("window got %v", got)
 	}
-	if want := "autotest: reply r1 ended (stop): 3 tokens, first token after 0 ms, 12.5 tok/s\n"; out.String() != want {
+	if want := "autotest: reply r1 ended (stop): 3 tokens, first token after 0 ms, 12.5 tok/s: \"6265-96\"\n"; out.String() != want {
 		t.Fatalf("log %q, want %q", out.String(), want)
 	}
 }

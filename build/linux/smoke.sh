@@ -9,13 +9,16 @@
 # is blank (checked by shotcheck, next to XWD2PNG unless SHOTCHECK names it).
 #
 # SMOKE_STOP_AFTER=N: the frontend clicks Stop after N streamed pieces, and
-# the reply must end cancelled.
+# the reply must end cancelled. SMOKE_EXPECT=TEXT: the reply must contain
+# TEXT. The app's other NIBBLE_* variables (NIBBLE_START_MODEL,
+# NIBBLE_START_DOCUMENT) pass through.
 set -euo pipefail
 
 app=$1 xwd2png=$2 out=$3
 prompt=${4:-"Nibble keeps its KV cache in four bits because"}
 timeout_s=${SMOKE_TIMEOUT:-240} # a first run synthesizes the demo model first
 stop_after=${SMOKE_STOP_AFTER:-0}
+expect=${SMOKE_EXPECT:-}
 shotcheck=${SHOTCHECK:-$(dirname "$xwd2png")/shotcheck}
 [ -x "$shotcheck" ] || { echo "smoke: $shotcheck is missing (go build -o $shotcheck ./app/desktop/e2e/cmd/shotcheck)" >&2; exit 1; }
 
@@ -61,10 +64,19 @@ if [ "$stop_after" -gt 0 ] && [[ $line != *"(cancelled)"* ]]; then
   echo "smoke: Stop was clicked after $stop_after pieces, but: $line" >&2
   exit 1
 fi
-sleep 1 # let the last frame (the reply's stats) paint
-"$xwd2png" -trim "$tmp/Xvfb_screen0" "$out"
-if ! "$shotcheck" "$out"; then
-  cat "$tmp/app.out" "$tmp/app.err" >&2
+if [ -n "$expect" ] && [[ $line != *"$expect"* ]]; then
+  echo "smoke: the reply should contain \"$expect\", but: $line" >&2
   exit 1
 fi
+# Let the last frame (the reply's stats) paint; on a busy machine WebKit
+# can take a few seconds more, so a blank frame is taken again.
+for try in 1 2 3 4 5; do
+  sleep 1
+  "$xwd2png" -trim "$tmp/Xvfb_screen0" "$out"
+  if "$shotcheck" "$out" 2>"$tmp/shotcheck.err"; then break; fi
+  if [ "$try" = 5 ]; then
+    cat "$tmp/shotcheck.err" "$tmp/app.out" "$tmp/app.err" >&2
+    exit 1
+  fi
+done
 echo "screenshot: $out ($line)"

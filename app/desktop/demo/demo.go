@@ -5,6 +5,9 @@
 //
 // The file is the one the Makefile's $(DEMO) target writes (same options,
 // same seed, same name in the cache folder), so the CLI and the app share it.
+//
+// The demo `make run` opens is another: the trained document Q&A model and
+// sample document checked in beside this file (README.md).
 package demo
 
 import (

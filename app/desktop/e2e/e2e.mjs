@@ -873,6 +873,32 @@ await step('document-drop-ask-cite', async () => {
   await poll(async () => (await count(tid('document-chip'))) === 0, 'New chat to clear the documents');
 }, 150_000); // three answers of the demo model and a 2K-token prefill, on a CPU shared with the app's build
 
+// --- the document Q&A demo that make run opens ---
+await step('docqa-demo-cited-answer', async () => {
+  await tab('chat');
+  await bindOK('LoadModel', { path: fx.docqa, ctx: 2048, kv: 'q8' });
+  const s = await ready('the document Q&A demo');
+  check(s.model.path === fx.docqa && !s.model.demo, `the loaded model is not the trained demo: ${JSON.stringify(s.model)}`);
+  check(!(await visible(tid('demo-note'))), 'the trained demo is called a random-weight model');
+  const doc = fs.readFileSync(fx.docqaDocument, 'utf8');
+  await dropFile('sample-document.txt', doc);
+  const chip = docChip('sample-document.txt');
+  await poll(async () => (await chip.getAttribute('data-state')) === 'ready' && /fits whole/.test(await text(within(chip, 'document-status'))), 'the sample document to be read and fit', 30_000);
+  const msg = await sendPrompt(question);
+  await waitState(msg, 'done');
+  const answer = await text(within(msg, 'markdown'));
+  check(answer === '6265-96', `the demo answered "${answer}", not 6265-96`);
+  const lines = doc.trimEnd().split('\n').length;
+  const src = await text(within(msg, 'source-chip'));
+  check(src === `[1] sample-document.txt, whole document, lines 1–${lines}`, `the citation chip is "${src}"`);
+  await extraShot('answer');
+  // Back to the random demo the later steps expect.
+  await tid('new-chat').click();
+  await poll(async () => (await count(tid('document-chip'))) === 0, 'New chat to clear the documents');
+  await bindOK('LoadModel', { path: state.demoPath });
+  await ready('the random demo model again');
+}, 90_000);
+
 // --- remote models ---
 await step('remote-model-chat', async () => {
   const r = cfg.remote;

@@ -30,6 +30,10 @@ type fixtures struct {
 	Home      string `json:"home"`
 	SaveDir   string `json:"saveDir"` // where scripted save dialogs put files
 
+	// The document Q&A demo make run opens, and its sample document.
+	DocQA         string `json:"docqa"`
+	DocQADocument string `json:"docqaDocument"`
+
 	// The catalog: Tiny downloads whole (after an interrupted first try);
 	// Corrupt's served bytes do not match its listed sha256.
 	CatalogFile string  `json:"catalogFile"`
@@ -103,6 +107,9 @@ func makeFixtures(t *testing.T, home, dir string) *fixtures {
 		Home:      home,
 		SaveDir:   save,
 		served:    map[string]string{},
+
+		DocQA:         filepath.Join(repoRoot(t), "app", "desktop", "demo", "nibble-docqa-demo.gguf"),
+		DocQADocument: filepath.Join(repoRoot(t), "app", "desktop", "demo", "sample-document.txt"),
 	}
 	longShape.synth(t, f.Long)
 	bigShape.synth(t, f.Big)

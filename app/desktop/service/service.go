@@ -110,8 +110,9 @@ type Service struct {
 	hotkey  *hotkey
 	tmpl    *promptTemplates
 
-	warnMu   sync.Mutex
-	startErr string // what was wrong with settings.json at start
+	warnMu     sync.Mutex
+	startErr   string // what was wrong with settings.json at start
+	startModel string // loaded by Start instead of the settings' model ("": none)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -193,14 +194,27 @@ func (s *Service) Close() error {
 	return s.closeErr
 }
 
-// Start loads the model of the settings (with the settings' context and
-// KV type, refused like LoadModel when it will not fit), or on a first run
-// (no model configured) synthesizes the demo model into the cache folder
-// and loads that. It reports through EventPrepare and EventStatus and
-// returns what went wrong (also kept in Status).
+// SetStartModel makes Start load path instead of the settings' model
+// ("": the settings' model); make run starts the bundled demo so.
+func (s *Service) SetStartModel(path string) {
+	s.warnMu.Lock()
+	s.startModel = path
+	s.warnMu.Unlock()
+}
+
+// Start loads the model of SetStartModel or else of the settings (with the
+// settings' context and KV type, refused like LoadModel when it will not
+// fit), or on a first run (no model configured) synthesizes the demo model
+// into the cache folder and loads that. It reports through EventPrepare
+// and EventStatus and returns what went wrong (also kept in Status).
 func (s *Service) Start() error {
 	s.server.apply() // answers 503 until the model is in
-	path := s.store.Get().LastModel
+	s.warnMu.Lock()
+	path := s.startModel
+	s.warnMu.Unlock()
+	if path == "" {
+		path = s.store.Get().LastModel
+	}
 	if path == "" {
 		var err error
 		if path, err = s.loader.ensureDemo(); err != nil {

@@ -3,6 +3,8 @@ export namespace desktop {
 	export class Autotest {
 	    prompt: string;
 	    stopAfter: number;
+	    document: string;
+	    draft: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new Autotest(source);
@@ -12,6 +14,8 @@ export namespace desktop {
 	        if ('string' === typeof source) source = JSON.parse(source);
 	        this.prompt = source["prompt"];
 	        this.stopAfter = source["stopAfter"];
+	        this.document = source["document"];
+	        this.draft = source["draft"];
 	    }
 	}
 
