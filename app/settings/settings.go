@@ -32,6 +32,11 @@ const (
 	MaxThreads = 1024
 )
 
+// DefaultMaxReplyTokens is the longest reply of a fresh install: long
+// answers fit, and a model that never ends its turn stops within a minute
+// or two instead of running to the end of a long context.
+const DefaultMaxReplyTokens = 2048
+
 // DefaultServerAddress is where the OpenAI-compatible server listens when
 // enabled: Ollama's port plus one, so both can run.
 const DefaultServerAddress = "127.0.0.1:11435"
@@ -71,6 +76,9 @@ type Settings struct {
 	// cache of the largest budget that fits, which keeps the most useful
 	// tokens (docs/ARCHITECTURE.md, "Eviction (H2O)").
 	WhenContextDoesNotFit string `json:"whenContextDoesNotFit"`
+	// MaxReplyTokens is the longest reply, in tokens, unless a chat asks
+	// for another limit (0: no limit, until the context is full).
+	MaxReplyTokens int `json:"maxReplyTokens"`
 }
 
 // Sampling holds the sampler defaults (see engine/sample.Params).
@@ -125,6 +133,7 @@ func Defaults() Settings {
 		// Documents' size limit.
 		DocumentMaxBytes:      DefaultDocumentMaxBytes,
 		WhenContextDoesNotFit: "refuse",
+		MaxReplyTokens:        DefaultMaxReplyTokens,
 		QuickActions: []QuickAction{
 			{"Summarize", "Summarize the following text in a few sentences:\n\n" + Placeholder},
 			{"Explain", "Explain the following in simple terms:\n\n" + Placeholder},
@@ -193,6 +202,7 @@ func (s Settings) Validate() error {
 		bad("lastModel", "contains a NUL byte")
 	}
 	intIn("contextTokens", s.ContextTokens, MinContext, MaxContext, "")
+	intIn("maxReplyTokens", s.MaxReplyTokens, 0, MaxContext, " (0 = no limit)")
 	oneOf("kvType", s.KVType, []string{"auto", "q4", "q8", "f16"}, bad)
 
 	floatIn("sampling.temperature", s.Sampling.Temperature, 0, 5, " (0 = greedy)")

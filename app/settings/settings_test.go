@@ -15,7 +15,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Server.Enabled || d.Server.Address != "127.0.0.1:11435" || d.Slots != 2 || d.Threads != 0 ||
-		d.KVType != "auto" || d.Theme != "system" || d.Hotkey != "" || d.StartAtLogin {
+		d.KVType != "auto" || d.Theme != "system" || d.Hotkey != "" || d.StartAtLogin || d.MaxReplyTokens != 2048 {
 		t.Fatalf("unexpected defaults: %+v", d)
 	}
 	var names []string
@@ -73,6 +73,8 @@ func TestValidateNamesFields(t *testing.T) {
 		{"modelFiles[1]", func(s *Settings) { s.ModelFiles = []string{"/m/a.gguf", "/m/./a.gguf"} }},
 		{"documentMaxBytes", func(s *Settings) { s.DocumentMaxBytes = -1 }},
 		{"documentMaxBytes", func(s *Settings) { s.DocumentMaxBytes = MaxDocumentMaxBytes + 1 }},
+		{"maxReplyTokens", func(s *Settings) { s.MaxReplyTokens = -1 }},
+		{"maxReplyTokens", func(s *Settings) { s.MaxReplyTokens = MaxContext + 1 }},
 	} {
 		s := Defaults()
 		tc.edit(&s)
@@ -102,6 +104,11 @@ func TestValidateNamesFields(t *testing.T) {
 	s.ContextTokens, s.Sampling.Temperature, s.Sampling.TopP, s.Sampling.TopK, s.Sampling.MinP = MinContext, 0, 1, 0, 0
 	s.Hotkey, s.Threads, s.Slots, s.QuickActions = "cmd+shift+space", MaxThreads, MaxSlots, nil
 	s.MemoryLimit, s.ModelFiles = 1<<30, []string{"/models/a.gguf", "/other/a.gguf"}
+	s.MaxReplyTokens = 0 // no limit
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s.MaxReplyTokens = MaxContext
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
