@@ -10,6 +10,7 @@ import (
 
 	"nibble/app/history"
 	"nibble/app/settings"
+	"nibble/engine"
 	"nibble/engine/chat"
 	"nibble/engine/scheduler"
 )
@@ -95,6 +96,11 @@ func (c *chatPart) closeHistory() error {
 // and the reply when it ends, so a crash loses at most the reply being
 // generated. Replies that end in an error are not kept.
 func (c *chatPart) send(req SendRequest) (SendResult, error) {
+	if req.ReplaceLast {
+		if n := len(req.Messages); n == 0 || req.Messages[n-1].Role != "user" {
+			return SendResult{}, errors.New("replacing the last exchange needs the question as the last message")
+		}
+	}
 	var docs *docPlan
 	if len(req.Documents) > 0 {
 		var err error
@@ -121,21 +127,36 @@ func (c *chatPart) send(req SendRequest) (SendResult, error) {
 	c.reqs[id] = cancel
 	c.streams.Add(1)
 	c.mu.Unlock()
-	turn := c.recordTurn(req)
-	if docs != nil {
-		turn.sources = docs.sources
+	// A replacing turn is kept once its reply has started, so that a
+	// refused one leaves the exchange it would replace.
+	var turn turn
+	if !req.ReplaceLast {
+		turn = c.recordTurn(req)
 	}
 	events, err := c.submit(ctx, r) // the local scheduler or the remote model
+	if errors.Is(err, engine.ErrContextFull) && r.Params.MaxTokens > 0 {
+		// The reply limit is more than the room the prompt leaves: the
+		// context's end comes first, and the reply may run to it.
+		r.Params.MaxTokens = 0
+		events, err = c.submit(ctx, r)
+	}
 	if err != nil {
 		c.streams.Done()
 		c.forget(id)
 		c.dropTurn(turn)
 		return SendResult{}, err
 	}
+	if req.ReplaceLast {
+		turn = c.replaceTurn(req)
+	}
+	if docs != nil {
+		turn.sources = docs.sources
+	}
 	c.statusChanged()
+	limit := r.Params.MaxTokens
 	go func() {
 		defer c.streams.Done()
-		c.stream(id, turn, events)
+		c.stream(id, turn, limit, events)
 	}()
 	res := SendResult{ReplyID: id, ConversationID: turn.convID}
 	if docs != nil {
@@ -162,18 +183,34 @@ func (c *chatPart) request(req SendRequest) (scheduler.Request, error) {
 	if empty {
 		return r, errors.New("nothing to send: the message is empty")
 	}
+	if req.MaxTokens < NoReplyLimit {
+		return r, fmt.Errorf("reply limit %d: want %d (no limit), 0 (the settings' limit) or a number of tokens", req.MaxTokens, NoReplyLimit)
+	}
 	cfg := c.store.Get()
 	if cfg.SystemPrompt != "" && len(r.Messages) > 0 && r.Messages[0].Role != "system" {
 		r.Messages = append([]chat.Message{{Role: "system", Content: cfg.SystemPrompt}}, r.Messages...)
 	}
 	r.Params.Sample = cfg.Sampling.Params()
-	r.Params.MaxTokens = req.MaxTokens
+	r.Params.MaxTokens = replyLimit(req.MaxTokens, cfg.MaxReplyTokens)
 	isDemo := c.engine.isDemo()
 	// The cap is the demo model's: a remote model in use ends its turns.
 	if _, onRemote := c.remote.active(); isDemo && !onRemote && (r.Params.MaxTokens <= 0 || r.Params.MaxTokens > DemoMaxTokens) {
 		r.Params.MaxTokens = DemoMaxTokens
 	}
 	return r, nil
+}
+
+// replyLimit is the engine's MaxTokens (0: none) for a request that asks
+// for asked (SendRequest.MaxTokens) under the settings' limit.
+func replyLimit(asked, setting int) int {
+	switch {
+	case asked > 0:
+		return asked
+	case asked == NoReplyLimit:
+		return 0
+	default:
+		return setting
+	}
 }
 
 // hasModel says whether a chat has somewhere to go: a remote model is
@@ -218,7 +255,7 @@ func (c *chatPart) promptTokens(r scheduler.Request) (n, budget int, err error) 
 // ends the reply with its final event (finish). A stream the scheduler
 // closed without one (a cancelled reply whose reader was slow) ends as
 // cancelled, with what had streamed.
-func (c *chatPart) stream(id string, turn turn, events <-chan scheduler.Event) {
+func (c *chatPart) stream(id string, turn turn, limit int, events <-chan scheduler.Event) {
 	defer c.forget(id)
 	var shown strings.Builder // what the window has been sent
 	final := false
@@ -233,19 +270,20 @@ func (c *chatPart) stream(id string, turn turn, events <-chan scheduler.Event) {
 			c.emit(EventProgress, Progress{ID: id, Prefilled: ev.Prefilled, PromptTokens: ev.PromptTokens})
 		case scheduler.Final:
 			final = true
-			c.finish(id, turn, ev.Result, shown.String())
+			c.finish(id, turn, limit, ev.Result, shown.String())
 		}
 	}
 	if !final {
-		c.finish(id, turn, nil, shown.String())
+		c.finish(id, turn, limit, nil, shown.String())
 	}
 }
 
 // finish ends reply id: its final event (finalOf, from the result, or a
-// cancellation when there is none) is kept in the history before it goes
-// out.
-func (c *chatPart) finish(id string, turn turn, r *scheduler.Result, shown string) {
+// cancellation when there is none, with the reply limit it ran under) is
+// kept in the history before it goes out.
+func (c *chatPart) finish(id string, turn turn, limit int, r *scheduler.Result, shown string) {
 	f := finalOf(id, r, shown)
+	f.MaxTokens = limit
 	c.recordReply(turn, f, shown)
 	c.forget(id) // before the event, so Status in its handler is not busy
 	c.emit(EventFinal, f)
