@@ -814,6 +814,7 @@ export namespace service {
 	    messages: Message[];
 	    prompt?: string;
 	    maxTokens?: number;
+	    replaceLast?: boolean;
 	    documents?: string[];
 	
 	    static createFrom(source: any = {}) {
@@ -826,6 +827,7 @@ export namespace service {
 	        this.messages = this.convertValues(source["messages"], Message);
 	        this.prompt = source["prompt"];
 	        this.maxTokens = source["maxTokens"];
+	        this.replaceLast = source["replaceLast"];
 	        this.documents = source["documents"];
 	    }
 	
@@ -1041,6 +1043,7 @@ export namespace settings {
 	    activeRemote: string;
 	    documentMaxBytes: number;
 	    whenContextDoesNotFit: string;
+	    maxReplyTokens: number;
 	
 	    static createFrom(source: any = {}) {
 	        return new Settings(source);
@@ -1067,6 +1070,7 @@ export namespace settings {
 	        this.activeRemote = source["activeRemote"];
 	        this.documentMaxBytes = source["documentMaxBytes"];
 	        this.whenContextDoesNotFit = source["whenContextDoesNotFit"];
+	        this.maxReplyTokens = source["maxReplyTokens"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
