@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +112,11 @@ func (c *chatPart) send(req SendRequest) (SendResult, error) {
 	r, err := c.request(req)
 	if err != nil {
 		return SendResult{}, err
+	}
+	if req.ReplaceLast {
+		// A new draw: the settings' fixed seed would give a regenerated
+		// reply the old one's words again (unless sampling is greedy).
+		r.Params.Sample.Seed = rand.Uint64()
 	}
 	if !c.hasModel() { // before anything is kept
 		return SendResult{}, scheduler.ErrNoModel

@@ -120,13 +120,17 @@ func TestRegenerateAndEditLocally(t *testing.T) {
 	}
 	old := rec.final(t)
 
-	// Regenerate: the same question, the old reply left out.
+	// Regenerate: the same question, the old reply left out, and a new
+	// draw of the sampler (the reply's words differ).
 	if _, err := s.Send(SendRequest{ConversationID: conv, Messages: []Message{q1, a1, q2}, MaxTokens: 4, ReplaceLast: true}); err != nil {
 		t.Fatal(err)
 	}
 	again := rec.final(t)
 	if want := promptTokensOf(t, s, []Message{q1, a1, q2}); again.PromptTokens != want || again.PromptTokens != old.PromptTokens {
 		t.Fatalf("the regenerated reply's prompt has %d tokens, want %d (the first time: %d)", again.PromptTokens, want, old.PromptTokens)
+	}
+	if again.Text == old.Text {
+		t.Fatalf("the regenerated reply is the old one again: %q", again.Text)
 	}
 	want := []string{"user:" + q1.Content, "assistant:" + a1.Content, "user:" + q2.Content, "assistant:" + again.Text}
 	if got := kept(t, s, conv); strings.Join(got, "|") != strings.Join(want, "|") {
