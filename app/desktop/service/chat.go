@@ -139,13 +139,7 @@ func (c *chatPart) send(req SendRequest) (SendResult, error) {
 	if !req.ReplaceLast {
 		turn = c.recordTurn(req)
 	}
-	events, err := c.submit(ctx, r) // the local scheduler or the remote model
-	if errors.Is(err, engine.ErrContextFull) && r.Params.MaxTokens > 0 {
-		// The reply limit is more than the room the prompt leaves: the
-		// context's end comes first, and the reply may run to it.
-		r.Params.MaxTokens = 0
-		events, err = c.submit(ctx, r)
-	}
+	events, err := c.start(ctx, &r)
 	if err != nil {
 		c.streams.Done()
 		c.forget(id)
@@ -236,6 +230,25 @@ func (c *chatPart) submit(ctx context.Context, r scheduler.Request) (<-chan sche
 		return c.remote.submit(ctx, ep, r)
 	}
 	return c.engine.engine().Submit(ctx, r)
+}
+
+// start submits r (c.submit). A reply limit past the room the prompt
+// leaves is dropped, since the context's end comes first and the reply may
+// run to it: the local scheduler says so exactly (ErrContextFull), while a
+// remote model's room is estimated before asking, as an endpoint refuses
+// such a request too.
+func (c *chatPart) start(ctx context.Context, r *scheduler.Request) (<-chan scheduler.Event, error) {
+	if _, onRemote := c.remote.active(); onRemote && r.Params.MaxTokens > 0 {
+		if n, budget, err := c.promptTokens(*r); err == nil && n+r.Params.MaxTokens > budget {
+			r.Params.MaxTokens = 0
+		}
+	}
+	events, err := c.submit(ctx, *r)
+	if errors.Is(err, engine.ErrContextFull) && r.Params.MaxTokens > 0 {
+		r.Params.MaxTokens = 0
+		events, err = c.submit(ctx, *r)
+	}
+	return events, err
 }
 
 // promptTokens counts r as the model chats go to would see it: with the

@@ -266,3 +266,30 @@ func TestRegenerateAndEditSendTheConversation(t *testing.T) {
 		t.Fatalf("after editing: %q", got)
 	}
 }
+
+// A remote endpoint refuses a max_tokens past its context, as the local
+// scheduler does: a limit the prompt leaves no room for is left out, and
+// the reply runs to the end of the endpoint's context.
+func TestRemoteReplyLimitFitsTheContext(t *testing.T) {
+	ep := &recordingEndpoint{}
+	ts := httptest.NewServer(ep)
+	defer ts.Close()
+	s, rec := newService(t)
+	if _, err := s.SaveRemoteEndpoint(RemoteEndpointInput{Name: "small", URL: ts.URL, Model: "m", ContextTokens: 2048}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UseRemote("small"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ asked, want int }{{0, 0}, {100, 100}, {2045, 0}} {
+		if _, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "Hello there"}}, MaxTokens: tc.asked}); err != nil {
+			t.Fatal(err)
+		}
+		if f := rec.final(t); f.MaxTokens != tc.want {
+			t.Errorf("asked %d: the final names the limit %d, want %d", tc.asked, f.MaxTokens, tc.want)
+		}
+		if _, max := ep.last(); max != tc.want {
+			t.Errorf("asked %d (the settings' %d): max_tokens %d, want %d", tc.asked, settings.DefaultMaxReplyTokens, max, tc.want)
+		}
+	}
+}
