@@ -43,6 +43,8 @@ describe('a reply', () => {
     const [first, second] = replies();
     expect(first?.querySelector('[data-testid="reuse"]')?.textContent).toBe('reused 2,272 of 2,293 prompt tokens');
     expect(first?.querySelector('[data-testid="length-note"]')?.textContent).toBe('stopped at the 12-token limit');
+    const stats = first?.querySelector('[data-testid="message-stats"]')?.textContent ?? '';
+    expect(stats).toMatch(/12 tokens\s+·\s+reused 2,272 of 2,293 prompt tokens\s+·\s+stopped at/);
     expect(second?.querySelector('[data-testid="reuse"]')?.textContent).toBe('reused 0 of 4,096 prompt tokens');
     expect(second?.querySelector('[data-testid="length-note"]')?.textContent).toBe('stopped: the context is full');
   });
