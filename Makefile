@@ -133,9 +133,10 @@ app-dev: frontend
 	CGO_ENABLED=1 go build -trimpath -tags $(APP_DEV_TAGS) -o $(APP_DEV) .
 
 # What the end-to-end test needs besides run-deps: Debian's Chromium, which
-# playwright-core drives headless, and the fonts it renders the UI with.
+# playwright-core drives headless, the fonts it renders the UI with, and
+# xwininfo (x11-utils), which tells whether the app's window is on screen.
 e2e-deps: run-deps
-	@missing=; for p in chromium fonts-liberation; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=; for p in chromium fonts-liberation x11-utils; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	[ -z "$$missing" ] || { echo "installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
 

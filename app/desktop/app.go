@@ -60,6 +60,9 @@ type Autotest struct {
 type App struct {
 	svc      *service.Service
 	autotest Autotest
+	// hasStatusItem says whether a menu-bar item can show the window
+	// again (Platform.HasStatusItem); nil: none.
+	hasStatusItem func() bool
 
 	mu    sync.Mutex
 	shell Shell // set by Startup
@@ -280,7 +283,12 @@ func (a *App) RemoveRemoteEndpoint(name string) ([]service.RemoteEndpoint, error
 // UseRemote sends chats to the endpoint called name ("": the local model).
 func (a *App) UseRemote(name string) (service.Status, error) { return a.svc.UseRemote(name) }
 
-// HideWindow hides the popover (Escape).
+// CanHideWindow says whether the window may hide (Escape): only where a
+// menu-bar item can show it again.
+func (a *App) CanHideWindow() bool { return a.canHideWindow() }
+
+// HideWindow hides the popover (Escape); without a menu-bar item to bring
+// it back it does nothing.
 func (a *App) HideWindow() { a.hideWindow() }
 
 // Quit quits the app (through Wails, so Shutdown runs).
@@ -327,7 +335,7 @@ func New() (*Desktop, error) {
 	d.svc = service.New(store, dirs, d.emit)
 	d.svc.SetSettingsWarning(warn)
 	d.svc.SetStartModel(os.Getenv(StartModelEnv))
-	d.App = &App{svc: d.svc, autotest: autotestFromEnv()}
+	d.App = &App{svc: d.svc, autotest: autotestFromEnv(), hasStatusItem: func() bool { return d.Platform.HasStatusItem() }}
 	return d, nil
 }
 

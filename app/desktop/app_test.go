@@ -141,12 +141,14 @@ func (f *fakeDialogs) questions() []Question {
 }
 
 type fakePlatform struct {
-	mu     sync.Mutex
-	models []string
+	mu         sync.Mutex
+	models     []string
+	statusItem bool
 }
 
 func (p *fakePlatform) Window() WindowBehaviour                      { return WindowBehaviour{} }
 func (p *fakePlatform) Started(context.Context, WindowControl) error { return nil }
+func (p *fakePlatform) HasStatusItem() bool                          { return p.statusItem }
 
 func (p *fakePlatform) ModelChanged(name string) {
 	p.mu.Lock()
@@ -359,7 +361,8 @@ func TestSaveConversation(t *testing.T) {
 func TestHideAndQuit(t *testing.T) {
 	w := &fakeWindow{}
 	quits := 0
-	a := &App{}
+	plat := &fakePlatform{statusItem: true}
+	a := &App{hasStatusItem: plat.HasStatusItem}
 	a.HideWindow() // before Startup: nothing to do, no panic
 	a.Quit()
 	a.setShell(Shell{Window: w, Quit: func() { quits++ }})
@@ -370,6 +373,48 @@ func TestHideAndQuit(t *testing.T) {
 	}
 	if _, err := a.ChooseModelFile(); err == nil {
 		t.Fatal("a dialog without a window succeeded")
+	}
+}
+
+// Without a menu-bar item (Linux) nothing could show a hidden window
+// again: Escape's HideWindow leaves it shown, and the window is told so.
+func TestHideOnlyWithAStatusItem(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		app      *App
+		wantHide bool
+	}{
+		{"no platform", &App{}, false},
+		{"no status item", &App{hasStatusItem: (&fakePlatform{}).HasStatusItem}, false},
+		{"status item", &App{hasStatusItem: (&fakePlatform{statusItem: true}).HasStatusItem}, true},
+		{"this system's platform", &App{hasStatusItem: newPlatform().HasStatusItem}, false}, // not made before Started
+	} {
+		w := &fakeWindow{}
+		tc.app.setShell(Shell{Window: w})
+		if got := tc.app.CanHideWindow(); got != tc.wantHide {
+			t.Errorf("%s: CanHideWindow = %v, want %v", tc.name, got, tc.wantHide)
+		}
+		tc.app.HideWindow()
+		if got := w.hidden.Load() == 1; got != tc.wantHide {
+			t.Errorf("%s: hidden %d times, want hidden %v", tc.name, w.hidden.Load(), tc.wantHide)
+		}
+	}
+	// The Desktop asks its platform as it is now.
+	t.Setenv(settings.HomeEnv, t.TempDir())
+	t.Setenv(TestDialogsEnv, "")
+	d, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Shutdown()
+	plat := &fakePlatform{}
+	d.Platform = plat
+	if d.App.CanHideWindow() {
+		t.Fatal("CanHideWindow with a platform without a status item")
+	}
+	plat.statusItem = true
+	if !d.App.CanHideWindow() {
+		t.Fatal("not CanHideWindow once the platform has a status item")
 	}
 }
 

@@ -152,8 +152,19 @@ func exportName(title string) string {
 	return name + ".md"
 }
 
-// hideWindow hides the window (Escape in the popover).
+// canHideWindow says whether hiding the window leaves a way back to it:
+// the menu-bar item. The Linux window has none, and hidden it would be
+// lost until the app is killed.
+func (a *App) canHideWindow() bool {
+	return a.hasStatusItem != nil && a.hasStatusItem()
+}
+
+// hideWindow hides the window (Escape in the popover) where it can be
+// shown again, and does nothing elsewhere.
 func (a *App) hideWindow() {
+	if !a.canHideWindow() {
+		return
+	}
 	if w := a.getShell().Window; w != nil {
 		w.Hide()
 	}

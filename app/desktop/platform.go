@@ -16,6 +16,10 @@ type Platform interface {
 	// ModelChanged tells the platform the loaded model's name ("" when
 	// none), for the status item's menu.
 	ModelChanged(name string)
+	// HasStatusItem says whether a menu-bar (tray) item can show the
+	// window again once it is hidden. Without one, hiding the window
+	// (Escape) would leave the app running with no way back to it.
+	HasStatusItem() bool
 }
 
 // WindowBehaviour is how the window behaves before the platform takes over.

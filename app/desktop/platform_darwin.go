@@ -117,6 +117,14 @@ func (p *menuBar) ModelChanged(name string) {
 	setModel(item, name)
 }
 
+// HasStatusItem says whether the status item was made: without it (a
+// build without cgo, or AppKit refused) the window stays shown.
+func (p *menuBar) HasStatusItem() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.item != nil
+}
+
 // setModel shows name in item's menu, when the item has a model line.
 func setModel(item StatusItem, name string) {
 	if m, ok := item.(interface{ SetModel(string) }); ok {

@@ -15,3 +15,7 @@ func (plainWindow) Window() WindowBehaviour { return WindowBehaviour{} }
 func (plainWindow) Started(context.Context, WindowControl) error { return nil }
 
 func (plainWindow) ModelChanged(string) {}
+
+// HasStatusItem is false: there is no tray item to bring a hidden window
+// back, so the window never hides by itself.
+func (plainWindow) HasStatusItem() bool { return false }

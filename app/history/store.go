@@ -81,6 +81,44 @@ func (s *Store) AppendMessage(convID int64, m Message) (Message, error) {
 	return m, nil
 }
 
+// ReplaceLastExchange replaces the last question of conversation convID,
+// and every message after it (its replies), with question, in one
+// commit: a reply regenerated, or the last question edited and sent
+// again. A conversation without a user message just gets question.
+func (s *Store) ReplaceLastExchange(convID int64, question string) (Message, error) {
+	if err := checkMessage(RoleUser, question, nil); err != nil {
+		return Message{}, fmt.Errorf("replace the last exchange of conversation %d: %w", convID, err)
+	}
+	m := Message{ConversationID: convID, Role: RoleUser, Content: question}
+	err := s.write(func(tx *sql.Tx) error {
+		now := s.stamp()
+		if err := touch(tx, convID, now); err != nil {
+			return err
+		}
+		var last sql.NullInt64
+		if err := tx.QueryRow(`SELECT max(id) FROM messages WHERE conversation_id = ? AND role = 'user'`, convID).Scan(&last); err != nil {
+			return err
+		}
+		if last.Valid {
+			if _, err := tx.Exec(`DELETE FROM messages WHERE conversation_id = ? AND id >= ?`, convID, last.Int64); err != nil {
+				return err
+			}
+		}
+		res, err := tx.Exec(`INSERT INTO messages (conversation_id, role, content, created_at) VALUES (?, ?, ?, ?)`,
+			convID, string(RoleUser), question, now)
+		if err != nil {
+			return err
+		}
+		m.ID, err = res.LastInsertId()
+		m.CreatedAt = fromMillis(now)
+		return err
+	})
+	if err != nil {
+		return Message{}, fmt.Errorf("replace the last exchange of conversation %d: %w", convID, err)
+	}
+	return m, nil
+}
+
 // UpdateMessage replaces the content and stats of message msgID: a
 // streaming reply is appended empty, updated as it grows and finalised
 // with its stats. Each call is one fsync'd commit and re-indexes the

@@ -65,7 +65,8 @@ func ExampleSave() {
 	//   "remoteEndpoints": [],
 	//   "activeRemote": "",
 	//   "documentMaxBytes": 67108864,
-	//   "whenContextDoesNotFit": "refuse"
+	//   "whenContextDoesNotFit": "refuse",
+	//   "maxReplyTokens": 2048
 	// }
 }
 

@@ -33,6 +33,11 @@ const (
 	MaxThreads = 1024
 )
 
+// DefaultMaxReplyTokens is the longest reply of a fresh install: long
+// answers fit, and a model that never ends its turn stops within a minute
+// or two instead of running to the end of a long context.
+const DefaultMaxReplyTokens = 2048
+
 // DefaultServerAddress is where the OpenAI-compatible server listens when
 // enabled: Ollama's port plus one, so both can run.
 const DefaultServerAddress = "127.0.0.1:11435"
@@ -77,6 +82,9 @@ type Settings struct {
 	// (plain completion). A file without an entry uses its own template,
 	// else a built-in one.
 	PromptTemplates map[string]PromptTemplate `json:"promptTemplates,omitempty"`
+	// MaxReplyTokens is the longest reply, in tokens, unless a chat asks
+	// for another limit (0: no limit, until the context is full).
+	MaxReplyTokens int `json:"maxReplyTokens"`
 }
 
 // Prompt template modes (PromptTemplate.Mode).
@@ -147,6 +155,7 @@ func Defaults() Settings {
 		// Documents' size limit.
 		DocumentMaxBytes:      DefaultDocumentMaxBytes,
 		WhenContextDoesNotFit: "refuse",
+		MaxReplyTokens:        DefaultMaxReplyTokens,
 		QuickActions: []QuickAction{
 			{"Summarize", "Summarize the following text in a few sentences:\n\n" + Placeholder},
 			{"Explain", "Explain the following in simple terms:\n\n" + Placeholder},
@@ -216,6 +225,7 @@ func (s Settings) Validate() error {
 		bad("lastModel", "contains a NUL byte")
 	}
 	intIn("contextTokens", s.ContextTokens, MinContext, MaxContext, "")
+	intIn("maxReplyTokens", s.MaxReplyTokens, 0, MaxContext, " (0 = no limit)")
 	oneOf("kvType", s.KVType, []string{"auto", "q4", "q8", "f16"}, bad)
 
 	floatIn("sampling.temperature", s.Sampling.Temperature, 0, 5, " (0 = greedy)")

@@ -15,7 +15,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Server.Enabled || d.Server.Address != "127.0.0.1:11435" || d.Slots != 2 || d.Threads != 0 ||
-		d.KVType != "auto" || d.Theme != "system" || d.Hotkey != "" || d.StartAtLogin {
+		d.KVType != "auto" || d.Theme != "system" || d.Hotkey != "" || d.StartAtLogin || d.MaxReplyTokens != 2048 {
 		t.Fatalf("unexpected defaults: %+v", d)
 	}
 	var names []string
@@ -81,6 +81,8 @@ func TestValidateNamesFields(t *testing.T) {
 		{`promptTemplates["/m.gguf"].source`, func(s *Settings) {
 			s.PromptTemplates = map[string]PromptTemplate{"/m.gguf": {Mode: PromptTemplateNone, Source: "{{ x }}"}}
 		}},
+		{"maxReplyTokens", func(s *Settings) { s.MaxReplyTokens = -1 }},
+		{"maxReplyTokens", func(s *Settings) { s.MaxReplyTokens = MaxContext + 1 }},
 	} {
 		s := Defaults()
 		tc.edit(&s)
@@ -112,6 +114,11 @@ func TestValidateNamesFields(t *testing.T) {
 	s.MemoryLimit, s.ModelFiles = 1<<30, []string{"/models/a.gguf", "/other/a.gguf"}
 	s.PromptTemplates = map[string]PromptTemplate{"/models/a.gguf": {Mode: PromptTemplateNone},
 		"/other/a.gguf": {Mode: PromptTemplateCustom, Source: "{{ messages[0].content }}"}}
+	s.MaxReplyTokens = 0 // no limit
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s.MaxReplyTokens = MaxContext
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}

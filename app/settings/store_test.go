@@ -262,7 +262,8 @@ func TestLoadSnakeCaseFile(t *testing.T) {
   ],
   "active_remote": "lab",
   "document_max_bytes": 1048576,
-  "when_context_does_not_fit": "evict"
+  "when_context_does_not_fit": "evict",
+  "max_reply_tokens": 512
 }
 `
 	os.WriteFile(path, []byte(legacy), 0o600)
@@ -291,6 +292,7 @@ func TestLoadSnakeCaseFile(t *testing.T) {
 		ActiveRemote:          "lab",
 		DocumentMaxBytes:      1 << 20,
 		WhenContextDoesNotFit: "evict",
+		MaxReplyTokens:        512,
 	}
 	// Every field differs from its default, so none can pass by being lost;
 	// fields added after version 1 cannot be in its files.

@@ -329,6 +329,153 @@ await step('empty-prompt', async () => {
   check((await bindOK('Conversations', '')).length === convs, 'an empty prompt was stored in the history');
 });
 
+// ---- the window's Escape, and the replies: copy, reuse, regenerate, edit, the reply limit
+
+/** windowState is what the X server says of the app's window. */
+async function windowState() {
+  const r = await fetch(`${cfg.ctl}/ctl/window`);
+  const body = await r.text();
+  check(r.ok, `the window's state: ${body}`);
+  return JSON.parse(body);
+}
+
+/** currentConversation is the newest kept conversation, whole. */
+async function currentConversation() {
+  const [newest] = await bindOK('Conversations', '');
+  check(newest, 'no conversation is kept');
+  return bindOK('Conversation', newest.id);
+}
+
+const replyText = (msg) => text(within(msg, 'markdown'));
+
+await step('escape-keeps-window-on-linux', async () => {
+  await tab('chat');
+  const before = await windowState();
+  check(before.windows > 0 && before.viewable, `the app's window is not on screen before Escape: ${JSON.stringify(before)}`);
+  check((await bindOK('CanHideWindow')) === false, 'the Linux window says it may hide, with no tray item to bring it back');
+  await tid('prompt-input').click();
+  await page.keyboard.press('Escape');
+  await bindOK('HideWindow'); // what Escape used to call: the Go side refuses too
+  await sleep(500);
+  const after = await windowState();
+  check(after.viewable, `the window left the screen after Escape: ${JSON.stringify(after)}`);
+  // The page is still there and answers.
+  await tid('prompt-input').fill('still here');
+  check((await tid('prompt-input').inputValue()) === 'still here', 'the prompt box does not take typing after Escape');
+  await tid('prompt-input').fill('');
+  await tab('settings');
+  await tid('settings-form').waitFor();
+  await tab('chat');
+  await tid('prompt-input').waitFor();
+  console.log(`  window ${after.states.join(', ')} after Escape`);
+});
+
+await step('reply-copy-and-reuse', async () => {
+  await tab('chat');
+  const replies = page.locator('[data-testid="message"][data-role="assistant"]');
+  check((await count(replies)) >= 1, 'no earlier reply to follow up');
+  await tid('reply-limit').fill('24'); // short replies for the steps that follow
+  // The first follow-up reuses little: a reply's tokens as generated are
+  // not always the tokens its text reads as. The next one finds the whole
+  // conversation before the last reply in the cache.
+  let msg = await sendPrompt('And one about a teapot');
+  await waitState(msg, 'done');
+  msg = await sendPrompt('And one about a copper teapot');
+  await waitState(msg, 'done');
+  const reuse = await text(within(msg, 'reuse'));
+  const m = /^reused ([\d,]+) of ([\d,]+) prompt tokens$/.exec(reuse);
+  check(m, `the follow-up's stats show no reuse: "${reuse}"`);
+  const reused = Number(m[1].replaceAll(',', ''));
+  const total = Number(m[2].replaceAll(',', ''));
+  check(reused > 0 && reused < total, `reused ${reused} of ${total}: a follow-up reuses the conversation before it and computes its own question`);
+  // Copy puts the reply's text, as kept, on the app's clipboard.
+  await within(msg, 'copy-reply').click();
+  await poll(async () => (await text(within(msg, 'copy-reply'))) === 'Copied', 'Copy to say Copied', 5_000);
+  const conv = await currentConversation();
+  const kept = conv.messages[conv.messages.length - 1].content;
+  const clip = await page.evaluate(() => window.runtime.ClipboardGetText());
+  check(kept.length > 0 && clip === kept, `the clipboard holds ${JSON.stringify(clip.slice(0, 60))}, not the reply ${JSON.stringify(kept.slice(0, 60))}`);
+  console.log(`  ${reuse}; copied ${clip.length} characters`);
+});
+
+await step('regenerate-and-edit', async () => {
+  const replies = page.locator('[data-testid="message"][data-role="assistant"]');
+  const users = page.locator('[data-testid="message"][data-role="user"]');
+  const nReplies = await count(replies);
+  const nUsers = await count(users);
+  const before = await currentConversation();
+  const oldReply = before.messages[before.messages.length - 1].content;
+  const last = replies.nth(nReplies - 1);
+  const oldShown = await replyText(last);
+  check((await count(tid('regenerate'))) === 1 && (await count(within(last, 'regenerate'))) === 1, 'Regenerate is not offered on the last reply alone');
+  check((await count(tid('edit-question'))) === 1 && (await count(within(users.last(), 'edit-question'))) === 1, 'Edit is not offered on the last question alone');
+
+  await tid('regenerate').click();
+  await poll(async () => (await last.getAttribute('data-state')) === 'done' && (await replyText(last)) !== oldShown, 'a new reply in place of the old one', 30_000);
+  check((await count(replies)) === nReplies && (await count(users)) === nUsers, 'regenerating added turns instead of replacing the reply');
+  const regen = await poll(async () => {
+    const c = await bindOK('Conversation', before.id);
+    const r = c.messages[c.messages.length - 1];
+    return c.messages.length === before.messages.length && r.role === 'assistant' && r.content !== oldReply ? c : null;
+  }, 'the history to hold the new reply in place of the old one');
+  check(regen.messages[regen.messages.length - 2].content === before.messages[before.messages.length - 2].content, 'the question changed when its reply was regenerated');
+  await extraShot('regenerated');
+
+  const edited = 'And one about a silver kettle, please';
+  await tid('edit-question').click();
+  await tid('edit-input').fill(edited);
+  await tid('edit-send').click();
+  await poll(async () => (await text(users.last())).includes(edited) && (await replies.last().getAttribute('data-state')) === 'done', 'the edited question answered', 30_000);
+  check((await count(replies)) === nReplies && (await count(users)) === nUsers, 'editing added turns instead of replacing the exchange');
+  const after = await poll(async () => {
+    const c = await bindOK('Conversation', before.id);
+    return c.messages.length === before.messages.length && c.messages[c.messages.length - 2].content === edited ? c : null;
+  }, 'the history to hold the edited question in place of the old one');
+  check(after.messages[after.messages.length - 1].role === 'assistant' && after.messages[after.messages.length - 1].content.length > 0, 'the edited question has no kept reply');
+  const found = await bindOK('Conversations', 'copper teapot');
+  check(!found.some((c) => c.id === before.id), 'the replaced question is still found in History');
+  console.log(`  ${after.messages.length} messages kept, before and after`);
+});
+
+await step('max-reply-length', async () => {
+  await tab('chat');
+  await tid('new-chat').click();
+  check((await tid('reply-limit').inputValue()) === '', "New chat kept the last chat's reply limit");
+  await tid('reply-limit').fill('8');
+  const prompt = 'Describe every lighthouse on the coast, in detail';
+  let msg = await sendPrompt(prompt);
+  await waitState(msg, 'done');
+  check((await text(within(msg, 'gen-tokens'))) === '8 tokens', `the reply has ${await text(within(msg, 'gen-tokens'))}, want 8`);
+  const note = await text(within(msg, 'length-note'));
+  check(note === 'stopped at the 8-token limit', `the reply says "${note}", not that it stopped at the limit`);
+  const conv = await currentConversation();
+  const stats = conv.messages[conv.messages.length - 1].stats;
+  check(stats && stats.finishReason === 'length' && stats.genTokens === 8, `kept stats ${JSON.stringify(stats)}`);
+  await extraShot('chat-limit');
+
+  // The Settings' limit, where the chat sets none.
+  const saved = await bindOK('Settings');
+  check(saved.maxReplyTokens === 2048, `the default longest reply is ${saved.maxReplyTokens}, want 2048`);
+  await tab('settings');
+  await tid('setting-max-reply').fill('12');
+  await tid('settings-save').click();
+  await tid('settings-saved').waitFor();
+  await tab('chat');
+  await tid('new-chat').click();
+  check((await tid('reply-limit').getAttribute('placeholder')) === '12', `the chat's limit field does not show the Settings' 12`);
+  msg = await sendPrompt(prompt);
+  await waitState(msg, 'done');
+  const note2 = await text(within(msg, 'length-note'));
+  check(note2 === 'stopped at the 12-token limit', `with the Settings' limit the reply says "${note2}"`);
+  await tab('settings');
+  await tid('setting-max-reply').fill('2048');
+  await tid('settings-save').click();
+  await tid('settings-saved').waitFor();
+  check((await bindOK('Settings')).maxReplyTokens === 2048, 'the longest reply was not set back to 2048');
+  await tab('chat');
+  console.log(`  ${note}; ${note2}`);
+});
+
 await step('load-chat-model', async () => {
   await tab('models');
   await tid('local-models').waitFor();

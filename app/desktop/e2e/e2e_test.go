@@ -54,6 +54,7 @@ func TestAppE2E(t *testing.T) {
 	node := lookPath(t, "node")
 	npm := lookPath(t, "npm")
 	xvfbBin := lookPath(t, "Xvfb")
+	lookPath(t, "xwininfo") // the window's state on the display (x11-utils)
 	if _, err := os.Stat(chromium); err != nil {
 		t.Fatalf("Chromium is needed (apt-get install chromium, or set NIBBLE_E2E_CHROMIUM): %v", err)
 	}
@@ -110,11 +111,23 @@ func TestAppE2E(t *testing.T) {
 		}
 		writeJSON(w, map[string]any{"url": next.url, "graceful": old.graceful, "exit": exit})
 	})
+	// The script's "is the window still on screen": what the X server
+	// says of the app's window (a hidden one is unmapped).
+	var display string
+	mux.HandleFunc("GET /ctl/window", func(w http.ResponseWriter, r *http.Request) {
+		st, err := appWindow(display, "Nibble")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, st)
+	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	fx.writeCatalog(t, filepath.Join(work, "fixtures"), srv.URL)
 
 	x := startXvfb(t, xvfbBin)
+	display = x.display
 	h.env = append(h.env, "DISPLAY="+x.display)
 	// Registered after Xvfb's, so it runs first: the app goes before its
 	// display does, whatever happened.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 
 	"nibble/app/history"
 	"nibble/app/settings"
+	"nibble/engine"
 	"nibble/engine/chat"
 	"nibble/engine/scheduler"
 )
@@ -95,6 +97,11 @@ func (c *chatPart) closeHistory() error {
 // and the reply when it ends, so a crash loses at most the reply being
 // generated. Replies that end in an error are not kept.
 func (c *chatPart) send(req SendRequest) (SendResult, error) {
+	if req.ReplaceLast {
+		if n := len(req.Messages); n == 0 || req.Messages[n-1].Role != "user" {
+			return SendResult{}, errors.New("replacing the last exchange needs the question as the last message")
+		}
+	}
 	var docs *docPlan
 	if len(req.Documents) > 0 {
 		var err error
@@ -105,6 +112,11 @@ func (c *chatPart) send(req SendRequest) (SendResult, error) {
 	r, err := c.request(req)
 	if err != nil {
 		return SendResult{}, err
+	}
+	if req.ReplaceLast {
+		// A new draw: the settings' fixed seed would give a regenerated
+		// reply the old one's words again (unless sampling is greedy).
+		r.Params.Sample.Seed = rand.Uint64()
 	}
 	if !c.hasModel() { // before anything is kept
 		return SendResult{}, scheduler.ErrNoModel
@@ -121,21 +133,30 @@ func (c *chatPart) send(req SendRequest) (SendResult, error) {
 	c.reqs[id] = cancel
 	c.streams.Add(1)
 	c.mu.Unlock()
-	turn := c.recordTurn(req)
-	if docs != nil {
-		turn.sources = docs.sources
+	// A replacing turn is kept once its reply has started, so that a
+	// refused one leaves the exchange it would replace.
+	var turn turn
+	if !req.ReplaceLast {
+		turn = c.recordTurn(req)
 	}
-	events, err := c.submit(ctx, r) // the local scheduler or the remote model
+	events, err := c.start(ctx, &r)
 	if err != nil {
 		c.streams.Done()
 		c.forget(id)
 		c.dropTurn(turn)
 		return SendResult{}, err
 	}
+	if req.ReplaceLast {
+		turn = c.replaceTurn(req)
+	}
+	if docs != nil {
+		turn.sources = docs.sources
+	}
 	c.statusChanged()
+	limit := r.Params.MaxTokens
 	go func() {
 		defer c.streams.Done()
-		c.stream(id, turn, events)
+		c.stream(id, turn, limit, events)
 	}()
 	res := SendResult{ReplyID: id, ConversationID: turn.convID}
 	if docs != nil {
@@ -162,18 +183,34 @@ func (c *chatPart) request(req SendRequest) (scheduler.Request, error) {
 	if empty {
 		return r, errors.New("nothing to send: the message is empty")
 	}
+	if req.MaxTokens < NoReplyLimit {
+		return r, fmt.Errorf("reply limit %d: want %d (no limit), 0 (the settings' limit) or a number of tokens", req.MaxTokens, NoReplyLimit)
+	}
 	cfg := c.store.Get()
 	if cfg.SystemPrompt != "" && len(r.Messages) > 0 && r.Messages[0].Role != "system" {
 		r.Messages = append([]chat.Message{{Role: "system", Content: cfg.SystemPrompt}}, r.Messages...)
 	}
 	r.Params.Sample = cfg.Sampling.Params()
-	r.Params.MaxTokens = req.MaxTokens
+	r.Params.MaxTokens = replyLimit(req.MaxTokens, cfg.MaxReplyTokens)
 	isDemo := c.engine.isDemo()
 	// The cap is the demo model's: a remote model in use ends its turns.
 	if _, onRemote := c.remote.active(); isDemo && !onRemote && (r.Params.MaxTokens <= 0 || r.Params.MaxTokens > DemoMaxTokens) {
 		r.Params.MaxTokens = DemoMaxTokens
 	}
 	return r, nil
+}
+
+// replyLimit is the engine's MaxTokens (0: none) for a request that asks
+// for asked (SendRequest.MaxTokens) under the settings' limit.
+func replyLimit(asked, setting int) int {
+	switch {
+	case asked > 0:
+		return asked
+	case asked == NoReplyLimit:
+		return 0
+	default:
+		return setting
+	}
 }
 
 // hasModel says whether a chat has somewhere to go: a remote model is
@@ -193,6 +230,25 @@ func (c *chatPart) submit(ctx context.Context, r scheduler.Request) (<-chan sche
 		return c.remote.submit(ctx, ep, r)
 	}
 	return c.engine.engine().Submit(ctx, r)
+}
+
+// start submits r (c.submit). A reply limit past the room the prompt
+// leaves is dropped, since the context's end comes first and the reply may
+// run to it: the local scheduler says so exactly (ErrContextFull), while a
+// remote model's room is estimated before asking, as an endpoint refuses
+// such a request too.
+func (c *chatPart) start(ctx context.Context, r *scheduler.Request) (<-chan scheduler.Event, error) {
+	if _, onRemote := c.remote.active(); onRemote && r.Params.MaxTokens > 0 {
+		if n, budget, err := c.promptTokens(*r); err == nil && n+r.Params.MaxTokens > budget {
+			r.Params.MaxTokens = 0
+		}
+	}
+	events, err := c.submit(ctx, *r)
+	if errors.Is(err, engine.ErrContextFull) && r.Params.MaxTokens > 0 {
+		r.Params.MaxTokens = 0
+		events, err = c.submit(ctx, *r)
+	}
+	return events, err
 }
 
 // promptTokens counts r as the model chats go to would see it: with the
@@ -218,7 +274,7 @@ func (c *chatPart) promptTokens(r scheduler.Request) (n, budget int, err error) 
 // ends the reply with its final event (finish). A stream the scheduler
 // closed without one (a cancelled reply whose reader was slow) ends as
 // cancelled, with what had streamed.
-func (c *chatPart) stream(id string, turn turn, events <-chan scheduler.Event) {
+func (c *chatPart) stream(id string, turn turn, limit int, events <-chan scheduler.Event) {
 	defer c.forget(id)
 	var shown strings.Builder // what the window has been sent
 	final := false
@@ -233,19 +289,20 @@ func (c *chatPart) stream(id string, turn turn, events <-chan scheduler.Event) {
 			c.emit(EventProgress, Progress{ID: id, Prefilled: ev.Prefilled, PromptTokens: ev.PromptTokens})
 		case scheduler.Final:
 			final = true
-			c.finish(id, turn, ev.Result, shown.String())
+			c.finish(id, turn, limit, ev.Result, shown.String())
 		}
 	}
 	if !final {
-		c.finish(id, turn, nil, shown.String())
+		c.finish(id, turn, limit, nil, shown.String())
 	}
 }
 
 // finish ends reply id: its final event (finalOf, from the result, or a
-// cancellation when there is none) is kept in the history before it goes
-// out.
-func (c *chatPart) finish(id string, turn turn, r *scheduler.Result, shown string) {
+// cancellation when there is none, with the reply limit it ran under) is
+// kept in the history before it goes out.
+func (c *chatPart) finish(id string, turn turn, limit int, r *scheduler.Result, shown string) {
 	f := finalOf(id, r, shown)
+	f.MaxTokens = limit
 	c.recordReply(turn, f, shown)
 	c.forget(id) // before the event, so Status in its handler is not busy
 	c.emit(EventFinal, f)

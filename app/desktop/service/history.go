@@ -91,6 +91,26 @@ func (c *chatPart) recordTurn(req SendRequest) turn {
 	return t
 }
 
+// replaceTurn keeps a turn that replaces its conversation's last exchange
+// (SendRequest.ReplaceLast): the last question and its replies give way
+// to req's last message. Without a conversation, or when it was deleted
+// meanwhile, it is kept as recordTurn keeps a turn.
+func (c *chatPart) replaceTurn(req SendRequest) turn {
+	if c.hist == nil || req.ConversationID == 0 {
+		return c.recordTurn(req)
+	}
+	question := strings.ToValidUTF8(req.Messages[len(req.Messages)-1].Content, "\uFFFD")
+	if _, err := c.hist.ReplaceLastExchange(req.ConversationID, question); err != nil {
+		if errors.Is(err, history.ErrNotFound) {
+			return c.recordTurn(req)
+		}
+		c.historyFailed(err)
+		return turn{}
+	}
+	c.emit(EventHistory, HistoryChanged{ID: req.ConversationID})
+	return turn{convID: req.ConversationID}
+}
+
 func (c *chatPart) appendMessages(convID int64, msgs []Message) error {
 	for _, m := range msgs {
 		if _, err := c.hist.AppendMessage(convID, history.Message{Role: history.Role(m.Role),

@@ -369,8 +369,8 @@ func TestRemoteRequestNotCappedByDemo(t *testing.T) {
 	if f := rec.final(t); f.FinishReason != "stop" || f.Text != "ok" {
 		t.Fatalf("final = %+v", f)
 	}
-	if _, capped := body["max_tokens"]; capped || body["model"] != "m" || body["stream"] != true {
-		t.Errorf("request body = %v: want no max_tokens (the demo's cap), model m, streamed", body)
+	if max := body["max_tokens"]; max != float64(settings.DefaultMaxReplyTokens) || body["model"] != "m" || body["stream"] != true {
+		t.Errorf("request body = %v: want max_tokens the settings' limit (not the demo's cap), model m, streamed", body)
 	}
 	if temp, want := body["temperature"], float64(s.Settings().Sampling.Temperature); temp == nil || float32(temp.(float64)) != float32(want) {
 		t.Errorf("temperature %v, want the settings' %v", temp, want)

@@ -70,6 +70,10 @@ type Emitter func(name string, data any)
 // end a turn by themselves.
 const DemoMaxTokens = 160
 
+// NoReplyLimit, as SendRequest.MaxTokens, lets a reply run until the
+// model ends its turn or the context is full, whatever the settings say.
+const NoReplyLimit = -1
+
 // HistoryFile is the conversations' database inside the data folder.
 const HistoryFile = "history.db"
 

@@ -96,7 +96,16 @@ type SendRequest struct {
 	ConversationID int64     `json:"conversationId"`
 	Messages       []Message `json:"messages"`
 	Prompt         string    `json:"prompt,omitempty"`
-	MaxTokens      int       `json:"maxTokens,omitempty"` // 0: until the model ends its turn (the demo model: DemoMaxTokens)
+	// MaxTokens limits the reply: 0 takes the settings' maxReplyTokens,
+	// NoReplyLimit lets it run until the model ends its turn or the
+	// context is full. The demo model stops at DemoMaxTokens whatever
+	// is asked.
+	MaxTokens int `json:"maxTokens,omitempty"`
+	// ReplaceLast: this turn replaces the conversation's last exchange
+	// (its last question and the replies after it) in the history: a
+	// reply regenerated, or the last question edited. Messages end with
+	// the question, as sent again or edited.
+	ReplaceLast bool `json:"replaceLast,omitempty"`
 	// Documents are attached documents (AttachDocumentFile's ids) the last
 	// user message asks about: they go into a system message, whole or by
 	// their most relevant passages (documents.go).
@@ -134,6 +143,9 @@ type Final struct {
 	TTFTMs           float64 `json:"ttftMs"`
 	PrefillTokPerSec float64 `json:"prefillTokPerSec"`
 	DecodeTokPerSec  float64 `json:"decodeTokPerSec"`
+	// MaxTokens is the reply limit it ran under (0: none). A reply that
+	// ends with "length" short of it ran out of context.
+	MaxTokens int `json:"maxTokens,omitempty"`
 }
 
 // finalOf is the final event of reply id, the one place it is built:

@@ -1,8 +1,11 @@
-// Copying text: the Clipboard API where the page may use it, else the
-// older execCommand through a hidden textarea (WebKitGTK without a secure
-// context, for one).
+// Copying text: the app's clipboard (Wails) in the app, else the Clipboard
+// API where the page may use it, else the older execCommand through a
+// hidden textarea (WebKitGTK without a secure context, for one).
+
+import { setClipboardText } from './engine';
 
 export async function copyText(text: string): Promise<void> {
+  if (await setClipboardText(text)) return;
   if (navigator.clipboard?.writeText) {
     try {
       await navigator.clipboard.writeText(text);

@@ -6,7 +6,7 @@
 
 import * as App from './wailsjs/go/desktop/App';
 import { service, settings } from './wailsjs/go/models';
-import { BrowserOpenURL, ClipboardGetText, EventsOn, OnFileDrop, OnFileDropOff } from './wailsjs/runtime/runtime';
+import { BrowserOpenURL, ClipboardGetText, ClipboardSetText, EventsOn, OnFileDrop, OnFileDropOff } from './wailsjs/runtime/runtime';
 import type {
   Autotest,
   CatalogEntry,
@@ -69,8 +69,15 @@ async function call<T>(f: () => Promise<T>): Promise<T> {
 
 // ---- the engine and chat
 export const status = (): Promise<Status> => call(() => App.Status());
-export const send = (messages: Message[], maxTokens = 0, conversationId = 0, documents: string[] = []): Promise<SendResult> =>
-  call(() => App.Send(service.SendRequest.createFrom({ messages, maxTokens, conversationId, documents })));
+/** noReplyLimit, as send's maxTokens, lets the reply run to the end of the context (0: the settings' limit). */
+export const noReplyLimit = -1;
+/**
+ * send starts a reply to messages. With replaceLast, the conversation's
+ * last exchange in the history gives way to this one (a regenerated reply,
+ * an edited question).
+ */
+export const send = (messages: Message[], maxTokens = 0, conversationId = 0, documents: string[] = [], replaceLast = false): Promise<SendResult> =>
+  call(() => App.Send(service.SendRequest.createFrom({ messages, maxTokens, conversationId, documents, replaceLast })));
 export const stop = (id: string): Promise<void> => call(() => App.Stop(id));
 export const autotest = (): Promise<Autotest> => call(() => App.Autotest());
 
@@ -139,6 +146,19 @@ export async function clipboardText(): Promise<string> {
   }
 }
 
+/**
+ * setClipboardText puts text on the app's clipboard (Wails); false when
+ * there is none (a browser) or it refused, for the caller to try the page's.
+ */
+export async function setClipboardText(text: string): Promise<boolean> {
+  if (!runtimeHas('ClipboardSetText')) return false;
+  try {
+    return await ClipboardSetText(text);
+  } catch {
+    return false;
+  }
+}
+
 // ---- documents attached to the chat
 export const attachDocumentFile = (path: string): Promise<DocumentInfo> => call(() => App.AttachDocumentFile(path));
 export const attachDocumentData = (name: string, dataBase64: string): Promise<DocumentInfo> =>
@@ -162,6 +182,8 @@ export const updateSettings = (s: Settings): Promise<Settings> =>
   call(() => App.UpdateSettings(settings.Settings.createFrom(s)));
 export const diagnostics = (): Promise<Diagnostics> => call(() => App.Diagnostics());
 export const hideWindow = (): Promise<void> => call(() => App.HideWindow());
+/** canHideWindow: a menu-bar item can show the window again once hidden (macOS); without one Escape keeps it. */
+export const canHideWindow = (): Promise<boolean> => call(() => App.CanHideWindow());
 
 /** openURL opens a link in the user's browser, not in the popover. */
 export function openURL(url: string): void {

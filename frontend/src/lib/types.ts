@@ -92,6 +92,8 @@ export interface Final {
   ttftMs: number;
   prefillTokPerSec: number;
   decodeTokPerSec: number;
+  /** The reply limit it ran under (0 or absent: none). */
+  maxTokens?: number;
 }
 
 /** history:changed: conversation id was created, appended to or deleted. */

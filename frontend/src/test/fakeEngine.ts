@@ -61,6 +61,7 @@ export function fakeEngine(): typeof Engine {
     updateSettings: vi.fn(),
     diagnostics: vi.fn(),
     hideWindow: vi.fn(async () => {}),
+    canHideWindow: vi.fn(async () => false),
     remoteEndpoints: vi.fn(async () => []),
     remoteModels: vi.fn(),
     saveRemoteEndpoint: vi.fn(),
@@ -70,6 +71,8 @@ export function fakeEngine(): typeof Engine {
     hotkeyStatus: vi.fn(async () => ({ supported: false, hotkey: '' })),
     serverStatus: vi.fn(async () => ({ enabled: false, running: false })),
     clipboardText: vi.fn(async () => ''),
+    setClipboardText: vi.fn(async () => false),
+    noReplyLimit: -1,
     openURL: vi.fn(),
     on: vi.fn((name: string, h: Handler) => {
       const set = handlers.get(name) ?? new Set<Handler>();
@@ -123,6 +126,7 @@ export function settings(over: Partial<Settings> = {}): Settings {
     activeRemote: '',
     documentMaxBytes: 64 * 2 ** 20,
     whenContextDoesNotFit: 'refuse',
+    maxReplyTokens: 2048,
     ...over,
   };
 }

@@ -90,6 +90,27 @@ describe('settings', () => {
     expect(input('setting-document-limit').getAttribute('aria-invalid')).toBe('true');
   });
 
+  it('shows and saves the longest reply; 0 is no limit, a fraction is refused', async () => {
+    update.mockImplementation(async (s) => s);
+    await open();
+    expect(input('setting-max-reply').value).toBe('2048');
+    await fireEvent.input(input('setting-max-reply'), { target: { value: '512' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    await vi.waitFor(() => expect(update).toHaveBeenCalled());
+    expect(update.mock.calls[0]?.[0].maxReplyTokens).toBe(512);
+    update.mockClear();
+    await fireEvent.input(input('setting-max-reply'), { target: { value: '0' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    await vi.waitFor(() => expect(update).toHaveBeenCalled());
+    expect(update.mock.calls[0]?.[0].maxReplyTokens).toBe(0);
+    update.mockClear();
+    await fireEvent.input(input('setting-max-reply'), { target: { value: '10.5' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    expect(update).not.toHaveBeenCalled();
+    expect(input('setting-max-reply').getAttribute('aria-invalid')).toBe('true');
+    expect(screen.getByTestId('settings-error').textContent).toContain('maxReplyTokens: 10.5 is not a whole number of tokens');
+  });
+
   it('shows the errors UpdateSettings names, by field', async () => {
     update.mockRejectedValueOnce(new Error('sampling.temperature: -3 is out of range: want 0 to 5 (0 = greedy)\ncontextTokens: 100 is out of range: want 512 to 1048576'));
     await open();

@@ -31,6 +31,22 @@ type Pending = { kind: 'delta'; data: Delta } | { kind: 'progress'; data: Progre
 export const emptyPromptError = 'Type a message first: the prompt is empty.';
 /** The prompt-error text while an attached document is still being read (the question is kept). */
 export const readingPromptError = 'A document is still being read: send your question when its chip says how it fits.';
+/** The prompt-error text for a reply limit that is not a number of tokens. */
+export const replyLimitError = 'The reply limit is a whole number of tokens: leave it empty for the Settings\' limit, or 0 for no limit.';
+
+/**
+ * replyLimit reads the chat's reply-limit field: "" is the settings'
+ * limit (0 to send), "0" no limit, else a number of tokens; null when it
+ * is none of these.
+ */
+export function replyLimit(text: string): number | null {
+  const t = text.trim();
+  if (t === '') return 0;
+  if (!/^\d+$/.test(t)) return null;
+  const n = Number(t);
+  if (!Number.isSafeInteger(n)) return null;
+  return n === 0 ? engine.noReplyLimit : n;
+}
 
 export class Chat {
   turns = $state<Turn[]>([]);
@@ -43,6 +59,8 @@ export class Chat {
   conversationId = $state(0);
   /** The conversation's title when restored from the history. */
   title = $state('');
+  /** This chat's reply limit as typed (replyLimit reads it): "" is the settings' limit. */
+  replyLimitText = $state('');
 
   #key = 0;
   // Events can beat Send's answer: they are held until the id is known,
@@ -84,22 +102,73 @@ export class Chat {
     if (text.trim() !== '') this.promptError = null;
   }
 
-  async submit(): Promise<void> {
-    const text = this.draft.trim();
-    if (this.streaming) return;
+  /** setReplyLimit is typing in the reply-limit field: it clears the prompt error it may have caused. */
+  setReplyLimit(text: string): void {
+    this.replyLimitText = text;
+    if (replyLimit(text) !== null && this.promptError === replyLimitError) this.promptError = null;
+  }
+
+  /** #ready says why a question cannot go now (and shows it), else clears the errors. */
+  #ready(text: string): boolean {
+    if (this.streaming) return false;
     if (text === '') {
       this.promptError = emptyPromptError;
-      return;
+      return false;
     }
     if (documents.reading) {
       this.promptError = readingPromptError;
-      return;
+      return false;
+    }
+    if (replyLimit(this.replyLimitText) === null) {
+      this.promptError = replyLimitError;
+      return false;
     }
     this.error = null;
     this.promptError = null;
+    return true;
+  }
+
+  async submit(): Promise<void> {
+    const text = this.draft.trim();
+    if (!this.#ready(text)) return;
     this.draft = '';
-    this.#stopAsked = false;
     this.turns.push({ key: ++this.#key, role: 'user', content: text, state: 'done', deltas: 0 });
+    await this.#reply(false);
+  }
+
+  /** #lastQuestion is the index of the last user turn (-1: none). */
+  #lastQuestion(): number {
+    for (let i = this.turns.length - 1; i >= 0; i--) if (this.turns[i]?.role === 'user') return i;
+    return -1;
+  }
+
+  /** canRegenerate: the last exchange has ended, so its reply can be asked for again or its question edited. */
+  get canRegenerate(): boolean {
+    return !this.streaming && this.#lastQuestion() >= 0;
+  }
+
+  /** regenerate asks the last question again; the new reply replaces the old one, here and in the history. */
+  async regenerate(): Promise<void> {
+    const i = this.#lastQuestion();
+    const question = this.turns[i];
+    if (!question || !this.#ready(question.content)) return;
+    this.turns = this.turns.slice(0, i + 1);
+    await this.#reply(true);
+  }
+
+  /** editLast sends text in place of the last question; the old exchange gives way to the new one. */
+  async editLast(text: string): Promise<void> {
+    const edited = text.trim();
+    const i = this.#lastQuestion();
+    if (i < 0 || !this.#ready(edited)) return;
+    this.turns = this.turns.slice(0, i);
+    this.turns.push({ key: ++this.#key, role: 'user', content: edited, state: 'done', deltas: 0 });
+    await this.#reply(true);
+  }
+
+  /** #reply asks for a reply to the turns so far (their last is the question); replaceLast: in place of the kept last exchange. */
+  async #reply(replaceLast: boolean): Promise<void> {
+    this.#stopAsked = false;
     const messages = this.#history();
     this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting', deltas: 0 });
     // The proxy the store hands out, so changes below are seen.
@@ -108,7 +177,7 @@ export class Chat {
     const session = this.#session;
     this.#inflight++;
     try {
-      const r = await engine.send(messages, 0, this.conversationId, documents.ids);
+      const r = await engine.send(messages, replyLimit(this.replyLimitText) ?? 0, this.conversationId, documents.ids, replaceLast);
       reply.id = r.replyId;
       if (r.sources?.length) reply.sources = r.sources;
       if (r.documents?.length) reply.uses = r.documents;
@@ -171,6 +240,7 @@ export class Chat {
     this.turns = [];
     this.conversationId = 0;
     this.title = '';
+    this.replyLimitText = '';
     this.error = null;
     this.promptError = null;
     this.#early.clear();

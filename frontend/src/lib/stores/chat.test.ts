@@ -2,7 +2,7 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 import * as engine from '../engine';
 import { deferred, emit } from '../../test/fakeEngine';
 import type { Final, SendResult } from '../types';
-import { Chat, emptyPromptError, readingPromptError } from './chat.svelte';
+import { Chat, emptyPromptError, readingPromptError, replyLimit, replyLimitError } from './chat.svelte';
 import { documents } from './documents.svelte';
 
 vi.mock('../engine', async () => (await import('../../test/fakeEngine')).fakeEngine());
@@ -53,7 +53,7 @@ describe('chat store', () => {
       documents.items = [{ ...reading, state: 'ready' }];
       send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 1 });
       await ask('What does it say?');
-      expect(send).toHaveBeenCalledWith([{ role: 'user', content: 'What does it say?' }], 0, 0, ['d1']);
+      expect(send).toHaveBeenCalledWith([{ role: 'user', content: 'What does it say?' }], 0, 0, ['d1'], false);
       expect(chat.promptError).toBeNull();
     } finally {
       documents.items = [];
@@ -99,7 +99,7 @@ describe('chat store', () => {
   it('sends the conversation id of the previous answer, and New chat starts over', async () => {
     send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 7 });
     await ask('First');
-    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'First' }], 0, 0, []);
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'First' }], 0, 0, [], false);
     emit('chat:delta', { id: 'r1', text: 'One' });
     emit('chat:final', final('r1', { text: 'One' }));
     expect(chat.conversationId).toBe(7);
@@ -115,6 +115,7 @@ describe('chat store', () => {
       0,
       7,
       [],
+      false,
     );
     emit('chat:final', final('r2', { text: 'Two' }));
 
@@ -123,7 +124,7 @@ describe('chat store', () => {
     expect(chat.conversationId).toBe(0);
     send.mockResolvedValueOnce({ replyId: 'r3', conversationId: 8 });
     await ask('Third');
-    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Third' }], 0, 0, []);
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Third' }], 0, 0, [], false);
     expect(chat.conversationId).toBe(8);
   });
 
@@ -179,6 +180,7 @@ describe('chat store', () => {
       0,
       0,
       [],
+      false,
     );
   });
 
@@ -233,6 +235,110 @@ describe('chat store', () => {
       0,
       12,
       [],
+      false,
     );
+  });
+
+  it('regenerates the last reply in place of the old one', async () => {
+    send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 4 });
+    await ask('First');
+    emit('chat:final', final('r1', { text: 'One' }));
+    send.mockResolvedValueOnce({ replyId: 'r2', conversationId: 4 });
+    await ask('Second');
+    expect(chat.canRegenerate).toBe(false); // the reply runs
+    emit('chat:final', final('r2', { text: 'Two' }));
+    expect(chat.canRegenerate).toBe(true);
+
+    send.mockResolvedValueOnce({ replyId: 'r3', conversationId: 4 });
+    await chat.regenerate();
+    expect(send).toHaveBeenLastCalledWith(
+      [
+        { role: 'user', content: 'First' },
+        { role: 'assistant', content: 'One' },
+        { role: 'user', content: 'Second' },
+      ],
+      0,
+      4,
+      [],
+      true,
+    );
+    expect(chat.turns.map((t) => [t.role, t.content, t.state])).toEqual([
+      ['user', 'First', 'done'],
+      ['assistant', 'One', 'done'],
+      ['user', 'Second', 'done'],
+      ['assistant', '', 'waiting'],
+    ]);
+    emit('chat:final', final('r3', { text: 'Two again' }));
+    expect(chat.turns[3]?.content).toBe('Two again');
+  });
+
+  it('regenerates a reply that failed', async () => {
+    send.mockRejectedValueOnce(new Error('the engine is busy'));
+    await ask('Hi');
+    expect(chat.canRegenerate).toBe(true);
+    send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 2 });
+    await chat.regenerate();
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Hi' }], 0, 0, [], true);
+    expect(chat.turns.map((t) => [t.role, t.state])).toEqual([
+      ['user', 'done'],
+      ['assistant', 'waiting'],
+    ]);
+  });
+
+  it('sends an edited last question in place of the old exchange', async () => {
+    send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 9 });
+    await ask('Frist');
+    emit('chat:final', final('r1', { text: 'Huh?' }));
+    send.mockResolvedValueOnce({ replyId: 'r2', conversationId: 9 });
+    await chat.editLast('  First?  ');
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'First?' }], 0, 9, [], true);
+    expect(chat.turns.map((t) => [t.role, t.content])).toEqual([
+      ['user', 'First?'],
+      ['assistant', ''],
+    ]);
+    // An empty edit is refused and changes nothing.
+    emit('chat:final', final('r2', { text: 'Yes.' }));
+    await chat.editLast('   ');
+    expect(chat.promptError).toBe(emptyPromptError);
+    expect(send).toHaveBeenCalledTimes(2);
+    expect(chat.turns.map((t) => t.content)).toEqual(['First?', 'Yes.']);
+  });
+
+  it("sends the chat's reply limit, and New chat forgets it", async () => {
+    chat.setReplyLimit('12');
+    send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 1 });
+    await ask('Short, please');
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Short, please' }], 12, 0, [], false);
+    emit('chat:final', final('r1', { text: 'Ok', finishReason: 'length', genTokens: 12, maxTokens: 12 }));
+
+    chat.setReplyLimit('0'); // no limit
+    send.mockResolvedValueOnce({ replyId: 'r2', conversationId: 1 });
+    await chat.regenerate();
+    expect(send.mock.lastCall?.[1]).toBe(engine.noReplyLimit);
+
+    chat.setReplyLimit('lots');
+    emit('chat:final', final('r2', { text: 'Ok' }));
+    await ask('More');
+    expect(chat.promptError).toBe(replyLimitError);
+    expect(chat.draft).toBe('More');
+    expect(send).toHaveBeenCalledTimes(2);
+    chat.setReplyLimit('64');
+    expect(chat.promptError).toBeNull();
+
+    chat.newChat();
+    expect(chat.replyLimitText).toBe('');
+    send.mockResolvedValueOnce({ replyId: 'r3', conversationId: 2 });
+    await ask('Fresh');
+    expect(send.mock.lastCall?.[1]).toBe(0); // the Settings' limit
+  });
+});
+
+describe('replyLimit', () => {
+  it('reads the field: empty is the Settings, 0 is none, else tokens', () => {
+    expect(replyLimit('')).toBe(0);
+    expect(replyLimit('  ')).toBe(0);
+    expect(replyLimit('0')).toBe(engine.noReplyLimit);
+    expect(replyLimit(' 256 ')).toBe(256);
+    for (const bad of ['-5', '1.5', '1e3', 'ten', '99999999999999999999']) expect(replyLimit(bad)).toBeNull();
   });
 });

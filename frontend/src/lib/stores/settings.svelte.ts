@@ -21,6 +21,8 @@ export interface Form {
   /** The largest document file, in MiB. */
   documentMiB: string;
   whenTooLong: WhenTooLong;
+  /** The longest reply, in tokens (0 = no limit). */
+  maxReply: string;
 }
 
 /** The JSON fields of settings.Settings each form field sets. */
@@ -33,6 +35,7 @@ export const fieldNames: Record<keyof Form, string> = {
   theme: 'theme',
   documentMiB: 'documentMaxBytes',
   whenTooLong: 'whenContextDoesNotFit',
+  maxReply: 'maxReplyTokens',
 };
 
 const GiB = 2 ** 30;
@@ -61,7 +64,7 @@ export function applyTheme(theme: string): void {
 export class Settings {
   /** What the Go side has in force. */
   saved = $state<SettingsData | null>(null);
-  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system', documentMiB: '64', whenTooLong: 'refuse' });
+  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system', documentMiB: '64', whenTooLong: 'refuse', maxReply: '2048' });
   loadError = $state<string | null>(null);
   /** Every line of the last refusal, else empty. */
   errors = $state<string[]>([]);
@@ -91,6 +94,7 @@ export class Settings {
       theme: (s.theme || 'system') as Theme,
       documentMiB: miB(s.documentMaxBytes || defaultDocumentBytes),
       whenTooLong: s.whenContextDoesNotFit === 'evict' ? 'evict' : 'refuse',
+      maxReply: String(s.maxReplyTokens ?? 0),
     };
     applyTheme(s.theme);
   }
@@ -116,6 +120,9 @@ export class Settings {
     if (!bad.memoryGiB && gib < 0) bad.memoryGiB = `${fieldNames.memoryGiB}: ${f.memoryGiB} GiB is negative (0 = automatic)`;
     const docMiB = num('documentMiB', f.documentMiB);
     if (!bad.documentMiB && !(docMiB > 0)) bad.documentMiB = `${fieldNames.documentMiB}: ${f.documentMiB} MiB: want more than 0`;
+    const maxReply = num('maxReply', f.maxReply);
+    if (!bad.maxReply && !(Number.isInteger(maxReply) && maxReply >= 0))
+      bad.maxReply = `${fieldNames.maxReply}: ${f.maxReply} is not a whole number of tokens (0 = no limit)`;
     if (Object.keys(bad).length > 0) return { bad };
     // An untouched limit keeps its exact bytes (the field shows it rounded).
     const limit = f.memoryGiB === giB(base.memoryLimit ?? 0) ? base.memoryLimit : Math.round(gib * GiB);
@@ -130,6 +137,7 @@ export class Settings {
         memoryLimit: limit,
         theme: f.theme,
         whenContextDoesNotFit: f.whenTooLong,
+        maxReplyTokens: maxReply,
         // An untouched limit keeps its exact bytes, as the memory limit does.
         documentMaxBytes:
           f.documentMiB === miB(base.documentMaxBytes || defaultDocumentBytes) ? base.documentMaxBytes : Math.round(docMiB * MiB),

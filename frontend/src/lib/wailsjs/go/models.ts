@@ -970,6 +970,7 @@ export namespace service {
 	    messages: Message[];
 	    prompt?: string;
 	    maxTokens?: number;
+	    replaceLast?: boolean;
 	    documents?: string[];
 	
 	    static createFrom(source: any = {}) {
@@ -982,6 +983,7 @@ export namespace service {
 	        this.messages = this.convertValues(source["messages"], Message);
 	        this.prompt = source["prompt"];
 	        this.maxTokens = source["maxTokens"];
+	        this.replaceLast = source["replaceLast"];
 	        this.documents = source["documents"];
 	    }
 	
@@ -1214,6 +1216,7 @@ export namespace settings {
 	    documentMaxBytes: number;
 	    whenContextDoesNotFit: string;
 	    promptTemplates?: Record<string, PromptTemplate>;
+	    maxReplyTokens: number;
 	
 	    static createFrom(source: any = {}) {
 	        return new Settings(source);
@@ -1241,6 +1244,7 @@ export namespace settings {
 	        this.documentMaxBytes = source["documentMaxBytes"];
 	        this.whenContextDoesNotFit = source["whenContextDoesNotFit"];
 	        this.promptTemplates = this.convertValues(source["promptTemplates"], PromptTemplate, true);
+	        this.maxReplyTokens = source["maxReplyTokens"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {

@@ -14,6 +14,8 @@ export function AttachDocumentFile(arg1:string):Promise<service.DocumentInfo>;
 
 export function Autotest():Promise<desktop.Autotest>;
 
+export function CanHideWindow():Promise<boolean>;
+
 export function CancelDownload(arg1:string,arg2:string):Promise<void>;
 
 export function Catalog():Promise<Array<service.CatalogEntry>>;

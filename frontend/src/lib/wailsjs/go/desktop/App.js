@@ -22,6 +22,10 @@ export function Autotest() {
   return window['go']['desktop']['App']['Autotest']();
 }
 
+export function CanHideWindow() {
+  return window['go']['desktop']['App']['CanHideWindow']();
+}
+
 export function CancelDownload(arg1, arg2) {
   return window['go']['desktop']['App']['CancelDownload'](arg1, arg2);
 }
