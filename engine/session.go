@@ -411,6 +411,7 @@ func (m *stopMatcher) flush() string {
 // backend b, against o.Budget or, when nil, the machine's budget probed now.
 // A configuration that will not fit returns *estimate.NotFitError.
 func Estimate(m *Model, b backend.Backend, o Options) (*estimate.Estimate, estimate.Budget, error) {
+	asked := o
 	o = o.withDefaults(m.HP)
 	var budget estimate.Budget
 	if o.Budget != nil {
@@ -426,7 +427,10 @@ func Estimate(m *Model, b backend.Backend, o Options) (*estimate.Estimate, estim
 	if err != nil {
 		return nil, budget, err
 	}
-	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, KVResidual: o.resolveResidual().KVResidual, Batch: o.Batch, Backend: b.Name(), Evict: o.Evict}
+	// The batch and residual window as asked (0: the defaults, which the
+	// estimator resolves as the session does), so the advice's other
+	// contexts and KV types get their own defaults.
+	eo := estimate.Options{Ctx: o.Ctx, KV: o.KV, KVGroup: o.KVGroup, KVResidual: asked.KVResidual, Batch: asked.Batch, Backend: b.Name(), Evict: o.Evict}
 	if t, ok := b.(interface{ Threads() int }); ok {
 		eo.Threads = t.Threads()
 	}

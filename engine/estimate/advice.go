@@ -14,15 +14,24 @@ const minUsefulCtx = 256
 // Advise lists concrete changes that make d fit (or leave headroom when it
 // is tight): a smaller --ctx, a more compact KV type, a smaller
 // quantization, and on macOS the exact iogpu.wired_limit_mb to set. Empty
-// when the configuration fits comfortably.
+// when the configuration fits comfortably. It is Assess's advice, with
+// the largest contexts uncapped.
 func Advise(d Desc, o Options, b Budget) ([]string, error) {
-	e, err := Evaluate(d, o, b.Bytes)
+	f, err := Assess(d, o, b, 0)
 	if err != nil {
 		return nil, err
 	}
+	return f.Advice, nil
+}
+
+// advise words the advice for f, the fit of d under o (o as the caller
+// gave it, before defaults): every largest context it names is one of f's.
+func advise(d Desc, o Options, b Budget, f *Fit, ctxCap int) []string {
+	e := f.Estimate
 	if e.Verdict != WillNotFit && e.Verdict != Tight {
-		return nil, nil
+		return nil
 	}
+	asked := o
 	o = o.withDefaults(d.HParams)
 	var adv []string
 	add := func(format string, args ...any) { adv = append(adv, fmt.Sprintf(format, args...)) }
@@ -34,11 +43,11 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 
 	// A smaller context with the same KV type.
 	if e.Verdict == WillNotFit && e.MaxCtx >= minUsefulCtx {
-		add("use a smaller context: %s is the largest that fits with %s KV (total %s of %s)", ctxFlag(e.MaxCtx, d.HParams), o.KV, Human(totalAt(d, o, e.MaxCtx)), Human(b.Bytes))
+		add("use a smaller context: %s is the largest that fits with %s KV (total %s of %s)", ctxFlag(e.MaxCtx, d.HParams), o.KV, Human(totalAt(d, asked, e.MaxCtx)), Human(b.Bytes))
 	}
 	if e.Verdict == Tight {
 		lim := int64(TightFraction * float64(b.Bytes))
-		if c := MaxContext(d, o, lim); c >= minUsefulCtx {
+		if c := capContext(MaxContext(d, asked, lim), ctxCap); c >= minUsefulCtx && c < e.Ctx {
 			add("it fits but uses %.0f%% of the budget; %s stays under %.0f%% with %s KV", 100*float64(e.Total)/float64(b.Bytes), ctxFlag(c, d.HParams), 100*TightFraction, o.KV)
 		}
 	}
@@ -48,24 +57,29 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 		if kv.BytesPerTokenHead(t, d.HParams.HeadDim, o.KVGroup) >= kv.BytesPerTokenHead(o.KV, d.HParams.HeadDim, o.KVGroup) {
 			continue
 		}
-		o2 := o
-		o2.KV = t
-		e2, err := Evaluate(d, o2, b.Bytes)
-		if err != nil {
+		l, ok := f.Limit(t)
+		if !ok {
 			continue // e.g. head dim not a multiple of the group
 		}
+		o2 := asked
+		o2.KV = t
+		e2, err := Compute(d, o2)
+		if err != nil {
+			continue
+		}
+		v2 := grade(e2.Total, b.Bytes)
 		switch {
-		case e2.Verdict == Fits || (e2.Verdict == Tight && e.Verdict == WillNotFit):
+		case v2 == Fits || (v2 == Tight && e.Verdict == WillNotFit):
 			add("store the KV cache as %s: --kv %s needs %s of KV at --ctx %d (total %s: %s); its largest context is %s",
-				t, t, Human(e2.KV), o.Ctx, Human(e2.Total), e2.Verdict, ctxFlag(e2.MaxCtx, d.HParams))
-		case e2.MaxCtx >= minUsefulCtx && e2.MaxCtx > e.MaxCtx:
-			add("with --kv %s the largest context that fits is %s", t, ctxFlag(e2.MaxCtx, d.HParams))
+				t, t, Human(e2.KV), o.Ctx, Human(e2.Total), v2, ctxFlag(l.MaxCtx, d.HParams))
+		case l.MaxCtx >= minUsefulCtx && l.MaxCtx > e.MaxCtx:
+			add("with --kv %s the largest context that fits is %s", t, ctxFlag(l.MaxCtx, d.HParams))
 		}
 	}
 
 	// Eviction: keep the whole context's positions but only a budget's KV.
 	if e.Verdict == WillNotFit && o.Evict.Policy == kv.EvictNone && d.HParams.Window == 0 {
-		if budget, e2 := MaxEvictBudget(d, o, b.Bytes); budget > 0 {
+		if budget, e2 := MaxEvictBudget(d, asked, b.Bytes); budget > 0 {
 			add("keep the most useful tokens instead: --evict h2o:%d holds %d of the %d positions (attention sinks, the tokens attention weighted most and the recent ones; %s of KV, total %s)",
 				budget, budget, o.Ctx, Human(e2.KV), Human(e2.Total))
 		}
@@ -73,9 +87,9 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 
 	// A smaller quantization: with the requested KV type, or, when no
 	// change of context or KV type alone helps, together with q4 KV.
-	s := smallerQuant(d, o, b.Bytes)
+	s := smallerQuant(d, asked, b.Bytes)
 	if s == "" && len(adv) == 0 || s == "" && fixed >= b.Bytes {
-		o2 := o
+		o2 := asked
 		o2.KV = kv.Q4
 		s = smallerQuant(d, o2, b.Bytes)
 	}
@@ -92,7 +106,7 @@ func Advise(d Desc, o Options, b Budget) ([]string, error) {
 		}
 	}
 	adv = append(adv, wiredAdvice(e, b)...)
-	return adv, nil
+	return adv
 }
 
 // MaxEvictBudget is the largest H2O budget, at least minUsefulCtx and
@@ -202,8 +216,8 @@ func smallerQuant(d Desc, o Options, budget int64) string {
 	for _, c := range cands { // largest first: the catalog and the table are ordered that way
 		d2 := d
 		d2.WeightsBytes = c.bytes
-		e, err := Evaluate(d2, o, budget)
-		if err != nil || e.Verdict == WillNotFit {
+		e, err := Compute(d2, o)
+		if err != nil || e.Total > budget {
 			continue
 		}
 		size := Human(c.bytes)
@@ -215,7 +229,7 @@ func smallerQuant(d Desc, o Options, budget int64) string {
 			where = ", " + c.where
 		}
 		return fmt.Sprintf("use a smaller quantization: %s (%s%s) fits at --ctx %d with --kv %s (total %s: %s)",
-			c.name, size, where, o.Ctx, o.KV, Human(e.Total), e.Verdict)
+			c.name, size, where, e.Ctx, e.KVType, Human(e.Total), grade(e.Total, budget))
 	}
 	return ""
 }

@@ -20,25 +20,29 @@ type Report struct {
 
 // NewReport evaluates every KV type. The advice is Advise for the requested
 // type, plus the largest context for each other type that does not fit.
+// Each type's options are o with the type replaced before defaults, as
+// Assess has them, so each column's largest context is the advice's.
 func NewReport(d Desc, o Options, b Budget) (*Report, error) {
-	o = o.withDefaults(d.HParams)
-	r := &Report{Desc: d, Opts: o, Budget: b}
-	for _, t := range kv.Types {
-		ot := o
-		ot.KV = t
-		e, err := Evaluate(d, ot, b.Bytes)
-		if err != nil && t == o.KV {
-			return nil, err
-		}
-		r.Types = append(r.Types, e)
-	}
-	adv, err := Advise(d, o, b)
+	f, err := Assess(d, o, b, 0)
 	if err != nil {
 		return nil, err
 	}
-	r.Advice = adv
+	r := &Report{Desc: d, Opts: o.withDefaults(d.HParams), Budget: b, Advice: f.Advice}
+	for _, t := range kv.Types {
+		ot := o
+		ot.KV = t
+		e, err := Compute(d, ot)
+		if err != nil {
+			r.Types = append(r.Types, nil)
+			continue
+		}
+		if l, ok := f.Limit(t); ok && b.Bytes > 0 {
+			e.Budget, e.Verdict, e.MaxCtx = b.Bytes, grade(e.Total, b.Bytes), l.MaxCtx
+		}
+		r.Types = append(r.Types, e)
+	}
 	for _, e := range r.Types {
-		if e == nil || e.KVType == o.KV || e.Verdict != WillNotFit {
+		if e == nil || e.KVType == r.Opts.KV || e.Verdict != WillNotFit {
 			continue
 		}
 		if e.MaxCtx >= minUsefulCtx {

@@ -250,6 +250,34 @@ async function step(name, fn, timeoutMs = 60_000) {
 
 const state = {}; // what later steps need from earlier ones
 
+/** setMemoryLimitMiB types a memory limit in MiB in Settings, saves it and returns the bytes saved. */
+async function setMemoryLimitMiB(mib) {
+  await tab('settings');
+  await tid('settings-form').waitFor();
+  await tid('setting-memory-unit').selectOption('MiB');
+  await tid('setting-memory-limit').fill(String(mib));
+  await tid('settings-save').click();
+  await tid('settings-saved').waitFor();
+  return (await bindOK('Settings')).memoryLimit;
+}
+
+/** adviceMaxima are the largest contexts the panel's advice names, by KV type, as the service words them. */
+function adviceMaxima(advice) {
+  const ways = [
+    [/([\d,]+) tokens(?: \([^)]*\))? is the largest that fits with (q4|q8|f16) KV/, 1, 2],
+    [/with (q4|q8|f16) KV the largest context that fits is ([\d,]+) tokens/i, 2, 1],
+    [/store the KV cache as (q4|q8|f16):.* its largest context is ([\d,]+) tokens/i, 2, 1],
+  ];
+  const out = {};
+  for (const a of advice) {
+    for (const [re, num, kv] of ways) {
+      const m = re.exec(a);
+      if (m) out[m[kv]] = Number(m[num].replace(/,/g, ''));
+    }
+  }
+  return out;
+}
+
 await step('demo-model-ready', async () => {
   await openApp(appURL);
   const s = await ready('the demo model to load at start-up');
@@ -270,14 +298,9 @@ await step('demo-model-ready', async () => {
   const long = await est(fx.long, 4096);
   const longMax = await est(fx.long, fx.longCtx);
   const want = Math.ceil(Math.max(demo, long) / 0.8 / 1048576) * 1048576;
-  // Set as a person would, in GiB in Settings.
-  await tab('settings');
-  await tid('settings-form').waitFor();
-  await tid('setting-memory-limit').fill(String(want / 2 ** 30));
-  await tid('settings-save').click();
-  await tid('settings-saved').waitFor();
-  const budget = (await bindOK('Settings')).memoryLimit;
-  check(Math.abs(budget - want) <= 1048576, `the saved memory limit is ${budget} bytes, want ${want} (${want / 2 ** 30} GiB typed)`);
+  // Set as a person would, in MiB in Settings.
+  const budget = await setMemoryLimitMiB(want / 1048576);
+  check(budget === want, `the saved memory limit is ${budget} bytes, want ${want} (${want / 1048576} MiB typed)`);
   check(longMax > budget * 1.1, `the chat model at ${fx.longCtx} tokens needs ${longMax} bytes, not clearly more than the budget ${budget}`);
   check(fx.bigBytes > budget, `the big model (${fx.bigBytes} bytes) is not bigger than the budget ${budget}`);
   state.budget = budget;
@@ -553,15 +576,14 @@ await step('context-past-budget', async () => {
   await tid('ctx-warning').scrollIntoViewIfNeeded();
   await extraShot('warning');
 
-  // Applying it is refused and keeps the context in force.
+  // Apply is off while it will not fit, and the service refuses it too,
+  // keeping the context in force.
   const ctxBefore = (await bindOK('Status')).model.ctx;
-  await tid('apply-context').click();
-  await tid('context-error').waitFor();
-  const err = await text(tid('context-error'));
-  check(/fit/i.test(err), `the refusal does not say it will not fit: "${err}"`);
+  check(await tid('apply-context').isDisabled(), 'Apply is enabled while the verdict is "will not fit"');
+  const refused = await bind('ApplyContext', max, 'q4');
+  check(!refused.ok && /will not fit/i.test(refused.error), `applying ${max} tokens anyway: ${JSON.stringify(refused)}`);
   const after = await bindOK('Status');
   check(after.state === 'ready' && after.model.ctx === ctxBefore && after.model.path === fx.long, `after a refused apply: ${JSON.stringify(after.model)}`);
-  await extraShot('refused');
 
   // Back under the budget: the warning goes, and applying works.
   await slider.fill(String(min));
@@ -652,6 +674,65 @@ await step('prompt-template-override', async () => {
   await tab('models');
   await within(modelRow(fx.long), 'template-panel').scrollIntoViewIfNeeded();
 });
+
+// Every figure the panel offers is one computation and one Apply accepts:
+// under a smaller limit, typed in MiB, each KV type's largest context in
+// the limits row is the advice's, applies, and one token more is refused.
+await step('fit-offers-apply', async () => {
+  try {
+    await offersApply();
+  } finally {
+    // As before: the earlier limit, and 2K with q4 in force.
+    await setMemoryLimitMiB(state.budget / 1048576);
+    await bind('ApplyContext', 2048, 'q4');
+    await tab('models');
+  }
+  check((await bindOK('Settings')).memoryLimit === state.budget, 'the earlier memory limit was not restored');
+});
+
+async function offersApply() {
+  const mib = state.budget / 1048576 - 2;
+  check((await setMemoryLimitMiB(mib)) === mib * 1048576, `the limit typed as ${mib} MiB was not saved as ${mib * 1048576} bytes`);
+  await tab('models');
+  await tid('context-panel').waitFor();
+  const slider = tid('ctx-slider');
+  const trained = Number(await slider.getAttribute('max'));
+  await tid('kv-select').selectOption('f16');
+  await slider.fill(String(trained));
+  await poll(async () => (await tid('verdict').getAttribute('data-verdict')) === 'will-not-fit' && (await count(tid('advice-item'))) > 0, 'f16 at the trained context to be "will not fit", with advice');
+  check(await tid('apply-context').isDisabled(), 'Apply is enabled while the verdict is "will not fit"');
+  const offered = {};
+  for (const kv of ['q4', 'q8', 'f16']) {
+    const li = tid(`kv-limit-${kv}`);
+    offered[kv] = Number(await li.getAttribute('data-max-ctx'));
+    const shown = await text(li);
+    check(offered[kv] > 0 && offered[kv] < trained && shown.includes(`up to ${offered[kv].toLocaleString('en-US')}`), `the ${kv} limit shows "${shown}" for ${offered[kv]}`);
+  }
+  const advice = await tid('advice-item').allInnerTexts();
+  const named = adviceMaxima(advice);
+  check(Object.keys(named).length >= 2, `the advice names fewer than two largest contexts: ${advice.join(' | ')}`);
+  for (const [kv, n] of Object.entries(named)) check(n === offered[kv], `the advice offers ${n} tokens with ${kv}, the limits row ${offered[kv]}`);
+  console.log(`  limits ${JSON.stringify(offered)}; advice ${JSON.stringify(named)}`);
+  await tid('kv-limits').scrollIntoViewIfNeeded();
+  await extraShot('offers');
+  for (const kv of ['f16', 'q8', 'q4']) {
+    const n = offered[kv];
+    await within(tid(`kv-limit-${kv}`), 'kv-limit-use').click();
+    const ctxShown = await text(tid('ctx-value'));
+    check(ctxShown.startsWith(`${n.toLocaleString('en-US')} tokens`) && (await tid('kv-select').inputValue()) === kv, `the ${kv} offer shows "${ctxShown}", want ${n} tokens with ${kv}`);
+    await poll(async () => ['fits', 'tight'].includes(await tid('verdict').getAttribute('data-verdict')) && (await tid('apply-context').isEnabled()), `${n} tokens with ${kv} to fit and Apply to be on`);
+    await tid('apply-context').click();
+    await poll(async () => {
+      const m = (await bindOK('Status')).model;
+      return m?.ctx === n && m?.kv === kv;
+    }, `${n} tokens with ${kv} to be applied`, 30_000);
+    if (await visible(tid('context-error'))) check(false, `applying the offered ${n} tokens with ${kv}: ${await text(tid('context-error'))}`);
+    const over = await bindOK('Estimate', n + 1, kv);
+    check(over.verdict === 'will-not-fit', `${n + 1} tokens with ${kv} are "${over.verdict}", want "will-not-fit"`);
+    const more = await bind('ApplyContext', n + 1, kv);
+    check(!more.ok && /will not fit/i.test(more.error), `${n + 1} tokens with ${kv}, one more than offered: ${JSON.stringify(more)}`);
+  }
+}
 
 await step('refuse-load-that-does-not-fit', async () => {
   await tab('models');
@@ -961,7 +1042,8 @@ await step('document-drop-ask-cite', async () => {
   const facts = await text(within(chip, 'document-facts'));
   check(/^Text · 30 lines · [\d,]+ tokens$/.test(facts), `the chip says "${facts}"`);
   const status = await text(within(chip, 'document-status'));
-  check(/^fits whole in [\d.]+K context with \w+ KV$/.test(status), `the tray's status line is "${status}"`);
+  const headerKV = (await text(tid('model-meta'))).split(' · ')[0];
+  check(/^fits whole in [\d.]+K context with /.test(status) && status.endsWith(` with ${headerKV}`), `the tray's status line is "${status}", the header names the cache "${headerKV}"`);
   await extraShot('attached');
 
   // A question: the answer streams, with the whole document as its source.
@@ -1165,7 +1247,14 @@ await step('diagnostics-and-settings', async () => {
   await tab('settings');
   await tid('settings-form').waitFor();
   const limit = Number(await tid('setting-memory-limit').inputValue());
-  check(limit > 0 && limit < 1, `the memory limit field shows ${limit} GiB for ${state.budget} bytes`);
+  const unit = await tid('setting-memory-unit').inputValue();
+  check(unit === 'MiB' && limit === state.budget / 1048576, `the memory limit field shows ${limit} ${unit} for ${state.budget} bytes`);
+  // The KV select stays inside its field, its choice readable.
+  const kvBox = await tid('setting-kv').boundingBox();
+  const fieldBox = await tid('setting-kv').locator('xpath=..').boundingBox();
+  check(kvBox && fieldBox && kvBox.x + kvBox.width <= fieldBox.x + fieldBox.width + 0.5, `the KV select (${JSON.stringify(kvBox)}) runs past its field (${JSON.stringify(fieldBox)})`);
+  await tid('setting-kv').scrollIntoViewIfNeeded();
+  await extraShot('settings');
   // A bad value is refused with a message and nothing is saved.
   const before = await bindOK('Settings');
   await tid('setting-temperature').fill('-3');

@@ -50,7 +50,7 @@ type DocumentInfo struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Whole says whether the document goes into the prompt whole, with
 	// the other documents asked about; Fit says so in words ("fits whole
-	// in 4K context with int4 KV", "too large: answering from the most
+	// in 4K context with q4 KV", "too large: answering from the most
 	// relevant parts"). Both are set by Documents.
 	Whole bool   `json:"whole"`
 	Fit   string `json:"fit,omitempty"`
@@ -498,21 +498,14 @@ func (d *docStore) describe(ids []string) ([]DocumentInfo, error) {
 }
 
 // wholeStatus is the status of a document that goes in whole: "fits
-// whole in 4K context with int4 KV".
+// whole in 4K context with q4 KV (rotated)".
 func (d *docStore) wholeStatus(ctx int) string {
 	st := "fits whole in " + contextWords(ctx) + " context"
 	if _, ok := d.remote.active(); ok {
 		return st + " of the remote model (counted approximately)"
 	}
 	if info, ok := d.engine.engine().Info(); ok {
-		switch kv := info.Options.KV.String(); kv {
-		case "q4":
-			st += " with int4 KV"
-		case "q8":
-			st += " with int8 KV"
-		default:
-			st += " with " + kv + " KV"
-		}
+		st += " with " + info.Options.KVLabel() // as the header names it
 	}
 	return st
 }

@@ -64,6 +64,10 @@ func TestDocumentThatFitsIsReusedByTheFollowUp(t *testing.T) {
 	if !info.Whole || !strings.HasPrefix(info.Fit, "fits whole in 1K context with ") {
 		t.Fatalf("fit %q (whole %v), want it to fit whole in 1K", info.Fit, info.Whole)
 	}
+	// The chip names the KV cache as the header does.
+	if label := s.Status().Model.KVLabel; label == "" || !strings.HasSuffix(info.Fit, " with "+label) {
+		t.Fatalf("fit %q, want it to end with the header's %q", info.Fit, label)
+	}
 
 	ids := []string{info.ID}
 	q1 := Message{Role: "user", Content: "Which year does the chapel appear in?"}

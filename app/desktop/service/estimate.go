@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"nibble/app/settings"
+	"nibble/engine"
 	"nibble/engine/estimate"
 	"nibble/engine/kv"
 	"nibble/engine/scheduler"
@@ -61,47 +62,23 @@ func parseKV(name string) (kv.Type, error) {
 }
 
 // evaluate is the estimate of d under o against b, with every KV type's
-// limit and the estimator's advice.
+// limit and the estimator's advice: one estimate.Assess, so the limits,
+// the advice and the verdict name the same figures, each capped at the
+// model's trained context (the slider's end: memory for 150K tokens says
+// nothing useful about a model trained on 8K).
 func evaluate(d estimate.Desc, o estimate.Options, b estimate.Budget, source string) (Estimate, error) {
-	e, err := estimate.Evaluate(d, o, b.Bytes)
+	f, err := estimate.Assess(d, o, b, d.HParams.CtxTrain)
 	if err != nil {
 		return Estimate{}, fmt.Errorf("estimate: %w", err)
 	}
+	e := f.Estimate
 	out := Estimate{Ctx: e.Ctx, KV: e.KVType.String(), Weights: e.Weights, KVBytes: e.KV, Scratch: e.Scratch,
 		Overhead: e.Overhead, Total: e.Total, Budget: e.Budget, Verdict: e.Verdict.String(), MaxCtx: e.MaxCtx,
-		CtxTrain: d.HParams.CtxTrain, Limits: []KVLimit{}, Advice: []string{}, BudgetSource: source, Approx: !d.Exact}
-	out.MaxCtx = capTrained(out.MaxCtx, d.HParams.CtxTrain)
-	for _, t := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
-		ot := o
-		ot.KV = t
-		et, err := estimate.Compute(d, ot)
-		if err != nil {
-			continue // the head dim does not suit the type's group size
-		}
-		l := KVLimit{KV: t.String(), Bytes: et.KV}
-		if b.Bytes > 0 {
-			l.MaxCtx = capTrained(estimate.MaxContext(d, ot, b.Bytes), d.HParams.CtxTrain)
-		}
-		out.Limits = append(out.Limits, l)
-	}
-	if b.Bytes > 0 {
-		adv, err := estimate.Advise(d, o, b)
-		if err != nil {
-			return Estimate{}, fmt.Errorf("estimate: %w", err)
-		}
-		out.Advice = appAdvice(adv)
+		CtxTrain: d.HParams.CtxTrain, Limits: []KVLimit{}, Advice: appAdvice(f.Advice), BudgetSource: source, Approx: !d.Exact}
+	for _, l := range f.Limits {
+		out.Limits = append(out.Limits, KVLimit{KV: l.KV.String(), Bytes: l.KVBytes, MaxCtx: l.MaxCtx})
 	}
 	return out, nil
-}
-
-// capTrained caps a largest context at the model's trained context: memory
-// for 150K tokens says nothing useful about a model trained on 8K, and the
-// slider stops there too.
-func capTrained(maxCtx, ctxTrain int) int {
-	if ctxTrain > 0 && maxCtx > ctxTrain {
-		return ctxTrain
-	}
-	return maxCtx
 }
 
 var (
@@ -113,11 +90,12 @@ var (
 )
 
 // appAdvice puts the estimator's advice, written for the command line, in
-// the app's words: "--ctx 8192" becomes "8192 tokens", "--kv q8" "q8 KV".
+// the app's words: "--ctx 8192" becomes "8,192 tokens" (as the limits row
+// writes it), "--kv q8" "q8 KV".
 func appAdvice(adv []string) []string {
 	out := make([]string, 0, len(adv))
 	for _, a := range adv {
-		a = ctxFlag.ReplaceAllString(a, "$1 tokens")
+		a = ctxFlag.ReplaceAllStringFunc(a, func(f string) string { return thousands(ctxFlag.FindStringSubmatch(f)[1]) + " tokens" })
 		a = kvFlag.ReplaceAllString(a, "$1 KV")
 		a = evictFlag.ReplaceAllString(a, " (Settings, When the context does not fit): H2O holds")
 		a = strings.TrimSpace(a)
@@ -127,6 +105,18 @@ func appAdvice(adv []string) []string {
 		out = append(out, a)
 	}
 	return out
+}
+
+// thousands writes a run of digits with commas between the thousands.
+func thousands(digits string) string {
+	var b strings.Builder
+	for i, r := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // NotFitError refuses a load or a context change that will not fit: one
@@ -157,6 +147,17 @@ func needs(total, budget int64) string {
 // another context and KV type, as Reconfigure would apply them.
 func loadedOptions(info scheduler.ModelInfo, ctx int, t kv.Type) estimate.Options {
 	return estimate.Options{Ctx: ctx, KV: t, KVGroup: info.Options.KVGroup, Backend: info.Backend, Threads: info.Estimate.Threads}
+}
+
+// reconfigured are the engine options that apply ctx and t to the loaded
+// model: those in force with the cache's size and type replaced, and what
+// the session resolved for the old type (the batch; the residual window,
+// none for f16) left to the new type's defaults, as loadedOptions
+// estimates them. The app never sets a residual window of its own.
+func reconfigured(info scheduler.ModelInfo, ctx int, t kv.Type, b estimate.Budget) engine.Options {
+	o := info.Options
+	o.Ctx, o.KV, o.Batch, o.KVResidual, o.Budget = ctx, t, 0, 0, &b
+	return o
 }
 
 // remoteAdvice adds the remote option to the advice of a load that will

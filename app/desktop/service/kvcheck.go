@@ -327,9 +327,7 @@ func (k *kvChecker) switchKV(ctx context.Context, sched *scheduler.Scheduler, kc
 				c.Type, c.Reason, c.Type, info.Options.Ctx, info.Options.KV)
 			return engine.Options{}, false
 		}
-		o := info.Options
-		o.KV, o.Batch, o.Budget = c.Type, 0, &b
-		return o, true
+		return reconfigured(info, info.Options.Ctx, c.Type, b), true
 	})
 	switch {
 	case err != nil && (ctx.Err() != nil || errors.Is(err, scheduler.ErrUnloaded) || errors.Is(err, scheduler.ErrClosed)):

@@ -474,9 +474,7 @@ func (l *loader) applyContext(ctx int, kvName string) (Status, error) {
 		remoteAdvice(&est, l.store.Get())
 		return l.status(), &NotFitError{Name: name, Estimate: est}
 	}
-	o := info.Options
-	o.Ctx, o.KV, o.Batch, o.Budget = ctx, t, 0, &b
-	if _, err := l.engine().Reconfigure(o); err != nil {
+	if _, err := l.engine().Reconfigure(reconfigured(info, ctx, t, b)); err != nil {
 		l.statusChanged()
 		return l.status(), fmt.Errorf("apply context: %w", err)
 	}

@@ -66,7 +66,7 @@ describe('context panel', () => {
     await vi.advanceTimersByTimeAsync(estimateDelayMs);
     expect(screen.getByTestId('verdict').dataset.verdict).toBe('fits');
     expect(screen.queryByTestId('ctx-warning')).toBeNull();
-    expect(screen.getByTestId('kv-limit-q8').textContent).toContain('8K');
+    expect(screen.getByTestId('kv-limit-q8').textContent).toContain('up to 8,192');
 
     await fireEvent.input(slider, { target: { value: '32768' } });
     expect(screen.getByTestId('ctx-value').textContent).toContain('32,768');
@@ -83,7 +83,7 @@ describe('context panel', () => {
     );
     render(ContextPanel);
     await vi.advanceTimersByTimeAsync(estimateDelayMs);
-    expect(screen.getByTestId('kv-limit-q4').textContent).toMatch(/32K \(full\)/);
+    expect(screen.getByTestId('kv-limit-q4').textContent).toMatch(/up to 32,768 \(full\)/);
     expect(screen.getByTestId('kv-limit-f16').textContent).not.toContain('full');
   });
 

@@ -31,19 +31,19 @@ async function open(): Promise<void> {
 const input = (id: string): HTMLInputElement => screen.getByTestId(id) as HTMLInputElement;
 
 describe('settings', () => {
-  it('shows the memory limit in GiB', async () => {
+  it('shows the memory limit in MiB under a GiB, in GiB above', async () => {
     await open();
-    const v = Number(input('setting-memory-limit').value);
-    expect(v).toBeGreaterThan(0);
-    expect(v).toBeLessThan(1);
+    expect(input('setting-memory-limit').value).toBe('50');
+    expect((screen.getByTestId('setting-memory-unit') as HTMLSelectElement).value).toBe('MiB');
   });
 
-  it('saves the fields, the memory limit as bytes, and says so', async () => {
+  it('saves the fields, the memory limit as bytes in the unit chosen, and says so', async () => {
     update.mockImplementation(async (s) => s);
     await open();
     await fireEvent.input(input('setting-system-prompt'), { target: { value: 'Be brief.' } });
     await fireEvent.input(input('setting-temperature'), { target: { value: '0.2' } });
     await fireEvent.input(input('setting-memory-limit'), { target: { value: '6' } });
+    await fireEvent.change(screen.getByTestId('setting-memory-unit'), { target: { value: 'GiB' } });
     await fireEvent.change(screen.getByTestId('setting-theme'), { target: { value: 'dark' } });
     await fireEvent.click(screen.getByTestId('settings-save'));
     await vi.waitFor(() => expect(screen.getByTestId('settings-saved')).toBeTruthy());
@@ -55,6 +55,15 @@ describe('settings', () => {
     expect(sent?.theme).toBe('dark');
     expect(document.documentElement.dataset.theme).toBe('dark');
     expect(screen.queryByTestId('settings-error')).toBeNull();
+    // Shown back in GiB; then 1536 MiB typed is saved as bytes too.
+    expect(input('setting-memory-limit').value).toBe('6');
+    await fireEvent.input(input('setting-memory-limit'), { target: { value: '1536' } });
+    await fireEvent.change(screen.getByTestId('setting-memory-unit'), { target: { value: 'MiB' } });
+    await fireEvent.click(screen.getByTestId('settings-save'));
+    await vi.waitFor(() => expect(update).toHaveBeenCalledTimes(2));
+    expect(update.mock.calls[1]?.[0].memoryLimit).toBe(1536 * 2 ** 20);
+    expect(input('setting-memory-limit').value).toBe('1.5');
+    expect((screen.getByTestId('setting-memory-unit') as HTMLSelectElement).value).toBe('GiB');
   });
 
   it('saves what a load does when the context does not fit', async () => {

@@ -86,6 +86,23 @@ export class Budget {
     if (next !== undefined) this.setCtx(next);
   }
 
+  /**
+   * offer puts a figure the panel offers on the slider as it is (not
+   * snapped to a stop): a KV type's largest context, which Apply accepts.
+   */
+  offer(kv: KVType, ctx: number): void {
+    if (!Number.isInteger(ctx) || ctx <= 0) return;
+    this.kv = kv;
+    this.ctx = ctx;
+    this.applyError = null;
+    this.request();
+  }
+
+  /** blocked: the estimate for the slider says it will not fit, so Apply is off. */
+  get blocked(): boolean {
+    return this.estimate?.verdict === 'will-not-fit';
+  }
+
   setKv(kv: KVType): void {
     this.kv = kv;
     this.applyError = null;
@@ -115,6 +132,7 @@ export class Budget {
   }
 
   async apply(): Promise<boolean> {
+    if (this.blocked) return false; // the button is off too; the service would refuse it
     this.applying = true;
     this.applyError = null;
     try {

@@ -16,7 +16,9 @@ export interface Form {
   temperature: string;
   context: string;
   kv: KVType;
-  memoryGiB: string;
+  /** The memory limit in memoryUnit (0 = automatic). */
+  memory: string;
+  memoryUnit: MemoryUnit;
   theme: Theme;
   /** The largest document file, in MiB. */
   documentMiB: string;
@@ -31,7 +33,8 @@ export const fieldNames: Record<keyof Form, string> = {
   temperature: 'sampling.temperature',
   context: 'contextTokens',
   kv: 'kvType',
-  memoryGiB: 'memoryLimit',
+  memory: 'memoryLimit',
+  memoryUnit: 'memoryLimit',
   theme: 'theme',
   documentMiB: 'documentMaxBytes',
   whenTooLong: 'whenContextDoesNotFit',
@@ -46,6 +49,20 @@ export function giB(bytes: number): string {
 }
 
 const MiB = 2 ** 20;
+
+/** The units the memory limit is typed in. */
+export const memoryUnits = ['MiB', 'GiB'] as const;
+export type MemoryUnit = (typeof memoryUnits)[number];
+const unitBytes: Record<MemoryUnit, number> = { MiB, GiB };
+
+/**
+ * memoryField shows a memory limit in the unit that reads best: GiB from
+ * one GiB up (and for 0, automatic), MiB below.
+ */
+export function memoryField(bytes: number): { value: string; unit: MemoryUnit } {
+  if (bytes === 0 || bytes >= GiB) return { value: giB(bytes), unit: 'GiB' };
+  return { value: miB(bytes), unit: 'MiB' };
+}
 /** The documents' size limit when the settings leave it at 0. */
 export const defaultDocumentBytes = 64 * MiB;
 
@@ -64,7 +81,7 @@ export function applyTheme(theme: string): void {
 export class Settings {
   /** What the Go side has in force. */
   saved = $state<SettingsData | null>(null);
-  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system', documentMiB: '64', whenTooLong: 'refuse', maxReply: '2048' });
+  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memory: '0', memoryUnit: 'GiB', theme: 'system', documentMiB: '64', whenTooLong: 'refuse', maxReply: '2048' });
   loadError = $state<string | null>(null);
   /** Every line of the last refusal, else empty. */
   errors = $state<string[]>([]);
@@ -85,12 +102,14 @@ export class Settings {
 
   #take(s: SettingsData): void {
     this.saved = s;
+    const memory = memoryField(s.memoryLimit ?? 0);
     this.form = {
       systemPrompt: s.systemPrompt ?? '',
       temperature: String(s.sampling?.temperature ?? ''),
       context: String(s.contextTokens ?? ''),
       kv: (s.kvType || 'auto') as KVType,
-      memoryGiB: giB(s.memoryLimit ?? 0),
+      memory: memory.value,
+      memoryUnit: memory.unit,
       theme: (s.theme || 'system') as Theme,
       documentMiB: miB(s.documentMaxBytes || defaultDocumentBytes),
       whenTooLong: s.whenContextDoesNotFit === 'evict' ? 'evict' : 'refuse',
@@ -116,8 +135,8 @@ export class Settings {
     const temperature = num('temperature', f.temperature);
     const context = num('context', f.context);
     if (!bad.context && !Number.isInteger(context)) bad.context = `${fieldNames.context}: ${f.context} is not a whole number of tokens`;
-    const gib = num('memoryGiB', f.memoryGiB);
-    if (!bad.memoryGiB && gib < 0) bad.memoryGiB = `${fieldNames.memoryGiB}: ${f.memoryGiB} GiB is negative (0 = automatic)`;
+    const memory = num('memory', f.memory);
+    if (!bad.memory && memory < 0) bad.memory = `${fieldNames.memory}: ${f.memory} ${f.memoryUnit} is negative (0 = automatic)`;
     const docMiB = num('documentMiB', f.documentMiB);
     if (!bad.documentMiB && !(docMiB > 0)) bad.documentMiB = `${fieldNames.documentMiB}: ${f.documentMiB} MiB: want more than 0`;
     const maxReply = num('maxReply', f.maxReply);
@@ -125,7 +144,8 @@ export class Settings {
       bad.maxReply = `${fieldNames.maxReply}: ${f.maxReply} is not a whole number of tokens (0 = no limit)`;
     if (Object.keys(bad).length > 0) return { bad };
     // An untouched limit keeps its exact bytes (the field shows it rounded).
-    const limit = f.memoryGiB === giB(base.memoryLimit ?? 0) ? base.memoryLimit : Math.round(gib * GiB);
+    const shown = memoryField(base.memoryLimit ?? 0);
+    const limit = f.memory === shown.value && f.memoryUnit === shown.unit ? base.memoryLimit : Math.round(memory * unitBytes[f.memoryUnit]);
     return {
       bad,
       value: {
