@@ -46,6 +46,10 @@ type remoteTarget interface {
 // docPlanner is the documents part as the chat sees it.
 type docPlanner interface {
 	withDocuments(req SendRequest) (SendRequest, *docPlan, error)
+	// keptDocuments is what the history keeps of attached documents;
+	// restore attaches kept ones again.
+	keptDocuments(ids []string) ([]history.Document, error)
+	restore(kept []history.Document) []DocumentInfo
 }
 
 // running is how many replies are running or waiting.
@@ -125,6 +129,7 @@ func (c *chatPart) send(req SendRequest) (SendResult, error) {
 	if docs != nil {
 		turn.sources = docs.sources
 	}
+	c.keepDocuments(turn, req.Documents)
 	events, err := c.submit(ctx, r) // the local scheduler or the remote model
 	if err != nil {
 		c.streams.Done()

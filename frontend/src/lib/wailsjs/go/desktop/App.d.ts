@@ -52,6 +52,8 @@ export function LoadModel(arg1:service.LoadRequest):Promise<service.Status>;
 
 export function Models():Promise<Array<service.LocalModel>>;
 
+export function OpenConversation(arg1:number):Promise<service.Conversation>;
+
 export function QuickActions():Promise<Array<settings.QuickAction>>;
 
 export function Quit():Promise<void>;

@@ -98,6 +98,10 @@ export function Models() {
   return window['go']['desktop']['App']['Models']();
 }
 
+export function OpenConversation(arg1) {
+  return window['go']['desktop']['App']['OpenConversation'](arg1);
+}
+
 export function QuickActions() {
   return window['go']['desktop']['App']['QuickActions']();
 }
