@@ -45,6 +45,7 @@ export function fakeEngine(): typeof Engine {
     downloads: vi.fn(async () => []),
     conversations: vi.fn(async () => []),
     conversation: vi.fn(),
+    openConversation: vi.fn(),
     deleteConversation: vi.fn(async () => {}),
     exportConversation: vi.fn(async () => ''),
     saveConversation: vi.fn(async () => ''),
@@ -116,7 +117,7 @@ export function settings(over: Partial<Settings> = {}): Settings {
     modelFiles: [],
     remoteEndpoints: [],
     activeRemote: '',
-    documentMaxBytes: 64 * 2 ** 20,
+    documentMaxBytes: 16 * 2 ** 20,
     whenContextDoesNotFit: 'refuse',
     ...over,
   };

@@ -44,7 +44,7 @@ export function giB(bytes: number): string {
 
 const MiB = 2 ** 20;
 /** The documents' size limit when the settings leave it at 0. */
-export const defaultDocumentBytes = 64 * MiB;
+export const defaultDocumentBytes = 16 * MiB;
 
 /** miB shows a byte count in MiB with up to one decimal. */
 export function miB(bytes: number): string {
@@ -61,7 +61,7 @@ export function applyTheme(theme: string): void {
 export class Settings {
   /** What the Go side has in force. */
   saved = $state<SettingsData | null>(null);
-  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system', documentMiB: '64', whenTooLong: 'refuse' });
+  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memoryGiB: '0', theme: 'system', documentMiB: '16', whenTooLong: 'refuse' });
   loadError = $state<string | null>(null);
   /** Every line of the last refusal, else empty. */
   errors = $state<string[]>([]);
