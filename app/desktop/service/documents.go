@@ -221,14 +221,11 @@ func (d *docStore) documentLimits() documents.Limits {
 // refusal for size ends with it.
 const settingsLimitHint = " (Settings › Largest document)"
 
-// checkDocumentSize refuses a file of size bytes over the settings' limit,
-// or an empty one, before it is read.
+// checkDocumentSize refuses a file of size bytes over the settings' limit
+// before it is read. (Extraction refuses an empty one before reading too.)
 func (d *docStore) checkDocumentSize(name string, size int64) error {
 	if limit := d.documentLimits().MaxFile(); size > limit {
 		return fmt.Errorf("%s: %s%s", name, documents.FileTooLarge(size, limit), settingsLimitHint)
-	}
-	if size == 0 {
-		return fmt.Errorf("%s: %w", name, documents.Empty(0))
 	}
 	return nil
 }

@@ -212,7 +212,7 @@ func TestEmptyAndOversizedDocuments(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "zero.txt")
 	writeFile(t, empty, nil)
-	if got := attachPath(t, s, empty); got.State != DocError || got.Error != "zero.txt: the document is empty (0 bytes): nothing to attach" {
+	if got := attachPath(t, s, empty); got.State != DocError || got.Error != `"zero.txt": the document is empty (0 bytes): nothing to attach` {
 		t.Errorf("an empty file from a path: %+v", got)
 	}
 
