@@ -65,14 +65,15 @@ func (s *Store) SetDocuments(convID int64, docs []Document) error {
 		if err != nil {
 			return err
 		}
-		have := map[string]int64{}
+		// The same file may be attached twice: each key lists its rows.
+		have := map[string][]int64{}
 		for rows.Next() {
 			var d Document
 			if err := rows.Scan(&d.ID, &d.Name, &d.SHA256); err != nil {
 				rows.Close()
 				return err
 			}
-			have[d.key()] = d.ID
+			have[d.key()] = append(have[d.key()], d.ID)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -80,9 +81,9 @@ func (s *Store) SetDocuments(convID int64, docs []Document) error {
 		}
 		now := s.stamp()
 		for pos, d := range docs {
-			if id, ok := have[d.key()]; ok {
-				delete(have, d.key())
-				if _, err := tx.Exec(`UPDATE documents SET position = ? WHERE id = ?`, pos, id); err != nil {
+			if ids := have[d.key()]; len(ids) > 0 {
+				have[d.key()] = ids[1:]
+				if _, err := tx.Exec(`UPDATE documents SET position = ? WHERE id = ?`, pos, ids[0]); err != nil {
 					return err
 				}
 				continue
@@ -98,9 +99,11 @@ func (s *Store) SetDocuments(convID int64, docs []Document) error {
 				return err
 			}
 		}
-		for _, id := range have {
-			if _, err := tx.Exec(`DELETE FROM documents WHERE id = ?`, id); err != nil {
-				return err
+		for _, ids := range have {
+			for _, id := range ids {
+				if _, err := tx.Exec(`DELETE FROM documents WHERE id = ?`, id); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

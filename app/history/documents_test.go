@@ -53,6 +53,15 @@ func TestDocumentsRoundTrip(t *testing.T) {
 	if len(last) != 1 || last[0].Text != edited.Text || last[0].ID == got[1].ID {
 		t.Fatalf("after replacing the set: %+v", last)
 	}
+	// The same file attached twice is kept twice, and stays twice.
+	for range 3 {
+		if err := s.SetDocuments(c.ID, []Document{notes, notes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if twice := must(s.Documents(c.ID)); len(twice) != 2 || twice[0].ID == twice[1].ID {
+		t.Fatalf("the same document attached twice, kept three times: %+v", twice)
+	}
 	if err := s.SetDocuments(c.ID, nil); err != nil {
 		t.Fatal(err)
 	}
