@@ -199,6 +199,11 @@ func (a *App) Conversations(query string) ([]service.ConversationSummary, error)
 // Conversation restores one kept conversation.
 func (a *App) Conversation(id int64) (service.Conversation, error) { return a.svc.Conversation(id) }
 
+// OpenConversation reopens a kept conversation in the chat, its documents attached again.
+func (a *App) OpenConversation(id int64) (service.Conversation, error) {
+	return a.svc.OpenConversation(id)
+}
+
 // DeleteConversation deletes a kept conversation.
 func (a *App) DeleteConversation(id int64) error { return a.svc.DeleteConversation(id) }
 

@@ -15,6 +15,7 @@ package documents
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -55,6 +56,9 @@ var (
 	// ErrNoText: the document has no extractable text, e.g. a scanned PDF
 	// whose pages are images.
 	ErrNoText = errors.New("document has no text")
+	// ErrEmpty: the file is empty, or its text is only blank space: there
+	// is nothing to ask about.
+	ErrEmpty = errors.New("the document is empty")
 )
 
 // Limits bound what extraction may read and allocate. Extraction treats
@@ -78,6 +82,17 @@ type Limits struct {
 	MaxDepth int
 	// MaxPages bounds the pages of a PDF.
 	MaxPages int
+}
+
+// UserLimits are the limits of a document whose size the user chose:
+// maxBytes bounds both the file and the text read from it, so that one
+// number, shown where it is set, says what is refused (0 or less: the
+// defaults). The file's size is checked before it is read.
+func UserLimits(maxBytes int64) Limits {
+	if maxBytes <= 0 {
+		return DefaultLimits()
+	}
+	return Limits{MaxFileBytes: maxBytes, MaxTextBytes: int(min(maxBytes, math.MaxInt32))}.WithDefaults()
 }
 
 // DefaultLimits are the limits a zero Limits means.
@@ -229,7 +244,16 @@ func FileTooLarge(size, max int64) string {
 // TextTooLarge is the ErrTooLarge error for n bytes of extracted text over
 // lim's MaxTextBytes.
 func TextTooLarge(n int, lim Limits) error {
-	return fmt.Errorf("%w: its text is %s, over the %s limit for extracted text", ErrTooLarge, HumanBytes(int64(n)), HumanBytes(int64(lim.MaxTextBytes)))
+	return fmt.Errorf("%w: its text is %s, over the %s limit for documents", ErrTooLarge, HumanBytes(int64(n)), HumanBytes(int64(lim.MaxTextBytes)))
+}
+
+// Empty is the ErrEmpty error for a file of size bytes whose text is
+// blank: "the document is empty (0 bytes)", "... (only blank space)".
+func Empty(size int64) error {
+	if size == 0 {
+		return fmt.Errorf("%w (0 bytes): nothing to attach", ErrEmpty)
+	}
+	return fmt.Errorf("%w (only spaces and line breaks): nothing to attach", ErrEmpty)
 }
 
 // HumanBytes formats n as "512 bytes", "3.2 KiB", "64 MiB".

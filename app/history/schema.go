@@ -57,6 +57,30 @@ END;
 	// v2. The sources an answer about documents cited, as a JSON array of
 	// {number, document, label}; NULL for other messages.
 	`ALTER TABLE messages ADD COLUMN sources TEXT;`,
+	// v3. The documents attached to a conversation, with their extracted
+	// text, so that reopening it attaches them again. path and sha256 say
+	// which file the text came from (path '' for bytes without one), so
+	// that a file changed or gone since can be reported; pages and
+	// warnings are JSON arrays, NULL when empty.
+	`
+CREATE TABLE documents (
+	id              INTEGER PRIMARY KEY AUTOINCREMENT,
+	conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+	position        INTEGER NOT NULL,
+	name            TEXT    NOT NULL,
+	kind            TEXT    NOT NULL,
+	language        TEXT    NOT NULL DEFAULT '',
+	title           TEXT    NOT NULL DEFAULT '',
+	path            TEXT    NOT NULL DEFAULT '',
+	size            INTEGER NOT NULL CHECK (size >= 0),
+	sha256          TEXT    NOT NULL,
+	text            TEXT    NOT NULL,
+	pages           TEXT,
+	warnings        TEXT,
+	added_at        INTEGER NOT NULL
+);
+CREATE INDEX documents_by_conversation ON documents (conversation_id, position);
+`,
 }
 
 // migrate brings the schema up to date in one transaction, so a crash

@@ -64,7 +64,7 @@ func ExampleSave() {
 	//   "modelFiles": [],
 	//   "remoteEndpoints": [],
 	//   "activeRemote": "",
-	//   "documentMaxBytes": 67108864,
+	//   "documentMaxBytes": 16777216,
 	//   "whenContextDoesNotFit": "refuse",
 	//   "maxReplyTokens": 2048
 	// }

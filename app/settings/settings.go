@@ -69,8 +69,8 @@ type Settings struct {
 	// local model).
 	RemoteEndpoints []RemoteEndpoint `json:"remoteEndpoints"`
 	ActiveRemote    string           `json:"activeRemote"`
-	// DocumentMaxBytes is the largest document file that may be attached
-	// to a chat (0: DefaultDocumentMaxBytes).
+	// DocumentMaxBytes is the largest document that may be attached to a
+	// chat: its file, and the text read from it (0: DefaultDocumentMaxBytes).
 	DocumentMaxBytes int64 `json:"documentMaxBytes"`
 	// WhenContextDoesNotFit is what a load whose context's KV cache does
 	// not fit does: "refuse" (with advice), or "evict": load with an H2O
@@ -343,9 +343,11 @@ const (
 	MaxQuickActionName = 40 // characters
 )
 
-// Limits on the size of an attached document's file.
+// Limits on the size of an attached document: its file and its text.
+// 16 MiB of text is millions of tokens, answered from its most relevant
+// parts; more takes long to read and count for little gain.
 const (
-	DefaultDocumentMaxBytes = 64 << 20
+	DefaultDocumentMaxBytes = 16 << 20
 	MaxDocumentMaxBytes     = 1 << 30 // the file is read into memory, and its text kept there
 )
 

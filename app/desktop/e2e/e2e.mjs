@@ -1128,6 +1128,113 @@ await step('docqa-demo-cited-answer', async () => {
   await ready('the random demo model again');
 }, 90_000);
 
+// A document conversation reopened from History keeps its documents: the
+// chips come back and a follow-up is answered from the document, citing it.
+await step('document-reopen-from-history', async () => {
+  await tab('chat');
+  await tid('new-chat').click();
+  await page.evaluate(() => {
+    window.__e2eReopenFinals = [];
+    window.runtime.EventsOn('chat:final', (f) => window.__e2eReopenFinals.push(f));
+  });
+  const lines = fillerLines(20);
+  lines[11] = 'The ferry to Lindholm leaves at 7:45 from pier 3.';
+  await dropFile('ferry-notes.txt', lines.join('\n') + '\n');
+  const chip = docChip('ferry-notes.txt');
+  const fits = async () => (await chip.getAttribute('data-state')) === 'ready' && /fits whole/.test(await text(within(chip, 'document-status')));
+  await poll(fits, 'the dropped document to be read and fit', 30_000);
+  const msg = await sendPrompt('When does the ferry to Lindholm leave?');
+  await waitState(msg, 'done');
+  const cited = '[1] ferry-notes.txt, whole document, lines 1–20';
+  check((await text(within(msg, 'source-chip'))) === cited, `the first answer cites "${await text(within(msg, 'source-chip'))}"`);
+
+  // A new chat drops the chips; History brings the conversation back with them.
+  await tid('new-chat').click();
+  await poll(async () => (await count(tid('document-chip'))) === 0, 'New chat to clear the documents');
+  await tab('history');
+  await tid('history-search').fill('Lindholm');
+  const items = tid('history-item');
+  await poll(async () => (await items.count()) === 1, 'one conversation about Lindholm in the history');
+  await within(items.first(), 'history-open').click();
+  await poll(async () => (await count(page.locator('[data-testid="message"][data-role="assistant"]'))) === 1, 'the conversation to be restored');
+  await poll(fits, 'the reopened conversation to have its document back, read and fitting whole', 30_000);
+  check((await count(tid('document-chip'))) === 1, `${await count(tid('document-chip'))} chips after reopening, want 1`);
+  check(!(await visible(within(chip, 'document-note'))), `the chip has a note: ${await visible(within(chip, 'document-note')) ? await text(within(chip, 'document-note')) : ''}`);
+  await extraShot('reopened');
+
+  // The follow-up goes with the document, whole: the same prompt prefix, reused from the cache.
+  const msg2 = await sendPrompt('And from which pier does it leave?');
+  await waitState(msg2, 'done');
+  check((await text(within(msg2, 'source-chip'))) === cited, `the follow-up cites "${await text(within(msg2, 'source-chip'))}"`);
+  check((await text(within(msg2, 'document-use'))) === 'ferry-notes.txt: went in whole', 'the follow-up does not say the document went in whole');
+  const [f1, f2] = await poll(async () => {
+    const f = await page.evaluate(() => window.__e2eReopenFinals);
+    return f.length >= 2 ? f.slice(-2) : null;
+  }, 'both final events');
+  check(f2.promptTokens > f1.promptTokens && f2.reusedTokens >= f1.promptTokens,
+    `the follow-up's prompt has ${f2.promptTokens} tokens, ${f2.reusedTokens} from the cache; the first had ${f1.promptTokens}`);
+  console.log(`  reopened follow-up: ${f2.reusedTokens} of ${f2.promptTokens} prompt tokens from the cache`);
+}, 90_000);
+
+/** dropFiles drops several files at once; each is {name, text} or {name, zeros: n} (n bytes made in the page). */
+async function dropFiles(files) {
+  await page.evaluate((files) => {
+    const dt = new DataTransfer();
+    for (const f of files) dt.items.add(new File([f.zeros !== undefined ? new Uint8Array(f.zeros) : f.text], f.name, { type: 'text/plain' }));
+    const popover = document.querySelector('main');
+    for (const kind of ['dragenter', 'dragover', 'drop']) popover.dispatchEvent(new DragEvent(kind, { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, files);
+}
+
+// Empty files are refused as empty; a file over the Settings limit is
+// refused at once, naming it; many chips stay in sight, or are counted.
+await step('document-empty-oversized-many', async () => {
+  await tab('settings');
+  const limitMiB = Number(await tid('setting-document-limit').inputValue());
+  check(limitMiB > 0, `Settings shows the document limit as "${limitMiB}"`);
+  await tab('chat');
+  await tid('new-chat').click();
+  const t0 = Date.now();
+  await dropFiles([
+    { name: 'empty.txt', text: '' },
+    { name: 'blank.txt', text: '  \n\t\n\n' },
+    { name: 'huge.txt', zeros: (limitMiB + 1) * 2 ** 20 },
+  ]);
+  const huge = docChip('huge.txt');
+  await poll(async () => (await huge.getAttribute('data-state')) === 'error', 'the oversized file to be refused', 5_000, 50);
+  const refusedIn = Date.now() - t0;
+  check(refusedIn < 2_500, `the oversized file was refused after ${refusedIn} ms`);
+  const why = await text(within(huge, 'document-status'));
+  check(why === `huge.txt: the file is ${limitMiB + 1} MiB, over the ${limitMiB} MiB limit for documents (Settings › Largest document)`, `the oversized file's chip says "${why}"`);
+  for (const name of ['empty.txt', 'blank.txt']) {
+    const c = docChip(name);
+    await poll(async () => (await c.getAttribute('data-state')) === 'error', `${name} to be refused`);
+    const says = await text(within(c, 'document-status'));
+    check(/the document is empty/.test(says) && says.includes(name), `${name}'s chip says "${says}"`);
+  }
+  await extraShot('refused');
+
+  await tid('new-chat').click();
+  const names = ['one.txt', 'two.txt', 'three.txt', 'four.txt', 'five.txt'];
+  await dropFiles(names.map((name, i) => ({ name, text: fillerLines(4 + i).join('\n') + '\n' })));
+  await poll(async () => (await tid('document-tray').getAttribute('data-count')) === '5', 'the five chips');
+  const more = tid('document-more');
+  await more.waitFor();
+  check(/^\+2 more/.test(await text(more)), `the count says "${await text(more)}"`);
+  const shownChips = tid('document-chip');
+  check((await count(shownChips)) === 3, `${await count(shownChips)} chips shown beside the count, want 3`);
+  for (let i = 0; i < 3; i++) check(await shownChips.nth(i).isVisible(), `chip ${i + 1} is not visible`);
+  check(await more.isVisible(), 'the count is not visible');
+  await extraShot('collapsed');
+  await more.click();
+  await poll(async () => (await count(shownChips)) === 5, 'all five chips after clicking the count');
+  await poll(async () => (await count(page.locator('[data-testid="document-chip"][data-state="ready"]'))) === 5, 'the five documents to be read', 30_000);
+  await shownChips.nth(4).scrollIntoViewIfNeeded();
+  check(await shownChips.nth(4).isVisible(), 'the fifth chip is not visible when expanded');
+  await extraShot('expanded');
+  await tid('new-chat').click();
+});
+
 // --- remote models ---
 await step('remote-model-chat', async () => {
   const r = cfg.remote;

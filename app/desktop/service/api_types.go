@@ -136,6 +136,13 @@ type Conversation struct {
 	Title    string          `json:"title"`
 	Model    string          `json:"model"`
 	Messages []StoredMessage `json:"messages"`
+	// Documents are the documents the conversation kept, attached again
+	// (OpenConversation only): the chips of the reopened chat.
+	Documents []DocumentInfo `json:"documents,omitempty"`
+	// DocumentsNotKept names documents its last answer cites that were
+	// not kept with it (a conversation from before documents were kept):
+	// they must be attached again to be asked about.
+	DocumentsNotKept []string `json:"documentsNotKept,omitempty"`
 }
 
 // Diagnostics is what the Diagnostics pane shows.

@@ -48,6 +48,10 @@ type remoteTarget interface {
 // docPlanner is the documents part as the chat sees it.
 type docPlanner interface {
 	withDocuments(req SendRequest) (SendRequest, *docPlan, error)
+	// keptDocuments is what the history keeps of attached documents;
+	// restore attaches kept ones again.
+	keptDocuments(ids []string) ([]history.Document, error)
+	restore(kept []history.Document) []DocumentInfo
 }
 
 // running is how many replies are running or waiting.
@@ -149,6 +153,7 @@ func (c *chatPart) send(req SendRequest) (SendResult, error) {
 	if req.ReplaceLast {
 		turn = c.replaceTurn(req)
 	}
+	c.keepDocuments(turn, req.Documents)
 	if docs != nil {
 		turn.sources = docs.sources
 	}

@@ -1,7 +1,9 @@
 package service
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -54,6 +56,10 @@ type DocumentInfo struct {
 	// relevant parts"). Both are set by Documents.
 	Whole bool   `json:"whole"`
 	Fit   string `json:"fit,omitempty"`
+	// Note says what the user should know about a document reopened with
+	// its conversation: its file changed or is gone since, so the answers
+	// come from the copy kept with the conversation.
+	Note string `json:"note,omitempty"`
 }
 
 // Source is one numbered source of an answer: a whole document or the
@@ -86,6 +92,12 @@ type DocumentUse struct {
 type docEntry struct {
 	info DocumentInfo
 	doc  *documents.Document // nil until read
+	// path is the file it was read from ("" for bytes from the page);
+	// fileSHA256 is the hex SHA-256 of the file's bytes, set once read.
+	// The history keeps both with the text, to tell on reopening whether
+	// the file changed.
+	path       string
+	fileSHA256 string
 }
 
 // docStore holds the attached documents (the window keeps which belong
@@ -195,16 +207,25 @@ func (d *docStore) forgetCounts() {
 	d.countMu.Unlock()
 }
 
-// documentLimits are the extraction limits, with the settings' size limit.
+// documentLimits are the extraction limits: the settings' one size limit
+// for a document's file and its text.
 func (d *docStore) documentLimits() documents.Limits {
-	return documents.Limits{MaxFileBytes: d.store.Get().DocumentMaxBytes}
+	limit := d.store.Get().DocumentMaxBytes
+	if limit <= 0 {
+		limit = settings.DefaultDocumentMaxBytes
+	}
+	return documents.UserLimits(limit)
 }
 
+// settingsLimitHint names where the document size limit is set; every
+// refusal for size ends with it.
+const settingsLimitHint = " (Settings › Largest document)"
+
 // checkDocumentSize refuses a file of size bytes over the settings' limit
-// before it is read whole.
+// before it is read. (Extraction refuses an empty one before reading too.)
 func (d *docStore) checkDocumentSize(name string, size int64) error {
 	if limit := d.documentLimits().MaxFile(); size > limit {
-		return fmt.Errorf("%s: %s (Settings, Documents)", name, documents.FileTooLarge(size, limit))
+		return fmt.Errorf("%s: %s%s", name, documents.FileTooLarge(size, limit), settingsLimitHint)
 	}
 	return nil
 }
@@ -221,6 +242,9 @@ func (d *docStore) attachFile(path string) (DocumentInfo, error) {
 		return DocumentInfo{}, fmt.Errorf("attach a document: %q is not an absolute path", path)
 	}
 	e := d.newEntry(filepath.Base(path), 0)
+	d.mu.Lock()
+	e.path = path
+	d.mu.Unlock()
 	d.docWork(func() {
 		data, err := d.readDocumentFile(e, path)
 		if err != nil {
@@ -322,8 +346,12 @@ func (d *docStore) docAttached(e *docEntry) bool {
 }
 
 func (d *docStore) docFailed(e *docEntry, err error) {
+	msg := documentError(err)
+	if errors.Is(err, documents.ErrTooLarge) && !strings.HasSuffix(msg, settingsLimitHint) {
+		msg += settingsLimitHint // the text grew past the limit the file was under
+	}
 	d.setDoc(e, func(i *DocumentInfo) {
-		i.State, i.Stage, i.Progress, i.Error = DocError, "", 0, documentError(err)
+		i.State, i.Stage, i.Progress, i.Error = DocError, "", 0, msg
 	})
 }
 
@@ -376,11 +404,21 @@ func (d *docStore) readDocumentFile(e *docEntry, path string) ([]byte, error) {
 // progress, then marks the entry ready (or failed).
 func (d *docStore) extractDocument(e *docEntry, data []byte) {
 	d.setDoc(e, func(i *DocumentInfo) { i.Stage, i.Progress = "extracting the text", 0.3 })
+	sum := sha256.Sum256(data)
+	d.mu.Lock()
+	e.fileSHA256 = hex.EncodeToString(sum[:])
+	d.mu.Unlock()
 	doc, err := extract.Bytes(e.info.Name, data, d.documentLimits())
 	if err != nil {
 		d.docFailed(e, err)
 		return
 	}
+	d.countDocument(e, doc)
+}
+
+// countDocument counts doc's tokens, with progress, then marks the entry
+// ready with doc.
+func (d *docStore) countDocument(e *docEntry, doc *documents.Document) {
 	if !d.docAttached(e) {
 		return // removed while it was read: counting it would be wasted
 	}

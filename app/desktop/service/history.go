@@ -111,6 +111,22 @@ func (c *chatPart) replaceTurn(req SendRequest) turn {
 	return turn{convID: req.ConversationID}
 }
 
+// keepDocuments keeps the documents ids, the ones this turn asks about,
+// with its conversation: reopening it attaches them again. A question
+// without documents in a conversation that had some detaches them.
+func (c *chatPart) keepDocuments(t turn, ids []string) {
+	if c.hist == nil || t.convID == 0 || (t.created && len(ids) == 0) {
+		return
+	}
+	kept, err := c.docs.keptDocuments(ids)
+	if err == nil {
+		err = c.hist.SetDocuments(t.convID, kept)
+	}
+	if err != nil && !errors.Is(err, history.ErrNotFound) {
+		c.noteProblem("this conversation's documents are not being kept: " + err.Error())
+	}
+}
+
 func (c *chatPart) appendMessages(convID int64, msgs []Message) error {
 	for _, m := range msgs {
 		if _, err := c.hist.AppendMessage(convID, history.Message{Role: history.Role(m.Role),
@@ -218,6 +234,50 @@ func (c *chatPart) conversation(id int64) (Conversation, error) {
 		out.Messages = append(out.Messages, sm)
 	}
 	return out, nil
+}
+
+// openConversation restores kept conversation id for the chat to go on
+// with: its messages, and its documents attached again (their chips). Names
+// its last answer cites that were not kept are listed, so the window can
+// say so rather than answer without them.
+func (c *chatPart) openConversation(id int64) (Conversation, error) {
+	conv, err := c.conversation(id)
+	if err != nil {
+		return Conversation{}, err
+	}
+	kept, err := c.hist.Documents(id)
+	if err != nil {
+		return Conversation{}, err
+	}
+	conv.Documents = c.docs.restore(kept)
+	conv.DocumentsNotKept = notKept(conv.Messages, kept)
+	return conv, nil
+}
+
+// notKept names the documents the last answer cites that are not among
+// kept, in citation order, each once.
+func notKept(msgs []StoredMessage, kept []history.Document) []string {
+	var last *StoredMessage
+	for i := range msgs {
+		if msgs[i].Role == "assistant" {
+			last = &msgs[i]
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	have := map[string]bool{}
+	for _, k := range kept {
+		have[k.Name] = true
+	}
+	var out []string
+	for _, src := range last.Sources {
+		if !have[src.Document] {
+			have[src.Document] = true
+			out = append(out, src.Document)
+		}
+	}
+	return out
 }
 
 // deleteConversation deletes kept conversation id.

@@ -273,6 +273,11 @@ func (s *Service) Conversations(query string) ([]ConversationSummary, error) {
 // Conversation restores kept conversation id.
 func (s *Service) Conversation(id int64) (Conversation, error) { return s.chat.conversation(id) }
 
+// OpenConversation restores kept conversation id with its documents attached again.
+func (s *Service) OpenConversation(id int64) (Conversation, error) {
+	return s.chat.openConversation(id)
+}
+
 // DeleteConversation deletes kept conversation id.
 func (s *Service) DeleteConversation(id int64) error { return s.chat.deleteConversation(id) }
 

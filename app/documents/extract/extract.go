@@ -78,6 +78,9 @@ func extract(name string, r io.ReaderAt, size int64, lim documents.Limits) (*doc
 	if size > lim.MaxFileBytes {
 		return nil, fmt.Errorf("%w: %s", documents.ErrTooLarge, documents.FileTooLarge(size, lim.MaxFileBytes))
 	}
+	if size == 0 {
+		return nil, documents.Empty(0)
+	}
 	data := make([]byte, size)
 	n, err := r.ReadAt(data, 0)
 	if n < len(data) {
@@ -112,6 +115,14 @@ func extract(name string, r io.ReaderAt, size int64, lim documents.Limits) (*doc
 	}
 	if len(doc.Text) > lim.MaxTextBytes {
 		return nil, documents.TextTooLarge(len(doc.Text), lim)
+	}
+	if strings.TrimSpace(doc.Text) == "" {
+		// A PDF or .docx without text says so itself (ErrNoText); any
+		// other file with nothing but blank space is empty.
+		if kind == documents.KindHTML {
+			return nil, fmt.Errorf("%w (the page has no visible text): nothing to attach", documents.ErrEmpty)
+		}
+		return nil, documents.Empty(size)
 	}
 	doc.IndexLines()
 	return doc, nil

@@ -150,7 +150,7 @@ func TestExtractLimits(t *testing.T) {
 	if _, err := Bytes("big.txt", bytes.Repeat([]byte("a"), 1001), lim); !errors.Is(err, documents.ErrTooLarge) || !strings.Contains(err.Error(), "1000 bytes limit") {
 		t.Errorf("file over the limit: %v", err)
 	}
-	if _, err := Bytes("long.txt", bytes.Repeat([]byte("a"), 101), lim); !errors.Is(err, documents.ErrTooLarge) || !strings.Contains(err.Error(), "extracted text") {
+	if _, err := Bytes("long.txt", bytes.Repeat([]byte("a"), 101), lim); !errors.Is(err, documents.ErrTooLarge) || !strings.Contains(err.Error(), "over the 100 bytes limit for documents") {
 		t.Errorf("text over the limit: %v", err)
 	}
 	if _, err := Bytes("ok.txt", bytes.Repeat([]byte("a"), 100), lim); err != nil {
@@ -221,4 +221,45 @@ func mustExtract(t *testing.T, name string, data []byte) *documents.Document {
 		t.Fatalf("Extract(%s): %v", name, err)
 	}
 	return doc
+}
+
+// An empty or blank file is refused as empty: a chip that fits whole with
+// nothing in it would answer from nothing.
+func TestExtractEmpty(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		data string
+		want string
+	}{
+		{"empty.txt", "", "(0 bytes)"},
+		{"blank.md", "  \n\t\n   \r\n", "only spaces and line breaks"},
+		{"blank.go", "\n\n\n", "only spaces and line breaks"},
+		{"bom.txt", "\xef\xbb\xbf \n", "only spaces and line breaks"},
+		{"utf16.txt", "\xff\xfe \x00\n\x00", "only spaces and line breaks"},
+		{"empty.csv", "", "(0 bytes)"},
+	} {
+		_, err := Bytes(c.name, []byte(c.data), documents.Limits{})
+		if !errors.Is(err, documents.ErrEmpty) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("%s: %v, want documents.ErrEmpty saying %q", c.name, err, c.want)
+		}
+	}
+	if d, err := Bytes("dot.txt", []byte(" .\n"), documents.Limits{}); err != nil || d.Text != " .\n" {
+		t.Errorf("a file with one visible character: %v", err)
+	}
+}
+
+// One limit: the file and its text are held to the same number.
+func TestUserLimits(t *testing.T) {
+	lim := documents.UserLimits(1000)
+	if lim.MaxFileBytes != 1000 || lim.MaxTextBytes != 1000 || lim.MaxPages != documents.DefaultLimits().MaxPages {
+		t.Fatalf("UserLimits(1000) = %+v", lim)
+	}
+	if d := documents.UserLimits(0); d != documents.DefaultLimits() {
+		t.Fatalf("UserLimits(0) = %+v", d)
+	}
+	// UTF-16 text grows when decoded to UTF-8: under the limit as a file, over it as text.
+	u16 := append([]byte{0xff, 0xfe}, bytes.Repeat([]byte{0xac, 0x20}, 450)...) // 900 × "€", 2700 bytes of UTF-8
+	if _, err := Bytes("euro.txt", u16, lim); !errors.Is(err, documents.ErrTooLarge) || !strings.Contains(err.Error(), "over the 1000 bytes limit for documents") {
+		t.Errorf("text grown past the limit: %v", err)
+	}
 }

@@ -340,7 +340,7 @@ func (w *blockWriter) raw(t string) {
 
 func (w *blockWriter) check() {
 	if w.b.Len() > w.limit {
-		w.err = fmt.Errorf("%w: its text is over the %s limit for extracted text", documents.ErrTooLarge, documents.HumanBytes(int64(w.limit)))
+		w.err = fmt.Errorf("%w: its text is over the %s limit for documents", documents.ErrTooLarge, documents.HumanBytes(int64(w.limit)))
 	}
 }
 

@@ -129,8 +129,8 @@ func TestExtractHTMLLimits(t *testing.T) {
 	if _, err := Bytes("x.html", []byte("<p>\x00\x01binary</p>"), documents.Limits{}); !errors.Is(err, documents.ErrBinary) {
 		t.Errorf("NUL bytes: %v", err)
 	}
-	doc := mustExtract(t, "empty.html", []byte("<html><script>only()</script></html>"))
-	if doc.Text != "" || !doctest.HasWarning(doc, "no visible text") {
-		t.Errorf("text %q warnings %q", doc.Text, doc.Warnings)
+	// A page with nothing to read is refused as empty, not attached blank.
+	if _, err := Bytes("empty.html", []byte("<html><script>only()</script></html>"), documents.Limits{}); !errors.Is(err, documents.ErrEmpty) || !strings.Contains(err.Error(), "no visible text") {
+		t.Errorf("a page without visible text: %v, want documents.ErrEmpty", err)
 	}
 }

@@ -115,6 +115,8 @@ export const downloads = (): Promise<Download[]> => call(() => App.Downloads()).
 export const conversations = (query: string): Promise<ConversationSummary[]> =>
   call(() => App.Conversations(query)).then((l) => l ?? []);
 export const conversation = (id: number): Promise<Conversation> => call(() => App.Conversation(id));
+/** openConversation restores a conversation for the chat, its documents attached again. */
+export const openConversation = (id: number): Promise<Conversation> => call(() => App.OpenConversation(id));
 export const deleteConversation = (id: number): Promise<void> => call(() => App.DeleteConversation(id));
 export const exportConversation = (id: number): Promise<string> => call(() => App.ExportConversation(id));
 export const saveConversation = (id: number): Promise<string> => call(() => App.SaveConversation(id));

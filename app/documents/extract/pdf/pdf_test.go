@@ -138,7 +138,10 @@ func TestExtractPDFTruncated(t *testing.T) {
 	}
 
 	// Cut before the page tree: nothing to read, a clear error.
-	for _, n := range []int{0, 5, 9, 20, 40} {
+	if _, err := extract.Bytes("cut.pdf", full[:0], documents.Limits{}); !errors.Is(err, documents.ErrEmpty) {
+		t.Errorf("PDF of 0 bytes: %v, want documents.ErrEmpty", err)
+	}
+	for _, n := range []int{5, 9, 20, 40} {
 		_, err := extract.Bytes("cut.pdf", full[:n], documents.Limits{})
 		if err == nil || !errors.Is(err, documents.ErrDamaged) {
 			t.Errorf("PDF cut at %d bytes: %v, want documents.ErrDamaged", n, err)

@@ -86,7 +86,7 @@ func extract(data []byte, lim documents.Limits) (*documents.Document, error) {
 		start := b.Len()
 		b.WriteString(text)
 		if b.Len() > lim.MaxTextBytes {
-			return nil, fmt.Errorf("%w: its text passed the %s limit for extracted text at page %d of %d", documents.ErrTooLarge, documents.HumanBytes(int64(lim.MaxTextBytes)), num, len(pages))
+			return nil, fmt.Errorf("%w: its text passed the %s limit for documents at page %d of %d", documents.ErrTooLarge, documents.HumanBytes(int64(lim.MaxTextBytes)), num, len(pages))
 		}
 		doc.Pages = append(doc.Pages, documents.PageSpan{Number: num, Start: start, End: b.Len()})
 	}
@@ -632,7 +632,7 @@ func (x *textExtractor) write(s string) {
 	}
 	x.out.WriteString(s)
 	if x.out.Len() > x.f.lim.MaxTextBytes && x.err == nil {
-		x.err = fmt.Errorf("%w: the page's text passed the %s limit for extracted text", documents.ErrTooLarge, documents.HumanBytes(int64(x.f.lim.MaxTextBytes)))
+		x.err = fmt.Errorf("%w: the page's text passed the %s limit for documents", documents.ErrTooLarge, documents.HumanBytes(int64(x.f.lim.MaxTextBytes)))
 	}
 }
 

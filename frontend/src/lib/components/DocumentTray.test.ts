@@ -43,6 +43,7 @@ describe('document tray', () => {
       { ...ready, id: 'd4', name: 'huge.txt', state: 'reading', stage: 'counting tokens', progress: 0.5 },
     ];
     render(DocumentTray);
+    await fireEvent.click(screen.getByTestId('document-more')); // the fourth is counted until asked for
     const chips = screen.getAllByTestId('document-chip');
     expect(chips.map((c) => c.dataset.state)).toEqual(['ready', 'ready', 'error', 'reading']);
     expect(chips[0]?.textContent).toContain('PDF · 4 pages · 2,100 tokens');
@@ -87,5 +88,72 @@ describe('document tray', () => {
     render(Conversation);
     expect(screen.getByTestId('source-chip').textContent).toBe('[1] report.pdf, page 4');
     expect(screen.queryByTestId('document-use')).toBeNull();
+  });
+});
+
+describe('document tray with many documents', () => {
+  const many = (n: number): DocumentInfo[] => Array.from({ length: n }, (_, i) => ({ ...ready, id: `d${String(i + 1)}`, name: `notes-${String(i + 1)}.txt`, kind: 'text', pages: 0 }));
+
+  it('shows three chips and a count of the rest, which expands to all of them', async () => {
+    vi.mocked(engine.documents).mockImplementation(async (ids) => documents.items.filter((d) => ids.includes(d.id)));
+    documents.items = [...many(4), { ...ready, id: 'd5', name: 'locked.pdf', state: 'error', error: 'locked.pdf: document is encrypted' }];
+    render(DocumentTray);
+    expect(screen.getAllByTestId('document-name').map((n) => n.textContent)).toEqual(['notes-1.txt', 'notes-2.txt', 'notes-3.txt']);
+    const more = screen.getByTestId('document-more');
+    expect(more.textContent).toBe('+2 more · 1 failed');
+    await fireEvent.click(more);
+    expect(screen.getAllByTestId('document-chip')).toHaveLength(5);
+    expect(screen.queryByTestId('document-more')).toBeNull();
+    await fireEvent.click(screen.getByTestId('document-fewer'));
+    expect(screen.getAllByTestId('document-chip')).toHaveLength(3);
+  });
+
+  it('shows up to three chips without a count', () => {
+    documents.items = many(3);
+    render(DocumentTray);
+    expect(screen.getAllByTestId('document-chip')).toHaveLength(3);
+    expect(screen.queryByTestId('document-more')).toBeNull();
+  });
+
+  it('says when a reopened document comes from the copy kept with the conversation', () => {
+    documents.items = [{ ...ready, note: 'report.pdf has changed since it was attached: answering from the copy kept with this conversation' }];
+    render(DocumentTray);
+    expect(screen.getByTestId('document-note').textContent).toContain('has changed since it was attached');
+  });
+});
+
+describe('a reopened conversation', () => {
+  it('brings back its documents, and a red chip for one it did not keep', async () => {
+    vi.mocked(engine.documents).mockResolvedValue([ready]);
+    chat.restore({
+      id: 7,
+      title: 'Q3',
+      model: 'Tiny',
+      messages: [
+        { role: 'user', content: 'What did Q3 earn?' },
+        { role: 'assistant', content: '4 M [1]', sources: [{ number: 1, documentId: '', document: 'report.pdf', whole: true, label: 'whole document' }] },
+      ],
+      documents: [{ ...ready, state: 'reading', progress: 0 }],
+      documentsNotKept: ['old.txt'],
+    });
+    render(DocumentTray);
+    await vi.waitFor(() => expect(screen.getAllByTestId('document-chip').map((c) => c.dataset.state)).toEqual(['ready', 'error']));
+    expect(screen.getAllByTestId('document-chip')[1]?.textContent).toContain('old.txt was not kept with this conversation');
+    expect(documents.ids).toEqual(['d1']);
+    expect(vi.mocked(engine.documents).mock.calls.length).toBeLessThan(4); // asked once or twice, not in a loop
+    vi.mocked(engine.send).mockResolvedValue({ replyId: 'r1', conversationId: 7 });
+    chat.setDraft('And Q4?');
+    await chat.submit();
+    expect(engine.send).toHaveBeenCalledWith(
+      [
+        { role: 'user', content: 'What did Q3 earn?' },
+        { role: 'assistant', content: '4 M [1]' },
+        { role: 'user', content: 'And Q4?' },
+      ],
+      0,
+      7,
+      ['d1'],
+      false,
+    );
   });
 });

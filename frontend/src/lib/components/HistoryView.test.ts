@@ -93,7 +93,7 @@ describe('history', () => {
   });
 
   it('opens a conversation into the chat', async () => {
-    vi.mocked(engine.conversation).mockResolvedValueOnce({
+    vi.mocked(engine.openConversation).mockResolvedValueOnce({
       id: 2,
       title: 'The sea',
       model: 'Tiny',
@@ -107,7 +107,7 @@ describe('history', () => {
     await vi.waitFor(() => expect(ids()).toHaveLength(2));
     await fireEvent.click(must(screen.getAllByTestId('history-open')[1]));
     await vi.waitFor(() => expect(ui.tab).toBe('chat'));
-    expect(engine.conversation).toHaveBeenCalledWith(2);
+    expect(engine.openConversation).toHaveBeenCalledWith(2);
     expect(chat.conversationId).toBe(2);
     expect(chat.turns.map((t) => t.content)).toEqual(['Tell me a story about the sea', 'Waves.']);
   });

@@ -87,7 +87,7 @@ describe('settings', () => {
   it('shows and saves the document size limit in MiB', async () => {
     update.mockImplementation(async (s) => s);
     await open();
-    expect(input('setting-document-limit').value).toBe('64');
+    expect(input('setting-document-limit').value).toBe('16');
     await fireEvent.input(input('setting-document-limit'), { target: { value: '8' } });
     await fireEvent.click(screen.getByTestId('settings-save'));
     await vi.waitFor(() => expect(update).toHaveBeenCalled());

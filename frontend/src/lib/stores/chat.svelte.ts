@@ -246,9 +246,10 @@ export class Chat {
     this.#early.clear();
   }
 
-  /** restore shows a kept conversation; Send continues it. */
+  /** restore shows a kept conversation, with the documents it kept; Send continues it. */
   restore(c: Conversation): void {
     this.newChat();
+    documents.restore(c.documents ?? [], c.documentsNotKept ?? []);
     this.conversationId = c.id;
     this.title = c.title;
     this.turns = (c.messages ?? [])

@@ -16,6 +16,8 @@ import { defaultDocumentBytes, settings } from './settings.svelte';
 
 /** A chip whose document never reached the Go side has an id starting with this. */
 const localPrefix = 'local-';
+/** Where the size limit is set; every refusal for size names it (the Go side's words too). */
+export const limitHint = '(Settings › Largest document)';
 
 export class Documents {
   items = $state<DocumentInfo[]>([]);
@@ -52,7 +54,7 @@ export class Documents {
       return;
     }
     if (file.size > this.maxBytes) {
-      this.#failed(name, `${name}: the file is ${mib(file.size)}, over the ${mib(this.maxBytes)} limit for documents (Settings, Documents)`, file.size);
+      this.#failed(name, `${name}: the file is ${mib(file.size)}, over the ${mib(this.maxBytes)} limit for documents ${limitHint}`, file.size);
       return;
     }
     await this.#attach(name, async () => engine.attachDocumentData(name, await base64(file)));
@@ -124,6 +126,17 @@ export class Documents {
       await engine.removeDocument(id).catch(() => {});
       await this.refresh();
     }
+  }
+
+  /**
+   * restore shows the documents a reopened conversation kept (the Go side
+   * attached them again), and a red chip for each one it cites that was
+   * not kept, so a follow-up is not silently asked without it.
+   */
+  restore(kept: DocumentInfo[], notKept: string[]): void {
+    this.items = kept.map((d) => ({ ...d }));
+    for (const name of notKept) this.#failed(name, `${name} was not kept with this conversation (it was saved by an older version): drop the file again to ask about it`);
+    void this.refresh();
   }
 
   /** clear detaches every document (a new or restored conversation). */

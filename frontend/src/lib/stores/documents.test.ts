@@ -72,7 +72,7 @@ describe('documents', () => {
     ]);
     const big = docs.items.find((d) => d.name === 'big.txt');
     expect(big?.state).toBe('error');
-    expect(big?.error).toBe('big.txt: the file is 2 KiB, over the 1 KiB limit for documents (Settings, Documents)');
+    expect(big?.error).toBe('big.txt: the file is 2 KiB, over the 1 KiB limit for documents (Settings › Largest document)');
     expect(docs.items.find((d) => d.name === 'small.txt')?.state).toBe('reading');
     expect(docs.ids).toEqual(['d3']); // the failed one is not asked about
     expect(attachData).toHaveBeenCalledTimes(1);

@@ -51,7 +51,7 @@ export class History {
   /** open restores a conversation into the chat; true when it did. */
   async open(id: number): Promise<boolean> {
     try {
-      chat.restore(await engine.conversation(id));
+      chat.restore(await engine.openConversation(id));
       this.notice = null;
       return true;
     } catch (e) {

@@ -64,7 +64,7 @@ export function memoryField(bytes: number): { value: string; unit: MemoryUnit } 
   return { value: miB(bytes), unit: 'MiB' };
 }
 /** The documents' size limit when the settings leave it at 0. */
-export const defaultDocumentBytes = 64 * MiB;
+export const defaultDocumentBytes = 16 * MiB;
 
 /** miB shows a byte count in MiB with up to one decimal. */
 export function miB(bytes: number): string {
@@ -81,7 +81,7 @@ export function applyTheme(theme: string): void {
 export class Settings {
   /** What the Go side has in force. */
   saved = $state<SettingsData | null>(null);
-  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memory: '0', memoryUnit: 'GiB', theme: 'system', documentMiB: '64', whenTooLong: 'refuse', maxReply: '2048' });
+  form = $state<Form>({ systemPrompt: '', temperature: '', context: '', kv: 'auto', memory: '0', memoryUnit: 'GiB', theme: 'system', documentMiB: '16', whenTooLong: 'refuse', maxReply: '2048' });
   loadError = $state<string | null>(null);
   /** Every line of the last refusal, else empty. */
   errors = $state<string[]>([]);

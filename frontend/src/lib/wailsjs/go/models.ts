@@ -222,6 +222,48 @@ export namespace service {
 		}
 	}
 	
+	export class DocumentInfo {
+	    id: string;
+	    name: string;
+	    kind: string;
+	    language?: string;
+	    size: number;
+	    state: string;
+	    stage?: string;
+	    progress: number;
+	    error?: string;
+	    pages: number;
+	    lines: number;
+	    tokens: number;
+	    warnings?: string[];
+	    whole: boolean;
+	    fit?: string;
+	    note?: string;
+	
+	    static createFrom(source: any = {}) {
+	        return new DocumentInfo(source);
+	    }
+	
+	    constructor(source: any = {}) {
+	        if ('string' === typeof source) source = JSON.parse(source);
+	        this.id = source["id"];
+	        this.name = source["name"];
+	        this.kind = source["kind"];
+	        this.language = source["language"];
+	        this.size = source["size"];
+	        this.state = source["state"];
+	        this.stage = source["stage"];
+	        this.progress = source["progress"];
+	        this.error = source["error"];
+	        this.pages = source["pages"];
+	        this.lines = source["lines"];
+	        this.tokens = source["tokens"];
+	        this.warnings = source["warnings"];
+	        this.whole = source["whole"];
+	        this.fit = source["fit"];
+	        this.note = source["note"];
+	    }
+	}
 	export class Source {
 	    number: number;
 	    documentId: string;
@@ -313,6 +355,8 @@ export namespace service {
 	    title: string;
 	    model: string;
 	    messages: StoredMessage[];
+	    documents?: DocumentInfo[];
+	    documentsNotKept?: string[];
 	
 	    static createFrom(source: any = {}) {
 	        return new Conversation(source);
@@ -324,6 +368,8 @@ export namespace service {
 	        this.title = source["title"];
 	        this.model = source["model"];
 	        this.messages = this.convertValues(source["messages"], StoredMessage);
+	        this.documents = this.convertValues(source["documents"], DocumentInfo);
+	        this.documentsNotKept = source["documentsNotKept"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
@@ -576,46 +622,7 @@ export namespace service {
 		    return a;
 		}
 	}
-	export class DocumentInfo {
-	    id: string;
-	    name: string;
-	    kind: string;
-	    language?: string;
-	    size: number;
-	    state: string;
-	    stage?: string;
-	    progress: number;
-	    error?: string;
-	    pages: number;
-	    lines: number;
-	    tokens: number;
-	    warnings?: string[];
-	    whole: boolean;
-	    fit?: string;
 	
-	    static createFrom(source: any = {}) {
-	        return new DocumentInfo(source);
-	    }
-	
-	    constructor(source: any = {}) {
-	        if ('string' === typeof source) source = JSON.parse(source);
-	        this.id = source["id"];
-	        this.name = source["name"];
-	        this.kind = source["kind"];
-	        this.language = source["language"];
-	        this.size = source["size"];
-	        this.state = source["state"];
-	        this.stage = source["stage"];
-	        this.progress = source["progress"];
-	        this.error = source["error"];
-	        this.pages = source["pages"];
-	        this.lines = source["lines"];
-	        this.tokens = source["tokens"];
-	        this.warnings = source["warnings"];
-	        this.whole = source["whole"];
-	        this.fit = source["fit"];
-	    }
-	}
 	export class DocumentUse {
 	    documentId: string;
 	    name: string;

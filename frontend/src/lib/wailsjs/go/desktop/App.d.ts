@@ -58,6 +58,8 @@ export function LoadModel(arg1:service.LoadRequest):Promise<service.Status>;
 
 export function Models():Promise<Array<service.LocalModel>>;
 
+export function OpenConversation(arg1:number):Promise<service.Conversation>;
+
 export function PreviewPromptTemplate(arg1:service.PromptTemplateRequest):Promise<service.TemplatePreview>;
 
 export function PromptTemplate(arg1:string):Promise<service.PromptTemplateInfo>;

@@ -110,6 +110,10 @@ export function Models() {
   return window['go']['desktop']['App']['Models']();
 }
 
+export function OpenConversation(arg1) {
+  return window['go']['desktop']['App']['OpenConversation'](arg1);
+}
+
 export function PreviewPromptTemplate(arg1) {
   return window['go']['desktop']['App']['PreviewPromptTemplate'](arg1);
 }
