@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"nibble/app/backends"
 	"nibble/engine"
+	"nibble/engine/estimate"
 	"nibble/engine/cpu"
 	"nibble/engine/kv"
 )
@@ -20,7 +22,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "bench decode",
-		Usage: "-m MODEL [--depth 0,1024,4096] [--kv q4[,f16,q8]] [--pp 128] [--tg 64] [--reps 3] [--threads N] [--backend cpu|metal|auto] [--json]",
+		Usage: "-m MODEL [--depth 0,1024,4096] [--kv q4[,f16,q8]] [--pp 128] [--tg 64] [--reps 3] [--threads N] [--backend cpu|metal|auto] [--expect] [--json]",
 		Run:   benchDecodeCmd,
 	})
 }
@@ -30,6 +32,9 @@ type benchDecodeResult struct {
 	KV          string  `json:"kv"`
 	PrefillTokS float64 `json:"prefill_tok_s"`
 	DecodeTokS  float64 `json:"decode_tok_s"`
+	// ExpectedTokS is the decode rate the app shows before a load
+	// (--expect): backends.ExpectDecode at the step's mean cache length.
+	ExpectedTokS float64 `json:"expected_tok_s,omitempty"`
 }
 
 // parseInts parses the comma-separated list s given to flag (spelled as in the usage line).
@@ -59,6 +64,7 @@ func benchDecodeCmd(env *Env, args []string) error {
 	tg := fs.Int("tg", 64, "tokens timed for decode")
 	reps := fs.Int("reps", 3, "decode repetitions per depth and KV type (median reported)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	expect := fs.Bool("expect", false, "print the expected decode rate (the app's figure before a load) beside the measured one")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole benchmark to `FILE`")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
@@ -101,6 +107,17 @@ func benchDecodeCmd(env *Env, args []string) error {
 	}
 	if !*asJSON {
 		fmt.Fprintf(env.Stderr, "backend %s\n", choice)
+	}
+	var desc estimate.Desc
+	if *expect {
+		if desc, err = estimate.FromFile(mf.path); err != nil {
+			return err
+		}
+		// The CPU probe runs now, before the model is mapped, as the app
+		// runs it before a load.
+		if _, err := backends.ExpectDecode(desc, 1, kvTypes[0], choice, threads); err != nil {
+			return fmt.Errorf("--expect: %w", err)
+		}
 	}
 	m, err := engine.LoadModel(mf.path, b)
 	if err != nil {
@@ -181,9 +198,21 @@ func benchDecodeCmd(env *Env, args []string) error {
 		}
 		for i, t := range kvTypes {
 			r := benchDecodeResult{Depth: depth, KV: t.String(), PrefillTokS: prefillRates[i], DecodeTokS: median(decodeRates[i])}
+			var how string
+			if *expect {
+				e, err := backends.ExpectDecode(desc, len(prompt)+*tg/2, t, choice, threads)
+				if err != nil {
+					return fmt.Errorf("--expect: %w", err)
+				}
+				r.ExpectedTokS, how = e.TokPerSec, e.How
+			}
 			results = append(results, r)
 			if !*asJSON {
-				fmt.Fprintf(env.Stdout, "depth %6d  kv %-3s  prefill %8.1f tok/s  decode %7.2f tok/s\n", r.Depth, r.KV, r.PrefillTokS, r.DecodeTokS)
+				fmt.Fprintf(env.Stdout, "depth %6d  kv %-3s  prefill %8.1f tok/s  decode %7.2f tok/s", r.Depth, r.KV, r.PrefillTokS, r.DecodeTokS)
+				if *expect {
+					fmt.Fprintf(env.Stdout, "  expected %7.2f tok/s (%.2f×; %s)", r.ExpectedTokS, r.ExpectedTokS/r.DecodeTokS, how)
+				}
+				fmt.Fprintln(env.Stdout)
 			}
 		}
 	}

@@ -200,3 +200,12 @@ func (d Device) ComputeSeconds(flops int64) float64 {
 	}
 	return float64(flops) / (d.TFLOPS * 1e12)
 }
+
+// TokensPerSecond is the decode rate when every byte of s moves at d's
+// bandwidth: the ceiling the picker shows as a model's expected speed.
+func (d Device) TokensPerSecond(s Step) float64 {
+	if b := s.Bytes(); b > 0 {
+		return d.GBs * 1e9 / float64(b)
+	}
+	return 0
+}

@@ -102,3 +102,32 @@ func TestAttentionAgainstH100(t *testing.T) {
 		}
 	}
 }
+
+// TestTokensPerSecond: the expected decode rate of the 1B shape is each
+// device's bandwidth over the step's bytes, the step the H100 table checks
+// (about 815 MB at 4K with a q4 cache): about 84 tok/s on an M1, 490 on
+// an M1 Max.
+func TestTokensPerSecond(t *testing.T) {
+	s := DecodeStep(llama1B, 4096, Cache{Type: kv.Q4, GroupSize: 32})
+	var measured float64
+	for _, m := range h100 {
+		measured += m.read * 1e6
+	}
+	for _, d := range Devices {
+		got := d.TokensPerSecond(s)
+		if want := d.GBs * 1e9 / float64(s.Bytes()); got != want {
+			t.Errorf("%s: %.1f tok/s, want %.1f", d.Name, got, want)
+		}
+		// Against the profiler's bytes: within the table test's 2%.
+		if byTable := d.GBs * 1e9 / measured; math.Abs(got-byTable)/byTable > 0.02 {
+			t.Errorf("%s: %.1f tok/s, %.1f from the measured bytes", d.Name, got, byTable)
+		}
+	}
+	m1max, _ := DeviceByName("M1 Max")
+	if got := m1max.TokensPerSecond(s); got < 470 || got > 510 {
+		t.Errorf("M1 Max: %.1f tok/s, want about 490", got)
+	}
+	if (Device{GBs: 100}).TokensPerSecond(Step{}) != 0 {
+		t.Error("an empty step has a rate")
+	}
+}

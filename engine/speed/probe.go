@@ -1,0 +1,108 @@
+package speed
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"nibble/engine/backend"
+	"nibble/engine/cpu"
+	"nibble/engine/ggml"
+	"nibble/engine/quant"
+)
+
+// Rate is what the CPU achieves on the decode step's work.
+type Rate struct {
+	Type ggml.Type
+	// BytesPerSec is the mat-vec's rate on a matrix of Type that leaves
+	// the caches.
+	BytesPerSec float64
+	// PerOp is the cost of one small operation (a mat-vec whose matrix
+	// is in cache): the threads' hand-off, paid by every op of a step.
+	PerOp float64
+}
+
+// probeBytes is the probe's matrix: larger than any CPU's last-level
+// cache, small enough to fill and time in well under a second.
+const probeBytes = 96 << 20
+
+var (
+	probeMu sync.Mutex
+	probed  = map[[2]int]Rate{}
+)
+
+// Probe measures the CPU backend on threads (<= 0: all cores) with weights
+// of type t (a type the CPU cannot compute with is measured as Q8_0). The
+// first call per type takes a few hundred milliseconds; later ones return
+// the figure kept for the process.
+func Probe(threads int, t ggml.Type) (Rate, error) {
+	if !quant.Supported(t) {
+		t = ggml.Q8_0
+	}
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	key := [2]int{threads, int(t)}
+	if r, ok := probed[key]; ok {
+		return r, nil
+	}
+	r, err := measure(threads, t)
+	if err != nil {
+		return Rate{}, fmt.Errorf("speed probe (%s): %w", t, err)
+	}
+	probed[key] = r
+	return r, nil
+}
+
+func measure(threads int, t ggml.Type) (Rate, error) {
+	const cols = 4096
+	rowBytes := t.RowBytes(cols)
+	rows := probeBytes / rowBytes
+	region := make([]byte, rows*rowBytes)
+	// Written, not left zero: untouched pages all map the one zero page,
+	// which stays in cache. 0x11 makes small normal f16 scales.
+	for i := range region {
+		region[i] = 0x11
+	}
+	b := cpu.New(threads)
+	defer b.Close()
+	const smallRows = 64
+	m, err := b.MapWeights(region, []backend.WeightDesc{
+		{Name: "probe", Type: t, Rows: rows, Cols: cols},
+		{Name: "small", Type: t, Rows: smallRows, Cols: cols},
+	})
+	if err != nil {
+		return Rate{}, err
+	}
+	defer m.Close()
+	big, small := m.Weights()[0], m.Weights()[1]
+	x, dst := b.Alloc(cols), b.Alloc(rows)
+	defer b.Free(x)
+	defer b.Free(dst)
+	timeOf := func(w backend.Weight, n int) float64 {
+		ts := make([]float64, n)
+		for i := range ts {
+			t0 := time.Now()
+			b.MatMul(dst, w, x, 1)
+			ts[i] = time.Since(t0).Seconds()
+		}
+		return slices.Min(ts)
+	}
+	timeOf(big, 1) // faults the region in
+	bigSec := timeOf(big, 5)
+	perOp := timeOf(small, 200)
+	if err := b.Sync(); err != nil {
+		return Rate{}, err
+	}
+	return Rate{Type: t, BytesPerSec: float64(len(region)) / bigSec, PerOp: perOp}, nil
+}
+
+// opsPerLayer are a llama-style layer's decode operations: norm, q, k, v,
+// two RoPEs, KV store, attention, o, add, norm, gate, up, SwiGLU, down, add.
+const opsPerLayer = 16
+
+// CPU is the expected decode rate of p on the CPU at r, for a model of
+// layers layers.
+func CPU(p PerToken, r Rate, layers int) float64 {
+	return TokensPerSecond(p, r.BytesPerSec, float64(layers*opsPerLayer+4)*r.PerOp)
+}
