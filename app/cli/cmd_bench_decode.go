@@ -14,8 +14,8 @@ import (
 
 	"nibble/app/backends"
 	"nibble/engine"
-	"nibble/engine/estimate"
 	"nibble/engine/cpu"
+	"nibble/engine/estimate"
 	"nibble/engine/kv"
 )
 

@@ -1,0 +1,118 @@
+package speed
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"nibble/engine"
+	"nibble/engine/cpu"
+	"nibble/engine/estimate"
+	"nibble/engine/ggml"
+	"nibble/engine/kv"
+	"nibble/engine/model"
+	"nibble/engine/synth"
+)
+
+// TestRead: the bytes of a step, counted by hand for a small tied model
+// of one byte per element, with a sliding window on every other layer.
+func TestRead(t *testing.T) {
+	hp := model.HParams{Arch: "gemma2", Layers: 2, Embd: 64, Heads: 4, KVHeads: 2, HeadDim: 16, FF: 128, Vocab: 100,
+		TiedOutput: true, Window: 8, SWAPattern: 2}
+	layer := int64(64*64 + 2*64*32 + 64*64 + 3*64*128)
+	d := estimate.Desc{Name: "hand", HParams: hp, WeightsBytes: 2*layer + 100*64, FileType: "Q8_0"}
+	p, err := Read(d, 20, kv.F16, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2*layer + 100*64; p.Weights != want {
+		t.Errorf("weights %d, want %d", p.Weights, want)
+	}
+	// f16: 2 bytes per element, K and V, 2 heads of 16; layer 0 slides (8), layer 1 does not (20).
+	if want := int64((8 + 20) * 2 * 2 * 16 * 2); p.KV != want {
+		t.Errorf("kv %d, want %d", p.KV, want)
+	}
+	if p.Type != ggml.Q8_0 {
+		t.Errorf("type %s", p.Type)
+	}
+	if _, err := Read(estimate.Desc{Name: "empty"}, 10, kv.Q4, 0); err == nil {
+		t.Error("a desc without a shape has bytes")
+	}
+}
+
+func TestDominantType(t *testing.T) {
+	for _, c := range []struct {
+		ft      string
+		perElem float64
+		want    ggml.Type
+	}{{"Q4_K_M", 0.6, ggml.Q4_K}, {"MOSTLY_Q8_0", 1, ggml.Q8_0}, {"F16", 2, ggml.F16}, {"", 1.06, ggml.Q8_0}, {"IQ-unknown", 2.1, ggml.F16}} {
+		if got := dominantType(c.ft, c.perElem); got != c.want {
+			t.Errorf("%q %.2f: %s, want %s", c.ft, c.perElem, got, c.want)
+		}
+	}
+}
+
+// TestAgainstDecode: the expected rate of a synthesized model too big for
+// the caches is within 0.8-1.25 of its measured decode rate on this CPU.
+func TestAgainstDecode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("synthesizes a 230 MB model and times its decode")
+	}
+	const threads = 2
+	path := filepath.Join(t.TempDir(), "speed.gguf")
+	o := synth.DefaultOptions("llama")
+	o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF = 6, 1024, 16, 4, 4096
+	o.VocabFrom, o.Type, o.Seed = filepath.Join("..", "..", "..", "shared", "testdata", "tokenizer", "ggml-vocab-llama-bpe.gguf"), ggml.Q8_0, 1
+	if err := synth.Generate(path, o); err != nil {
+		t.Fatal(err)
+	}
+	d, err := estimate.FromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Probe(threads, ggml.Q8_0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cpu.New(threads)
+	defer b.Close()
+	m, err := engine.LoadModel(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s, err := engine.NewSession(m, b, engine.Options{Ctx: 64, KV: kv.Q4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Prefill(context.Background(), []int32{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	const steps = 8
+	var rates []float64
+	for rep := 0; rep < 3; rep++ {
+		t0 := time.Now()
+		for i := range steps {
+			if err := s.Step(int32(5 + i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rates = append(rates, steps/time.Since(t0).Seconds())
+		s.Truncate(4)
+	}
+	slices.Sort(rates)
+	measured := rates[1]
+	p, err := Read(d, 4+steps/2, kv.Q4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := CPU(p, r, d.HParams.Layers)
+	t.Logf("expected %.2f tok/s (%.1f MB at %.2f GB/s, %.0f µs an op), measured %.2f: %.2f×",
+		want, float64(p.Bytes())/1e6, r.BytesPerSec/1e9, r.PerOp*1e6, measured, want/measured)
+	if ratio := want / measured; ratio < 0.8 || ratio > 1.25 {
+		t.Errorf("expected %.2f tok/s, measured %.2f (%.2f×)", want, measured, ratio)
+	}
+}
