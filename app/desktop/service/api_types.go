@@ -17,6 +17,11 @@ type LocalModel struct {
 	CtxTrain int    `json:"ctxTrain"`
 	Loaded   bool   `json:"loaded"`
 	Demo     bool   `json:"demo"`
+	// TokPerSec is the decode speed to expect here at the settings'
+	// context and KV type, from the header (0: no figure; SpeedNote says
+	// why, or how the figure was reached).
+	TokPerSec float64 `json:"tokPerSec"`
+	SpeedNote string  `json:"speedNote,omitempty"`
 	// Problem says why this file cannot be loaded (not a GGUF file, cut
 	// short, an architecture Nibble has no forward pass for); "" if none.
 	Problem string `json:"problem,omitempty"`

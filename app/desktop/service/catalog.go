@@ -106,6 +106,7 @@ func (c *catalogBrowser) list() ([]CatalogEntry, error) {
 			d, err := c.catalogDesc(m, f, cf.LocalPath)
 			if err == nil {
 				cf.Estimate, err = evaluate(d, estimate.Options{Ctx: ctx, KV: t, Backend: c.machine.backendChoice().Backend, Threads: cfg.Threads}, b, src)
+				cf.Estimate.TokPerSec, cf.Estimate.SpeedNote = c.machine.expectDecode(d)
 			}
 			if err != nil {
 				cf.Estimate = Estimate{Verdict: estimate.Unknown.String(), Limits: []KVLimit{},
@@ -195,5 +196,10 @@ func (c *catalogBrowser) estimate(id, quant string) (Estimate, error) {
 		ctx = ct
 	}
 	b, src := c.machine.budget()
-	return evaluate(d, estimate.Options{Ctx: ctx, KV: t, Backend: c.machine.backendChoice().Backend, Threads: cfg.Threads}, b, src)
+	e, err := evaluate(d, estimate.Options{Ctx: ctx, KV: t, Backend: c.machine.backendChoice().Backend, Threads: cfg.Threads}, b, src)
+	if err != nil {
+		return Estimate{}, err
+	}
+	e.TokPerSec, e.SpeedNote = c.machine.expectDecode(d)
+	return e, nil
 }

@@ -38,6 +38,10 @@ type Estimate struct {
 	BudgetSource string `json:"budgetSource"`
 	// Approx: the weights are a listed size, not read from the header.
 	Approx bool `json:"approx"`
+	// TokPerSec is the decode speed to expect on this machine (catalog
+	// files; 0: no figure), SpeedNote how it was reached or why none.
+	TokPerSec float64 `json:"tokPerSec"`
+	SpeedNote string  `json:"speedNote,omitempty"`
 }
 
 // Budget sources, for Estimate.BudgetSource and Diagnostics.

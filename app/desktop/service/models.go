@@ -38,6 +38,8 @@ var watchInterval = 2 * time.Second
 type picker struct {
 	env
 	engine localEngine // which model is loaded
+	// machine gives each model's expected speed (nil: none shown).
+	machine *machine
 
 	mu    sync.Mutex           // guards cache and sig
 	cache map[string]fileFacts // by path
@@ -167,8 +169,11 @@ func (p *picker) list() ([]LocalModel, error) {
 			return
 		}
 		seen[path] = true
-		lm, _ := p.inspect(path)
+		lm, d := p.inspect(path)
 		lm.Source, lm.Loaded = source, path == loaded
+		if d != nil && p.machine != nil {
+			lm.TokPerSec, lm.SpeedNote = p.machine.expectDecode(*d)
+		}
 		if source == SourceDemo {
 			lm.Name, lm.Demo = DemoName, true
 		}

@@ -135,7 +135,7 @@ func New(store *settings.Store, dirs settings.Dirs, emit Emitter) *Service {
 	s.env = e
 	s.machine = newMachine(store)
 	s.loader = newLoader(e, s.machine)
-	s.picker = &picker{env: e, engine: s.loader}
+	s.picker = &picker{env: e, engine: s.loader, machine: s.machine}
 	s.kvcheck = &kvChecker{env: e, machine: s.machine, files: s.picker}
 	s.tmpl = &promptTemplates{env: e, engine: s.loader}
 	s.loader.files, s.loader.kv, s.loader.templates = s.picker, s.kvcheck, s.tmpl

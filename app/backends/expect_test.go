@@ -1,0 +1,39 @@
+package backends
+
+import (
+	"math"
+	"testing"
+
+	"nibble/engine/estimate"
+	"nibble/engine/ggml"
+	"nibble/engine/kv"
+	"nibble/engine/model"
+	"nibble/metal/traffic"
+)
+
+// TestExpectMetal: on a Mac the figure is the traffic model's step at the
+// chip's bandwidth from traffic.Devices, named as Metal names the GPU.
+func TestExpectMetal(t *testing.T) {
+	hp := model.HParams{Arch: "llama", Layers: 16, Embd: 2048, Heads: 32, KVHeads: 8, HeadDim: 64, FF: 8192, Vocab: 128256, CtxTrain: 131072, TiedOutput: true}
+	// A Q4_0 file of that shape: 4.5 bits an element, tied output.
+	elems := int64(16)*(2048*2048*2+2*2048*512+3*2048*8192) + 128256*2048
+	d := estimate.Desc{Name: "1b", HParams: hp, WeightsBytes: elems * 18 / 32, FileType: "Q4_0", Exact: true}
+	shape := traffic.Shape{Name: "1b", Layers: 16, Hidden: 2048, Heads: 32, KVHeads: 8, HeadDim: 64, FFN: 8192, Vocab: 128256,
+		Weight: ggml.Q4_0, Embed: ggml.Q4_0, Output: ggml.Q4_0}
+	for _, dev := range traffic.Devices {
+		e, err := ExpectDecode(d, 4096, kv.Q4, Choice{Backend: Metal, Device: "Apple " + dev.Name}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := traffic.DecodeStep(shape, 4096, traffic.Cache{Type: kv.Q4, GroupSize: 32})
+		if want := dev.GBs * 1e9 / float64(step.Bytes()); math.Abs(e.TokPerSec-want) > 1e-9*want {
+			t.Errorf("%s: %.2f tok/s, want %.2f", dev.Name, e.TokPerSec, want)
+		}
+	}
+	if _, err := ExpectDecode(d, 4096, kv.Q4, Choice{Backend: Metal, Device: "Apple M9 Hyper"}, 0); err == nil {
+		t.Error("an unknown chip has a figure")
+	}
+	if _, err := ExpectDecode(estimate.Desc{Name: "no shape"}, 4096, kv.Q4, Choice{Backend: Metal, Device: "Apple M1"}, 0); err == nil {
+		t.Error("a header without a shape has a figure")
+	}
+}
