@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bytes, eta, messageLines, tokens } from './format';
+import { bytes, eta, expectedRate, messageLines, tokens } from './format';
 
 describe('format', () => {
   it('writes context lengths as model cards do, and exactly', () => {
@@ -9,6 +9,13 @@ describe('format', () => {
     expect(tokens(1 << 20)).toBe('1M');
     expect(tokens(2600)).toBe('2600'); // not rounded to a K
     expect(tokens(512)).toBe('512');
+  });
+
+  it('writes expected speeds rounded, and none for no figure', () => {
+    expect(expectedRate(42.4)).toBe('~42 tok/s');
+    expect(expectedRate(3.46)).toBe('~3.5 tok/s');
+    expect(expectedRate(0)).toBe('');
+    expect(expectedRate(Number.NaN)).toBe('');
   });
 
   it('writes sizes and times left', () => {

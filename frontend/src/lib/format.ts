@@ -25,6 +25,16 @@ export function rate(tokPerSec: number): string {
   return `${tokPerSec.toFixed(1)} tok/s`;
 }
 
+/**
+ * expectedRate is an expected decode speed, as rounded as an estimate is
+ * ("~42 tok/s", "~3.5 tok/s"); "" when there is none.
+ */
+export function expectedRate(tokPerSec: number): string {
+  if (!Number.isFinite(tokPerSec) || tokPerSec <= 0) return '';
+  const n = tokPerSec >= 10 ? Math.round(tokPerSec).toString() : tokPerSec.toFixed(1);
+  return `~${n} tok/s`;
+}
+
 /** speed is a transfer rate in bytes per second. */
 export function speed(bytesPerSec: number): string {
   return `${bytes(bytesPerSec)}/s`;

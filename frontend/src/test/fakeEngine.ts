@@ -156,6 +156,7 @@ export function estimate(over: Partial<Estimate> = {}): Estimate {
     advice: [],
     budgetSource: 'available memory',
     approx: false,
+    tokPerSec: 0,
     ...over,
   };
 }

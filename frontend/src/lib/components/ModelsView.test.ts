@@ -24,12 +24,13 @@ const row = (over: Partial<LocalModel>): LocalModel => ({
   ctxTrain: 8192,
   loaded: false,
   demo: false,
+  tokPerSec: 0,
   ...over,
 });
 
 const list = [
   row({ path: '/m/demo.gguf', name: 'demo', demo: true, source: 'demo', loaded: true }),
-  row({ path: '/m/big.gguf', name: 'Big' }),
+  row({ path: '/m/big.gguf', name: 'Big', tokPerSec: 12.6, speedNote: 'Expected decode speed at 4096 tokens of context' }),
   row({ path: '/m/bad.gguf', name: 'bad.gguf', problem: 'not a GGUF file (no GGUF magic)' }),
 ];
 
@@ -52,6 +53,9 @@ describe('local models', () => {
     expect(byPath('/m/big.gguf').dataset.loaded).toBe('false');
     expect(byPath('/m/big.gguf').textContent).toContain('Q4_0');
     expect(byPath('/m/big.gguf').textContent).toContain('8K');
+    // The expected speed where there is one; none for a file without a figure.
+    expect(byPath('/m/big.gguf').querySelector('[data-testid="model-speed"]')?.textContent).toBe('~13 tok/s');
+    expect(byPath('/m/bad.gguf').querySelector('[data-testid="model-speed"]')).toBeNull();
     const bad = byPath('/m/bad.gguf');
     expect(bad.querySelector('[data-testid="model-problem"]')?.textContent).toContain('not a GGUF');
     expect((bad.querySelector('[data-testid="load-model"]') as HTMLButtonElement).disabled).toBe(true);
@@ -92,14 +96,17 @@ describe('catalog', () => {
     ctxTrain: 2048,
     runnable: true,
     files: [
-      { quant: 'Q4_0', fileName: 't.gguf', url: 'u', size: 600 * 2 ** 20, sizeApprox: true, estimate: estimate({ approx: true, total: 2 ** 30, maxCtx: 2048, verdict: 'tight' }) },
+      { quant: 'Q4_0', fileName: 't.gguf', url: 'u', size: 600 * 2 ** 20, sizeApprox: true, estimate: estimate({ approx: true, total: 2 ** 30, maxCtx: 2048, verdict: 'tight', tokPerSec: 41.6, speedNote: 'Expected decode speed at 2048 tokens of context: 650 MB a token' }) },
     ],
   };
 
   it('shows each file with its estimate, and reads the exact one', async () => {
     catalog.entries = [entry];
-    vi.mocked(engine.catalogEstimate).mockResolvedValueOnce(estimate({ approx: false, total: 1.5 * 2 ** 30, verdict: 'fits', maxCtx: 2048 }));
+    vi.mocked(engine.catalogEstimate).mockResolvedValueOnce(estimate({ approx: false, total: 1.5 * 2 ** 30, verdict: 'fits', maxCtx: 2048, tokPerSec: 7.25 }));
     render(CatalogList);
+    // The expected speed beside the verdict, and how it was reached on hover.
+    expect(screen.getByTestId('catalog-speed').textContent).toBe('~42 tok/s');
+    expect(screen.getByTestId('catalog-speed').title).toContain('650 MB a token');
     const file = screen.getByTestId('catalog-file');
     expect(file.dataset.quant).toBe('Q4_0');
     const est = screen.getByTestId('catalog-estimate');
@@ -110,6 +117,7 @@ describe('catalog', () => {
     await vi.waitFor(() => expect(screen.getByTestId('catalog-estimate').dataset.verdict).toBe('fits'));
     expect(engine.catalogEstimate).toHaveBeenCalledWith('tiny', 'Q4_0');
     expect(screen.getByTestId('catalog-estimate').textContent).toContain('1.5 GiB');
+    expect(screen.getByTestId('catalog-speed').textContent).toBe('~7.3 tok/s');
   });
 
   it('starts and follows a download in its row', async () => {

@@ -21,7 +21,7 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-const local = (path: string) => ({ path, name: 'Tiny', source: 'added', arch: 'llama', fileType: 'Q4_0', size: 1, params: 1, ctxTrain: 2048, loaded: false, demo: false });
+const local = (path: string) => ({ path, name: 'Tiny', source: 'added', arch: 'llama', fileType: 'Q4_0', size: 1, params: 1, ctxTrain: 2048, loaded: false, demo: false, tokPerSec: 0 });
 
 describe('drops', () => {
   it('shows the drop zone while files are dragged over the window', () => {

@@ -87,6 +87,8 @@ export namespace service {
 	    advice: string[];
 	    budgetSource: string;
 	    approx: boolean;
+	    tokPerSec: number;
+	    speedNote?: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new Estimate(source);
@@ -109,6 +111,8 @@ export namespace service {
 	        this.advice = source["advice"];
 	        this.budgetSource = source["budgetSource"];
 	        this.approx = source["approx"];
+	        this.tokPerSec = source["tokPerSec"];
+	        this.speedNote = source["speedNote"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
@@ -709,6 +713,8 @@ export namespace service {
 	    ctxTrain: number;
 	    loaded: boolean;
 	    demo: boolean;
+	    tokPerSec: number;
+	    speedNote?: string;
 	    problem?: string;
 	
 	    static createFrom(source: any = {}) {
@@ -727,6 +733,8 @@ export namespace service {
 	        this.ctxTrain = source["ctxTrain"];
 	        this.loaded = source["loaded"];
 	        this.demo = source["demo"];
+	        this.tokPerSec = source["tokPerSec"];
+	        this.speedNote = source["speedNote"];
 	        this.problem = source["problem"];
 	    }
 	}
