@@ -817,6 +817,32 @@ await step('bad-model-files', async () => {
   await tid('local-models').scrollIntoViewIfNeeded();
 });
 
+await step('expected-speed', async () => {
+  await tab('models');
+  // Every loadable model shows the decode speed to expect here, as
+  // Models() computes it from the header (the CPU's measured rate on
+  // this machine), and says how on hover.
+  const models = await bindOK('Models');
+  const good = models.filter((m) => !m.problem);
+  check(good.length > 0, 'no loadable model is listed');
+  for (const m of good) {
+    const row = modelRow(m.path);
+    await row.waitFor();
+    const shown = await text(within(row, 'model-speed'));
+    const n = Number(/^~([\d.]+) tok\/s$/.exec(shown)?.[1]);
+    check(m.tokPerSec > 0 && Math.abs(n - m.tokPerSec) <= Math.max(0.06, m.tokPerSec * 0.03), `${path.basename(m.path)} shows "${shown}", Models() says ${m.tokPerSec}`);
+    check(/measured/.test(await within(row, 'model-speed').getAttribute('title')), `${path.basename(m.path)}: the speed's note does not say it was measured`);
+  }
+  console.log(`  ${good.map((m) => `${path.basename(m.path)} ~${m.tokPerSec.toFixed(1)} tok/s`).join(', ')}`);
+  // A catalog file shows it beside its memory verdict, before any download.
+  const entry = catalogEntry(fx.tiny.id);
+  await entry.scrollIntoViewIfNeeded();
+  const file = entry.locator(`[data-testid="catalog-file"][data-quant="${fx.tiny.quant}"]`);
+  const speed = await text(within(file, 'catalog-speed'));
+  check(/^~[\d.]+ tok\/s$/.test(speed), `the catalog file shows "${speed}" for its speed`);
+  console.log(`  catalog ${fx.tiny.id} ${fx.tiny.quant}: ${await text(within(file, 'catalog-estimate'))} · ${speed}`);
+});
+
 await step('download-interrupt-resume', async () => {
   await tab('models');
   const entry = catalogEntry(fx.tiny.id);
