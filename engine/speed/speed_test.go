@@ -72,10 +72,6 @@ func TestAgainstDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Probe(threads, ggml.Q8_0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := cpu.New(threads)
 	defer b.Close()
 	m, err := engine.LoadModel(path, b)
@@ -91,28 +87,35 @@ func TestAgainstDecode(t *testing.T) {
 	if _, err := s.Prefill(context.Background(), []int32{1, 2, 3, 4}); err != nil {
 		t.Fatal(err)
 	}
-	const steps = 8
-	var rates []float64
-	for rep := 0; rep < 3; rep++ {
+	const steps = 16
+	p, err := Read(d, 4+steps/2, kv.Q4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rounds of a probe then a decode, back to back, so that each pair
+	// shares whatever else the machine runs (other test packages); the
+	// median ratio is checked.
+	var ratios []float64
+	for range 5 {
+		r, err := measure(threads, ggml.Q8_0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t0 := time.Now()
 		for i := range steps {
 			if err := s.Step(int32(5 + i)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		rates = append(rates, steps/time.Since(t0).Seconds())
+		measured := steps / time.Since(t0).Seconds()
 		s.Truncate(4)
+		want := CPU(p, r, d.HParams.Layers)
+		ratios = append(ratios, want/measured)
+		t.Logf("expected %.2f tok/s (%.1f MB at %.2f GB/s, %.0f µs an op), measured %.2f: %.2f×",
+			want, float64(p.Bytes())/1e6, r.BytesPerSec/1e9, r.PerOp*1e6, measured, want/measured)
 	}
-	slices.Sort(rates)
-	measured := rates[1]
-	p, err := Read(d, 4+steps/2, kv.Q4, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := CPU(p, r, d.HParams.Layers)
-	t.Logf("expected %.2f tok/s (%.1f MB at %.2f GB/s, %.0f µs an op), measured %.2f: %.2f×",
-		want, float64(p.Bytes())/1e6, r.BytesPerSec/1e9, r.PerOp*1e6, measured, want/measured)
-	if ratio := want / measured; ratio < 0.8 || ratio > 1.25 {
-		t.Errorf("expected %.2f tok/s, measured %.2f (%.2f×)", want, measured, ratio)
+	slices.Sort(ratios)
+	if ratio := ratios[len(ratios)/2]; ratio < 0.8 || ratio > 1.25 {
+		t.Errorf("expected over measured: median %.2f× (%.2f)", ratio, ratios)
 	}
 }
