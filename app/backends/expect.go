@@ -33,7 +33,16 @@ func ExpectDecode(d estimate.Desc, ctx int, t kv.Type, c Choice, threads int) (E
 	if err != nil {
 		return Expected{}, err
 	}
-	return Expected{TokPerSec: speed.CPU(p, r, d.HParams.Layers),
+	perPos, err := speed.AttentionCost(threads, t)
+	if err != nil {
+		return Expected{}, err
+	}
+	hp := d.HParams
+	hd := hp.HeadDim
+	if hd <= 0 {
+		hd = hp.Embd / hp.Heads
+	}
+	return Expected{TokPerSec: speed.CPUAt(p, r, hp.Layers, hp.Heads, hd, perPos),
 		How: fmt.Sprintf("%.1f MB a token at the CPU's measured %.1f GB/s (%s)", float64(p.Bytes())/1e6, r.BytesPerSec/1e9, r.Type)}, nil
 }
 

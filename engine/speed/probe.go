@@ -9,6 +9,7 @@ import (
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
+	"nibble/engine/kv"
 	"nibble/engine/quant"
 )
 
@@ -108,4 +109,62 @@ const opsPerLayer = 16
 // layers layers.
 func CPU(p PerToken, r Rate, layers int) float64 {
 	return TokensPerSecond(p, r.BytesPerSec, float64(layers*opsPerLayer+4)*r.PerOp)
+}
+
+// attnProbe is the geometry the attention probe times: a 1B-class layer
+// (32 query heads of 64 over 8 KV heads) at 2048 positions.
+var attnProbe = struct{ heads, kvHeads, headDim, n int }{32, 8, 64, 2048}
+
+var attnProbed = map[[2]int]float64{}
+
+// AttentionCost is the CPU's decode attention time per query head, head
+// dimension and cached position, with a cache of type t: on the CPU
+// attention over a long context is bound by its arithmetic (dequantizing
+// and accumulating), not by the bytes it reads. Measured once per process
+// and type, in a few tens of milliseconds.
+func AttentionCost(threads int, t kv.Type) (float64, error) {
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	key := [2]int{threads, int(t)}
+	if c, ok := attnProbed[key]; ok {
+		return c, nil
+	}
+	g := attnProbe
+	b := cpu.New(threads)
+	defer b.Close()
+	c, err := b.NewKVCache(kv.Config{Type: t, GroupSize: 32, Layers: 1, KVHeads: g.kvHeads, HeadDim: g.headDim, Ctx: g.n}, g.heads, 1)
+	if err != nil {
+		return 0, fmt.Errorf("speed attention probe (%s): %w", t, err)
+	}
+	defer c.Close()
+	k, v := b.Alloc(g.kvHeads*g.headDim), b.Alloc(g.kvHeads*g.headDim)
+	for pos := 0; pos < g.n; pos++ {
+		b.KVStore(c, 0, k, v, pos, 1)
+	}
+	q, out := b.Alloc(g.heads*g.headDim), b.Alloc(g.heads*g.headDim)
+	a := &backend.Attention{Heads: g.heads, KVHeads: g.kvHeads, HeadDim: g.headDim, Scale: 0.125}
+	ts := make([]float64, 9)
+	for i := range ts {
+		t0 := time.Now()
+		b.AttendDecode(out, q, c, 0, g.n, a)
+		ts[i] = time.Since(t0).Seconds()
+	}
+	if err := b.Sync(); err != nil {
+		return 0, fmt.Errorf("speed attention probe (%s): %w", t, err)
+	}
+	slices.Sort(ts)
+	cost := ts[len(ts)/2] / float64(g.heads*g.headDim*g.n)
+	attnProbed[key] = cost
+	return cost, nil
+}
+
+// CPUAt is CPU with the attention's arithmetic added: perPos seconds per
+// query head, head dimension and position (AttentionCost), over the
+// positions each layer attends to (p.Positions).
+func CPUAt(p PerToken, r Rate, layers, heads, headDim int, perPos float64) float64 {
+	if r.BytesPerSec <= 0 || p.Bytes() <= 0 {
+		return 0
+	}
+	fixed := float64(layers*opsPerLayer+4)*r.PerOp + float64(heads*headDim*p.Positions)*perPos
+	return 1 / (float64(p.Bytes())/r.BytesPerSec + fixed)
 }

@@ -25,6 +25,9 @@ type PerToken struct {
 	Weights int64
 	// KV is the cache read by attention at the context asked for.
 	KV int64
+	// Positions are the cached positions attention reads, summed over
+	// the layers (a sliding-window layer reads its window at most).
+	Positions int
 	// Type is the weights' dominant type: the file type's, else the type
 	// whose size per element is closest to the file's average.
 	Type ggml.Type
@@ -62,6 +65,7 @@ func Read(d estimate.Desc, ctx int, t kv.Type, group int) (PerToken, error) {
 	// The output matrix is read whole whether it is tied to the table or not.
 	read := float64(int64(hp.Layers)*layer+table) * perElem
 	var kvRead int64
+	var positions int
 	perPos := 2 * int64(kvh) * int64(kv.BytesPerTokenHead(t, hd, group))
 	for il := 0; il < hp.Layers; il++ {
 		n := ctx
@@ -69,8 +73,9 @@ func Read(d estimate.Desc, ctx int, t kv.Type, group int) (PerToken, error) {
 			n = min(n, hp.Window)
 		}
 		kvRead += int64(n) * perPos
+		positions += n
 	}
-	return PerToken{Weights: int64(read), KV: kvRead, Type: dominantType(d.FileType, perElem)}, nil
+	return PerToken{Weights: int64(read), KV: kvRead, Positions: positions, Type: dominantType(d.FileType, perElem)}, nil
 }
 
 // candidates are the weight types a file's average size per element is

@@ -34,6 +34,9 @@ func TestRead(t *testing.T) {
 	if want := int64((8 + 20) * 2 * 2 * 16 * 2); p.KV != want {
 		t.Errorf("kv %d, want %d", p.KV, want)
 	}
+	if p.Positions != 28 {
+		t.Errorf("%d positions attended, want 28", p.Positions)
+	}
 	if p.Type != ggml.Q8_0 {
 		t.Errorf("type %s", p.Type)
 	}
@@ -95,6 +98,10 @@ func TestAgainstDecode(t *testing.T) {
 	// Rounds of a probe then a decode, back to back, so that each pair
 	// shares whatever else the machine runs (other test packages); the
 	// median ratio is checked.
+	perPos, err := AttentionCost(threads, kv.Q4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ratios []float64
 	for range 5 {
 		r, err := measure(threads, ggml.Q8_0)
@@ -109,7 +116,7 @@ func TestAgainstDecode(t *testing.T) {
 		}
 		measured := steps / time.Since(t0).Seconds()
 		s.Truncate(4)
-		want := CPU(p, r, d.HParams.Layers)
+		want := CPUAt(p, r, d.HParams.Layers, d.HParams.Heads, d.HParams.HeadDim, perPos)
 		ratios = append(ratios, want/measured)
 		t.Logf("expected %.2f tok/s (%.1f MB at %.2f GB/s, %.0f µs an op), measured %.2f: %.2f×",
 			want, float64(p.Bytes())/1e6, r.BytesPerSec/1e9, r.PerOp*1e6, measured, want/measured)
