@@ -80,21 +80,23 @@ func measure(threads int, t ggml.Type) (Rate, error) {
 	x, dst := b.Alloc(cols), b.Alloc(rows)
 	defer b.Free(x)
 	defer b.Free(dst)
-	timeOf := func(w backend.Weight, n int) float64 {
+	times := func(w backend.Weight, n int) []float64 {
 		ts := make([]float64, n)
 		for i := range ts {
 			t0 := time.Now()
 			b.MatMul(dst, w, x, 1)
 			ts[i] = time.Since(t0).Seconds()
 		}
-		// The median, not the best: decode runs for seconds, at the
-		// rate the machine sustains with whatever else it is doing.
 		slices.Sort(ts)
-		return ts[n/2]
+		return ts
 	}
-	timeOf(big, 1) // faults the region in
-	bigSec := timeOf(big, 7)
-	perOp := timeOf(small, 200)
+	times(big, 1) // faults the region in
+	// The fastest pass is what the memory gives: a pass is a few
+	// milliseconds, so a burst of other work can slow any one of them
+	// (and the median of a few) far more than it slows a whole decode.
+	bigSec := times(big, 15)[0]
+	// One small op's hand-off: the median, as every op of a step pays it.
+	perOp := times(small, 200)[100]
 	if err := b.Sync(); err != nil {
 		return Rate{}, err
 	}
