@@ -2,6 +2,7 @@ package speed
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -14,7 +15,11 @@ import (
 	"nibble/engine/kv"
 	"nibble/engine/model"
 	"nibble/engine/synth"
+	"nibble/internal/testdata"
 )
+
+// speedCheckEnv asks for TestAgainstDecode.
+const speedCheckEnv = "NIBBLE_SPEED_CHECK"
 
 // TestRead: the bytes of a step, counted by hand for a small tied model
 // of one byte per element, with a sliding window on every other layer.
@@ -60,14 +65,17 @@ func TestDominantType(t *testing.T) {
 // TestAgainstDecode: the expected rate of a synthesized model too big for
 // the caches is within 0.8-1.25 of its measured decode rate on this CPU.
 func TestAgainstDecode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("synthesizes a 230 MB model and times its decode")
+	// A timed comparison: on a busy machine (make test runs packages side
+	// by side) either figure can swing by 2x, so it runs when asked for;
+	// `nibble bench decode --expect` prints both figures in one run.
+	if os.Getenv(speedCheckEnv) == "" {
+		t.Skipf("skipping: set %s=1 to time the expected rate against a decode (synthesizes a 230 MB model)", speedCheckEnv)
 	}
 	const threads = 2
 	path := filepath.Join(t.TempDir(), "speed.gguf")
 	o := synth.DefaultOptions("llama")
 	o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF = 6, 1024, 16, 4, 4096
-	o.VocabFrom, o.Type, o.Seed = filepath.Join("..", "..", "..", "shared", "testdata", "tokenizer", "ggml-vocab-llama-bpe.gguf"), ggml.Q8_0, 1
+	o.VocabFrom, o.Type, o.Seed = filepath.Join(testdata.Dir(t), "tokenizer", "ggml-vocab-llama-bpe.gguf"), ggml.Q8_0, 1
 	if err := synth.Generate(path, o); err != nil {
 		t.Fatal(err)
 	}
