@@ -63,22 +63,28 @@ func (s *Store) AppendMessage(convID int64, m Message) (Message, error) {
 		if err := touch(tx, convID, now); err != nil {
 			return err
 		}
-		tok, tps, ttft, fin := statsArgs(m.Stats)
-		res, err := tx.Exec(`INSERT INTO messages
-			(conversation_id, role, content, created_at, tokens, tokens_per_sec, ttft_us, finish_reason, sources)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			convID, string(m.Role), m.Content, now, tok, tps, ttft, fin, sources)
-		if err != nil {
-			return err
-		}
-		m.ID, err = res.LastInsertId()
-		m.CreatedAt = fromMillis(now)
-		return err
+		return insertMessage(tx, &m, now, sources)
 	})
 	if err != nil {
 		return Message{}, fmt.Errorf("append to conversation %d: %w", convID, err)
 	}
 	return m, nil
+}
+
+// insertMessage inserts m into its conversation at time now (Unix ms) and
+// sets its ID and CreatedAt; sources is the sources column's value.
+func insertMessage(tx *sql.Tx, m *Message, now int64, sources any) error {
+	tok, tps, ttft, fin := statsArgs(m.Stats)
+	res, err := tx.Exec(`INSERT INTO messages
+		(conversation_id, role, content, created_at, tokens, tokens_per_sec, ttft_us, finish_reason, sources)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ConversationID, string(m.Role), m.Content, now, tok, tps, ttft, fin, sources)
+	if err != nil {
+		return err
+	}
+	m.ID, err = res.LastInsertId()
+	m.CreatedAt = fromMillis(now)
+	return err
 }
 
 // ReplaceLastExchange replaces the last question of conversation convID,
@@ -104,14 +110,7 @@ func (s *Store) ReplaceLastExchange(convID int64, question string) (Message, err
 				return err
 			}
 		}
-		res, err := tx.Exec(`INSERT INTO messages (conversation_id, role, content, created_at) VALUES (?, ?, ?, ?)`,
-			convID, string(RoleUser), question, now)
-		if err != nil {
-			return err
-		}
-		m.ID, err = res.LastInsertId()
-		m.CreatedAt = fromMillis(now)
-		return err
+		return insertMessage(tx, &m, now, nil)
 	})
 	if err != nil {
 		return Message{}, fmt.Errorf("replace the last exchange of conversation %d: %w", convID, err)
