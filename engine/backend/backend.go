@@ -52,6 +52,16 @@ type RoPE struct {
 	FreqFactors []float32 // per-pair divisors (Llama 3.1 rope_freqs), or nil
 	PosScale    float32   // linear position scale (1 = none)
 	AttnFactor  float32   // multiplies cos and sin (LongRoPE's attention factor); 0 = 1
+	// YaRN (Peng et al., "YaRN: Efficient Context Window Extension of Large
+	// Language Models"), as ggml's rope_yarn computes it: with ExtFactor > 0
+	// each pair's angle blends the interpolated angle (position·PosScale)
+	// and the extrapolated one (position) by a ramp over the pairs whose
+	// wavelengths fit between BetaFast and BetaSlow rotations in OrigCtx
+	// positions, and cos/sin are scaled by AttnFactor·(1 + 0.1·ln(1/PosScale)).
+	// ExtFactor 0 = no YaRN (every other field as above).
+	ExtFactor          float32
+	BetaFast, BetaSlow float32
+	OrigCtx            int
 }
 
 // Attention is the attention of one layer, passed with every call: the
@@ -64,6 +74,11 @@ type Attention struct {
 	// Softcap c > 0 replaces each score s = Scale·q·k by c·tanh(s/c) before
 	// the softmax (Gemma 2); 0 = none.
 	Softcap float32
+	// Sinks, when set, is a one-row F32 weight of Heads learned logits
+	// (gpt-oss's attention sinks): head h's softmax denominator gains
+	// exp(Sinks[h] − max), as if a key with that score and a zero value were
+	// attended. nil = none.
+	Sinks Weight
 }
 
 // KVCache is a backend-owned cache created by NewKVCache.
@@ -242,4 +257,55 @@ type Backend interface {
 	// Close releases everything the backend holds; its tensors, caches and
 	// weights must not be used afterwards.
 	Close() error
+}
+
+// Gating is how a mixture-of-experts router turns its logits into the
+// chosen experts' weights.
+type Gating int
+
+const (
+	// GatingSoftmax: softmax over all experts' logits, then the top k
+	// (Mixtral, Qwen3-MoE).
+	GatingSoftmax Gating = iota
+	// GatingSoftmaxTopK: the top k logits, then a softmax over those k
+	// (gpt-oss).
+	GatingSoftmaxTopK
+	// GatingSigmoid: sigmoid of each logit, then the top k.
+	GatingSigmoid
+)
+
+// Router describes one layer's expert choice.
+type Router struct {
+	Experts, Used int     // experts in the layer; chosen per token (k)
+	Gating        Gating  // how the weights are made
+	Norm          bool    // divide the chosen weights by their sum
+	Scale         float32 // multiplies the final weights; 0 = 1
+}
+
+// Experts is implemented by a backend that runs mixture-of-experts
+// feed-forward blocks (docs/ARCHITECTURE.md, "Mixture of experts"). The
+// expert ids stay in a tensor (as floats, exact below 2^24, as Argmax
+// writes them), so a GPU backend routes without a trip to the host. A
+// token's k chosen experts are its k slots: slot s = row·k + j.
+type Experts interface {
+	// Route writes, for each of rows rows of logits (r.Experts wide), the
+	// ids of the r.Used experts with the largest logits to ids[row·Used+j]
+	// (descending logit, the lower id first on ties) and their weights, by
+	// r.Gating, r.Norm and r.Scale, to weights[row·Used+j].
+	Route(ids, weights, logits Tensor, rows int, r *Router)
+	// MatMulID: dst[s] = W_e·x[row] (xPerSlot false: one x row per token,
+	// shared by its k slots) or W_e·x[s] (xPerSlot true), e = ids[s], for
+	// the rows·k slots. w stacks experts matrices of w.Desc().Rows/experts
+	// rows each (a 3-D GGUF tensor). Only the chosen experts' rows are read;
+	// a prefill batch reads each chosen expert's matrix once.
+	MatMulID(dst Tensor, w Weight, experts int, x, ids Tensor, rows, k int, xPerSlot bool)
+	// AddBiasID: x[s] += b[e] for the slots s < slots, e = ids[s]; b holds
+	// experts rows (an expert's bias).
+	AddBiasID(x Tensor, b Weight, experts int, ids Tensor, slots int)
+	// SumExperts: dst[row] = Σ_j weights[row·k+j]·y[row·k+j] for rows rows
+	// of n floats.
+	SumExperts(dst, y, weights Tensor, rows, k, n int)
+	// SwiGLUClamped is gpt-oss's gate: with g = min(gate[i], limit) and
+	// u = clamp(up[i], −limit, limit), dst[i] = g·sigmoid(alpha·g)·(u + 1).
+	SwiGLUClamped(dst, gate, up Tensor, n int, alpha, limit float32)
 }
