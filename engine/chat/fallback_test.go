@@ -66,7 +66,11 @@ func TestFallbackRender(t *testing.T) {
 		"gemma": "<s><start_of_turn>user\nYou are helpful.\n\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n" +
 			"<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\n",
 		"phi3": "<|system|>\nYou are helpful.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n" +
-			"<|user|>\nHow are you?<|end|>\n<|assistant|>\n",
+			"<|user|>\nHow are you?<|end|>\n<|assistant|>\n", "harmony": "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n" +
+			"Knowledge cutoff: 2024-06\nCurrent date: 2024-09-05\n\nReasoning: medium\n\n" +
+			"# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>" +
+			"<|start|>developer<|message|># Instructions\n\nYou are helpful.\n\n<|end|><|start|>user<|message|>Hello<|end|>" +
+			"<|start|>assistant<|channel|>final<|message|>Hi there<|end|><|start|>user<|message|>How are you?<|end|><|start|>assistant",
 	}
 	if len(want) != len(fallbackSources) {
 		t.Fatalf("test covers %d of %d fallbacks", len(want), len(fallbackSources))
