@@ -17,14 +17,15 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "synth",
-		Usage: "--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen3moe|mixtral --layers N --embd N --heads N [--kv-heads N] [--head-dim N] --ff N [--experts N --experts-used K [--expert-ff N]] [--window N] [--vocab-from GGUF] [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] -o OUT.gguf",
+		Usage: "--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen3moe|mixtral|gptoss --layers N --embd N --heads N [--kv-heads N] [--head-dim N] --ff N [--experts N --experts-used K [--expert-ff N]] [--window N] [--vocab-from GGUF] [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] -o OUT.gguf",
 		Run:   synthCmd,
 	})
 }
 
 func synthCmd(env *Env, args []string) error {
 	fs := NewFlags(env, "synth")
-	arch := fs.String("arch", "llama", "architecture: "+strings.Join(append(append([]string(nil), synth.Archs...), synth.Mixtral), ", ")+" (mixtral: llama with experts)")
+	arch := fs.String("arch", "llama", "architecture: "+strings.Join(append(append([]string(nil), synth.Archs...), synth.Mixtral, synth.GptOss), ", ")+
+		" (mixtral: llama with experts; gptoss: gpt-oss, its experts MXFP4)")
 	layers := fs.Int("layers", 0, "number of transformer blocks")
 	embd := fs.Int("embd", 0, "embedding width")
 	heads := fs.Int("heads", 0, "attention heads")
@@ -41,9 +42,9 @@ func synthCmd(env *Env, args []string) error {
 	attnScale := fs.Float64("attn-scale", 0, "factor on q·k written as attention.scale (0: the usual 1/sqrt(head dim))")
 	keyOutliers := fs.Int("key-outliers", 0, "outlier channels per KV head in attn_k (a stress case for quantized KV caches)")
 	keyOutlierGain := fs.Float64("key-outlier-gain", 30, "how much --key-outliers scales those channels")
-	experts := fs.Int("experts", 0, "experts per block, a mixture of experts (default: 8 for qwen3moe and mixtral, none otherwise)")
-	expertsUsed := fs.Int("experts-used", 0, "experts chosen per token (default: 2 for qwen3moe and mixtral)")
-	expertFF := fs.Int("expert-ff", 0, "an expert's feed-forward width (qwen3moe; mixtral's experts are --ff wide)")
+	experts := fs.Int("experts", 0, "experts per block, a mixture of experts (default: 8 for qwen3moe, mixtral and gptoss, none otherwise)")
+	expertsUsed := fs.Int("experts-used", 0, "experts chosen per token (default: 2 for qwen3moe, mixtral and gptoss)")
+	expertFF := fs.Int("expert-ff", 0, "an expert's feed-forward width (qwen3moe, gptoss; mixtral's experts are --ff wide)")
 	out := fs.String("o", "", "output `FILE.gguf`")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {

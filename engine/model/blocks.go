@@ -54,6 +54,9 @@ func (s *State) attention(p *pass, li int) error {
 		b.KVStore(s.Cache, li, s.k, s.v, pos, n)
 	}
 	b.MatMul(s.h, l.Wo, s.att, n)
+	if l.Bo != nil {
+		b.AddBias(s.h, l.Bo, n)
+	}
 	return nil
 }
 
