@@ -79,3 +79,62 @@ mxdone:
 DATA mxfp4Values<>+0(SB)/8, $0x0C08060403020100
 DATA mxfp4Values<>+8(SB)/8, $0xF4F8FAFCFDFEFF00
 GLOBL mxfp4Values<>(SB), RODATA|NOPTR, $16
+
+// Float activations: the codes of a block become 32 int8 kvalues (two
+// VPSHUFB), widened to int32 and floats 8 at a time, multiplied by the
+// block's 32 activations; the block's sum is scaled by 2^(e−128) into the
+// accumulator.
+
+// func dotMXFP4F32AVX2(w *byte, rowBytes, rows int, x *float32, nb int, dst *float32, e8m0 *float32)
+TEXT ·dotMXFP4F32AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), R12
+	MOVQ e8m0+48(FP), R9
+	XORQ R13, R13
+	CONSTS
+	VMOVDQU mxfp4Values<>(SB), X13
+
+mfrow:
+	MOVQ R12, SI
+	MOVQ x+24(FP), DI
+	MOVQ nb+32(FP), CX
+	VPXOR Y0, Y0, Y0
+
+mfloop:
+	PF1
+	VMOVDQU 1(SI), X2
+	VPSRLW $4, X2, X3
+	VPAND X15, X2, X2
+	VPAND X15, X3, X3
+	VPSHUFB X2, X13, X2
+	VPSHUFB X3, X13, X3
+	VPMOVSXBD X2, Y4
+	VPSRLDQ $8, X2, X2
+	VPMOVSXBD X2, Y5
+	VPMOVSXBD X3, Y6
+	VPSRLDQ $8, X3, X3
+	VPMOVSXBD X3, Y7
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VMULPS (DI), Y4, Y8
+	VFMADD231PS 32(DI), Y5, Y8
+	VFMADD231PS 64(DI), Y6, Y8
+	VFMADD231PS 96(DI), Y7, Y8
+	MOVBLZX (SI), AX
+	VBROADCASTSS (R9)(AX*4), Y9
+	VFMADD231PS Y8, Y9, Y0
+	ADDQ $17, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  mfloop
+
+	HSUM(Y0, X0, X1)
+	MOVQ dst+40(FP), AX
+	MOVSS X0, (AX)(R13*4)
+	ADDQ rowBytes+8(FP), R12
+	INCQ R13
+	CMPQ R13, rows+16(FP)
+	JLT  mfrow
+	VZEROUPPER
+	RET
