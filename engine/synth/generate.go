@@ -128,6 +128,9 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 		if statesExpertFF(fam) {
 			add("expert_feed_forward_length", uint32(o.ExpertFF))
 		}
+		if o.SharedFF > 0 {
+			add("expert_shared_feed_forward_length", uint32(o.SharedFF))
+		}
 	}
 	if o.YaRNFactor > 0 {
 		add("rope.scaling.type", "yarn")

@@ -58,6 +58,9 @@ type Options struct {
 	// (ffn_gate_inp, F32 as llama.cpp's quantizer keeps it) and the
 	// experts' 3-D weights in place of the dense feed-forward.
 	Experts, ExpertsUsed, ExpertFF int
+	// SharedFF > 0 adds shared experts of that width (ffn_*_shexp,
+	// expert_shared_feed_forward_length) to a mixture of experts.
+	SharedFF int
 	// ExpertType is the type of the experts' 3-D weights; 0 (F32's value,
 	// which synth never writes) means Type. gpt-oss's are MXFP4, as its
 	// checkpoints and llama.cpp's converter have them.
@@ -230,8 +233,11 @@ const maxExperts = 512
 // checkExperts validates the experts of o, filling ExpertFF where the
 // family's experts are FF wide.
 func (o *Options) checkExperts(fam family.Family) error {
-	if o.Experts == 0 && o.ExpertsUsed == 0 {
+	if o.Experts == 0 && o.ExpertsUsed == 0 && o.SharedFF == 0 {
 		return nil
+	}
+	if o.SharedFF < 0 || o.SharedFF > maxFF || o.SharedFF%32 != 0 && o.Type != ggml.F16 {
+		return fmt.Errorf("synth: shared expert ff = %d: want 0..%d (a multiple of 32 for %s)", o.SharedFF, maxFF, o.Type)
 	}
 	if o.Experts < 1 || o.Experts > maxExperts || o.ExpertsUsed < 1 || o.ExpertsUsed > o.Experts {
 		return fmt.Errorf("synth: %d experts, %d used per token: want 1 ≤ used ≤ experts ≤ %d", o.Experts, o.ExpertsUsed, maxExperts)
