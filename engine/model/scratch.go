@@ -7,18 +7,31 @@ import "nibble/engine/kv"
 // Model.NewState in state.go) and the memory estimator sums them, so both
 // use this table.
 func activations(hp HParams, batch int) []int {
-	return []int{
+	q, kv := hp.Heads*hp.MaxHeadDim(), hp.MaxKVHeads()*hp.MaxHeadDim()
+	a := []int{
 		batch * hp.Embd,    // x: residual stream
 		batch * hp.Embd,    // h: normed input / projections out
-		batch * hp.QDim(),  // q
-		batch * hp.KVDim(), // k
-		batch * hp.KVDim(), // v
-		batch * hp.QDim(),  // attn: attention output
-		batch * hp.FF,      // gate
-		batch * hp.FF,      // up
+		batch * q,          // q
+		batch * kv,         // k
+		batch * kv,         // v
+		batch * q,          // attn: attention output
+		batch * hp.MaxFF(), // gate
+		batch * hp.MaxFF(), // up
 		hp.Embd,            // last: final row, normed
 		hp.Vocab,           // logits
 	}
+	if hp.PerLayerEmbd > 0 {
+		all := batch * hp.Layers * hp.PerLayerEmbd
+		a = append(a, all, all, // per-layer inputs of every layer, and the token part while they are made
+			batch*hp.PerLayerEmbd, batch*hp.PerLayerEmbd) // one layer's input, and its gate
+	}
+	for _, src := range hp.KVShareSources() {
+		// A prefill batch's K and V of a layer others read, kept until
+		// they have attended (the cache stores them after).
+		n := batch * hp.KVHeadsOf(src) * hp.HeadDimOf(src)
+		a = append(a, n, n)
+	}
+	return a
 }
 
 // ActivationBytes is the size of the per-session activation tensors.
