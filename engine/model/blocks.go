@@ -140,17 +140,9 @@ func (s *State) perLayerInput(p *pass, li int) {
 // feedForward is block li's gated feed-forward on x, leaving
 // down(act(gate)·up) of ffn_norm(x) in h.
 func (s *State) feedForward(p *pass, li int) {
-	b, hp, l := s.b, &s.m.HP, &s.m.Layers[li]
-	n := p.n
-	b.RMSNorm(s.h, s.x, l.FFNNorm, hp.RMSEps, n)
-	b.MatMul(s.gate, l.Gate, s.h, n)
-	b.MatMul(s.up, l.Up, s.h, n)
-	if ff := s.specs[li].FF; s.specs[li].Act == GeluTanhGLU {
-		b.GeluGLU(s.gate, s.gate, s.up, n*ff)
-	} else {
-		b.SwiGLU(s.gate, s.gate, s.up, n*ff)
-	}
-	b.MatMul(s.h, l.Down, s.gate, n)
+	hp, l := &s.m.HP, &s.m.Layers[li]
+	s.b.RMSNorm(s.h, s.x, l.FFNNorm, hp.RMSEps, p.n)
+	s.gatedFFN(p.n, s.h, s.h, l.Gate, l.Up, l.Down, s.specs[li].FF, s.specs[li].Act)
 }
 
 // postNorm normalises the block output h in place (Gemma's post norms).

@@ -8,17 +8,34 @@ import "nibble/engine/kv"
 // use this table.
 func activations(hp HParams, batch int) []int {
 	q, kv := hp.Heads*hp.MaxHeadDim(), hp.MaxKVHeads()*hp.MaxHeadDim()
+	ff := hp.DenseFF()
+	for _, v := range hp.LayerFF {
+		ff = max(ff, v)
+	}
 	a := []int{
-		batch * hp.Embd,    // x: residual stream
-		batch * hp.Embd,    // h: normed input / projections out
-		batch * q,          // q
-		batch * kv,         // k
-		batch * kv,         // v
-		batch * q,          // attn: attention output
-		batch * hp.MaxFF(), // gate
-		batch * hp.MaxFF(), // up
-		hp.Embd,            // last: final row, normed
-		hp.Vocab,           // logits
+		batch * hp.Embd, // x: residual stream
+		batch * hp.Embd, // h: normed input / projections out
+		batch * q,       // q
+		batch * kv,      // k
+		batch * kv,      // v
+		batch * q,       // attn: attention output
+		batch * ff,      // gate
+		batch * ff,      // up
+		hp.Embd,         // last: final row, normed
+		hp.Vocab,        // logits
+	}
+	if hp.MoE() {
+		slots := batch * hp.ExpertsUsed
+		a = append(a,
+			batch*max(hp.Experts, 1), // router logits
+			slots,                    // expert ids, one per slot (token × chosen expert)
+			slots,                    // their weights
+			slots,                    // ids doubled, for fused gate|up experts
+			slots*hp.ExpertFF,        // experts' gate
+			slots*hp.ExpertFF,        // experts' up
+			slots*hp.Embd,            // experts' outputs
+			batch*hp.Embd,            // the feed-forward's normed input
+		)
 	}
 	if hp.PerLayerEmbd > 0 {
 		all := batch * hp.Layers * hp.PerLayerEmbd

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"nibble/engine/backend"
+	"nibble/engine/family"
 	"nibble/engine/kv"
 )
 
@@ -16,9 +17,12 @@ type State struct {
 	maxBatch int
 	specs    []LayerSpec         // per layer, from the model's HParams when the state was made
 	attn     []backend.Attention // per layer: the spec's geometry, scale, window and soft-cap
+	ex       backend.Experts     // the backend's experts ops (nil without experts)
+	lay      family.Layout       // the family's tensor layout (for the experts' block)
 
 	x, h, q, k, v, att, gate, up, last, logits backend.Tensor
 	allLogits                                  backend.Tensor // maxBatch×vocab, made on first ForwardAll
+	moe                                        moeScratch     // a mixture of experts' tensors (nil without experts)
 	// Gemma 4's per-layer inputs (nil without them): every layer's for the
 	// batch, the token part while they are made, one layer's, its gate.
 	pl, plTok, pli, plg backend.Tensor
@@ -71,8 +75,16 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 		t = append(t, b.Alloc(n))
 	}
 	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits = t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]
-	s.extras = t[10:]
-	rest := s.extras
+	rest := t[10:]
+	if hp.MoE() {
+		// FromFile refused a backend without experts.
+		s.ex = b.(backend.Experts)
+		s.moe = moeScratch{router: rest[0], ids: rest[1], weights: rest[2], ids2: rest[3], gate: rest[4], up: rest[5], y: rest[6], in: rest[7]}
+		fam, _ := family.Lookup(hp.Arch)
+		s.lay = fam.Tensors
+		rest = rest[8:]
+	}
+	s.extras = rest
 	if hp.PerLayerEmbd > 0 {
 		s.pl, s.plTok, s.pli, s.plg = rest[0], rest[1], rest[2], rest[3]
 		rest = rest[4:]
@@ -116,7 +128,7 @@ func (s *State) Close() error {
 		return nil
 	}
 	err := s.Cache.Close()
-	for _, t := range append([]backend.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits}, s.extras...) {
+	for _, t := range append(append([]backend.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits}, s.moe.tensors()...), s.extras...) {
 		if t != nil {
 			s.b.Free(t)
 		}
@@ -124,6 +136,7 @@ func (s *State) Close() error {
 	s.Cache, s.extras, s.saved = nil, nil, nil
 	s.pl, s.plTok, s.pli, s.plg = nil, nil, nil, nil
 	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+	s.moe = moeScratch{}
 	return err
 }
 

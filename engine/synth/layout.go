@@ -75,6 +75,8 @@ func layout(o *Options, vocab int) []tensorSpec {
 			typ, d = ggml.F32, norm
 		case s.Kind.IsBias():
 			typ, d = ggml.F32, bias
+		case s.Kind.IsRouter():
+			typ = ggml.F32
 		case s.Kind == model.TokEmbd || s.Kind == model.Output:
 			d = embedD
 		}
@@ -112,6 +114,7 @@ func (o *Options) hparams(vocab int) model.HParams {
 	hp := model.FamilyHParams(o.Arch)
 	hp.Layers, hp.Embd, hp.Heads, hp.KVHeads, hp.HeadDim, hp.RopeDims = o.Layers, o.Embd, o.Heads, o.KVHeads, hd, hd
 	hp.FF, hp.Vocab, hp.TiedOutput = o.FF, vocab, o.TiedOutput
+	hp.Experts, hp.ExpertsUsed, hp.ExpertFF, hp.SharedFF = o.Experts, o.ExpertsUsed, o.ExpertFF, o.SharedFF
 	if o.gemma4() {
 		g := o.Gemma4
 		hp.Window = o.Window
