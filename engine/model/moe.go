@@ -32,10 +32,14 @@ func (m *moeScratch) tensors() []backend.Tensor {
 // experts (gated where the family gates them) or the dense feed-forward
 // where the layer has them.
 func (s *State) moeFeedForward(p *pass, li int) {
+	if s.lay.ExpertsOwnNorms {
+		s.gemma4Experts(p, li)
+		return
+	}
 	b, hp, l, ms := s.b, &s.m.HP, &s.m.Layers[li], &s.moe
 	n := p.n
 	b.RMSNorm(ms.in, s.x, l.FFNNorm, hp.RMSEps, n)
-	s.experts(p, li, ms.in, s.h)
+	s.experts(p, li, ms.in, ms.in, s.h)
 	switch {
 	case l.GateShexp != nil:
 		s.beside(n, ms.in, l.GateShexp, l.UpShexp, l.DownShexp, hp.SharedFF, s.specs[li].Act, l.GateInpShexp)
@@ -44,17 +48,22 @@ func (s *State) moeFeedForward(p *pass, li int) {
 	}
 }
 
-// experts is the routed part of block li on the normed rows in, leaving
-// Σ_j weight_j·expert_j(in) in out.
-func (s *State) experts(p *pass, li int, in, out backend.Tensor) {
+// experts is the routed part of block li on the normed rows in, routed on
+// the rows routerIn (in itself, but for Gemma 4), leaving
+// Σ_j weight_j·expert_j(in) in out; out may be routerIn.
+func (s *State) experts(p *pass, li int, in, routerIn, out backend.Tensor) {
 	b, ex, hp, l, ls, ms := s.b, s.ex, &s.m.HP, &s.m.Layers[li], &s.specs[li], &s.moe
 	n, k, ff := p.n, hp.ExpertsUsed, hp.ExpertFF
 	slots := n * k
-	b.MatMul(ms.router, l.GateInp, in, n)
+	b.MatMul(ms.router, l.GateInp, routerIn, n)
 	if l.GateInpBias != nil {
 		b.AddBias(ms.router, l.GateInpBias, n)
 	}
 	ex.Route(ms.ids, ms.weights, ms.router, n, &ls.Router)
+	if l.DownExpsScale != nil {
+		// Gemma 4's per-expert factor on the chosen weights.
+		b.(backend.ExpertScaler).ScaleByExpert(ms.weights, l.DownExpsScale, hp.Experts, ms.ids, slots)
+	}
 	// Gate and up of separate tensors are indexed by expert; the views of a
 	// fused gate|up tensor by half-expert, twice the id (TensorLayout).
 	gateUpIDs, gateUpExperts := ms.ids, hp.Experts

@@ -125,7 +125,7 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 	if o.Experts > 0 {
 		add("expert_count", uint32(o.Experts))
 		add("expert_used_count", uint32(o.ExpertsUsed))
-		if fam.Traits.Experts.FFPerUsed {
+		if expertWidthKey(fam) {
 			add("expert_feed_forward_length", uint32(o.ExpertFF))
 		}
 		if o.SharedFF > 0 {

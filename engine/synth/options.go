@@ -326,7 +326,7 @@ func (o *Options) checkExperts(fam family.Family) error {
 	if o.Experts < 1 || o.Experts > maxExperts || o.ExpertsUsed < 1 || o.ExpertsUsed > o.Experts {
 		return fmt.Errorf("synth: %d experts, %d used per token: want 1 ≤ used ≤ experts ≤ %d", o.Experts, o.ExpertsUsed, maxExperts)
 	}
-	if !fam.Traits.Experts.FFPerUsed {
+	if !expertWidthKey(fam) {
 		// llama.cpp reads no expert width for this family: its experts are
 		// feed_forward_length wide.
 		if o.ExpertFF != 0 && o.ExpertFF != o.FF {
@@ -338,6 +338,13 @@ func (o *Options) checkExperts(fam family.Family) error {
 		return fmt.Errorf("synth: expert ff = %d: want 1..%d", o.ExpertFF, maxFF)
 	}
 	return nil
+}
+
+// expertWidthKey reports whether synth writes expert_feed_forward_length
+// for fam: where its experts are narrower than feed_forward_length
+// (Qwen3-MoE's, and Gemma 4's beside its dense feed-forward).
+func expertWidthKey(fam family.Family) bool {
+	return fam.Traits.Experts.FFPerUsed || fam.Tensors.ExpertsOwnNorms
 }
 
 // fileType is llama.cpp's general.file_type (enum llama_ftype).
