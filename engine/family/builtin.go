@@ -101,8 +101,8 @@ var builtin = []Family{
 			Experts: Experts{Gating: GatingSoftmax, Norm: true}},
 		Tensors: Layout{RopeFactors: RopeFreqs, OptionalV: true, LayerOutScale: true, PerLayerInputs: true,
 			FusedGateUpExperts: true, DenseBesideExperts: true, ExpertsOwnNorms: true},
-		Chat:    Chat{Template: "gemma4"},
-		Synth:   Synth{RopeBase: 1000000, RMSEps: 1e-6, Window: 512},
+		Chat:  Chat{Template: "gemma4"},
+		Synth: Synth{RopeBase: 1000000, RMSEps: 1e-6, Window: 512},
 	},
 }
 
