@@ -196,9 +196,9 @@ func (t *table) add(name string, k TensorKind, layer int, dims ...uint64) *Tenso
 }
 
 // Sizes of hp as GGUF dims.
-func (t *table) embd() uint64  { return uint64(t.hp.Embd) }
-func (t *table) qDim() uint64  { return uint64(t.hp.QDim()) }
-func (t *table) ff() uint64    { return uint64(t.hp.FF) }
+func (t *table) embd() uint64 { return uint64(t.hp.Embd) }
+func (t *table) qDim() uint64 { return uint64(t.hp.QDim()) }
+func (t *table) ff() uint64   { return uint64(t.hp.FF) }
 
 // ropeFactors adds optional per-pair RoPE divisors.
 func (t *table) ropeFactors(name string, k TensorKind) {
