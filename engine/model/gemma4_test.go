@@ -505,3 +505,37 @@ func TestGemma4MoEMatchesReference(t *testing.T) {
 		s.Close()
 	}
 }
+
+// The real models' head dims, 256 on sliding and 512 on global layers, on a
+// short synth against the reference (f16 cache, batches of 4, a prompt that
+// crosses the window).
+func TestGemma4WideHeadsMatchReference(t *testing.T) {
+	o := gemma4Options()
+	o.Layers, o.Heads, o.KVHeads, o.HeadDim = 4, 2, 1, 256
+	o.Gemma4 = synth.Gemma4Options{GlobalEvery: 3, SharedKVLayers: 1, PerLayerEmbd: 16}
+	path := writeGemma4(t, o)
+	ref := loadGemma4Ref(t, path)
+	prompt := []int32{1, 450, 7483, 310, 3444, 338, 263, 4272, 29889, 306, 763, 1762, 322}
+	b := cpu.New(2)
+	defer b.Close()
+	m, err := model.Open(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.HP.HeadDimOf(0) != 256 || m.HP.HeadDimOf(2) != 512 {
+		t.Fatalf("head dims %d and %d", m.HP.HeadDimOf(0), m.HP.HeadDimOf(2))
+	}
+	s, err := m.NewState(kv.Config{Type: kv.F16, Ctx: 32}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	logits := make([]float32, m.HP.Vocab)
+	for pos := 0; pos < len(prompt); pos += 4 {
+		if err := s.Forward(prompt[pos:min(pos+4, len(prompt))], pos, logits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compareLogits(t, "head dims 256/512", logits, ref.forward(prompt))
+}
