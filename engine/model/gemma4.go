@@ -49,7 +49,7 @@ func (s *State) gemma4Experts(p *pass, li int) {
 	b, hp, l, ms := s.b, &s.m.HP, &s.m.Layers[li], &s.moe
 	n, E := p.n, hp.Embd
 	b.RMSNorm(ms.in, s.x, l.FFNNorm, hp.RMSEps, n)
-	s.gatedFFN(n, ms.in, s.h, l.Gate, l.Up, l.Down, hp.FF, s.specs[li].Act)
+	s.gatedFFN(n, ms.in, s.h, l.Gate, l.Up, l.Down, s.specs[li].FF, s.specs[li].Act)
 	b.RMSNorm(s.h, s.h, l.FFNPostNorm1, hp.RMSEps, n)
 	b.RMSNorm(s.rin, s.x, l.GateInpScale, hp.RMSEps, n)
 	b.Scale(s.rin, float32(1/math.Sqrt(float64(E))), n*E)
