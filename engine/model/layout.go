@@ -289,9 +289,10 @@ func (t *table) experts(l int, lay family.Layout) {
 	embd, eff, n := t.embd(), uint64(hp.ExpertFF), uint64(hp.Experts)
 	t.add("ffn_norm.weight", FFNNorm, l, embd)
 	if lay.DenseBesideExperts {
-		t.add("ffn_gate.weight", FFNGate, l, embd, t.ff())
-		t.add("ffn_up.weight", FFNUp, l, embd, t.ff())
-		t.add("ffn_down.weight", FFNDown, l, t.ff(), embd)
+		ff := uint64(hp.FFOf(l))
+		t.add("ffn_gate.weight", FFNGate, l, embd, ff)
+		t.add("ffn_up.weight", FFNUp, l, embd, ff)
+		t.add("ffn_down.weight", FFNDown, l, ff, embd)
 	}
 	if lay.ExpertsOwnNorms {
 		t.add("post_ffw_norm_1.weight", FFNPostNorm1, l, embd)
