@@ -54,7 +54,8 @@ func (s *State) gemma4Experts(p *pass, li int) {
 	b.RMSNorm(s.rin, s.x, l.GateInpScale, hp.RMSEps, n)
 	b.Scale(s.rin, float32(1/math.Sqrt(float64(E))), n*E)
 	b.RMSNorm(ms.in, s.x, l.FFNPreNorm2, hp.RMSEps, n)
-	s.experts(p, li, ms.in, s.rin, s.rin) // the router has read s.rin before the sum overwrites it
+	s.route(p, li, s.rin)
+	s.experts(p, li, ms.in, s.rin) // the router has read s.rin: the sum may overwrite it
 	b.RMSNorm(s.rin, s.rin, l.FFNPostNorm2, hp.RMSEps, n)
 	b.Add(s.h, s.rin, n*E)
 }
