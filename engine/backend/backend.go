@@ -309,3 +309,29 @@ type Experts interface {
 	// u = clamp(up[i], −limit, limit), dst[i] = g·sigmoid(alpha·g)·(u + 1).
 	SwiGLUClamped(dst, gate, up Tensor, n int, alpha, limit float32)
 }
+
+// Gemma4Ops is implemented by a backend that runs Gemma 4
+// (docs/ARCHITECTURE.md, "Model families"): the two ops its forward pass
+// needs beyond Backend. A backend without them refuses Gemma 4 files at
+// load.
+type Gemma4Ops interface {
+	// RMSNormPlain: dst[r] = x[r] / sqrt(mean(x[r]²) + eps) for rows rows
+	// of n floats: RMSNorm without a weight (Gemma 4's value norm, each
+	// head of v normalised alone). dst may be x.
+	RMSNormPlain(dst, x Tensor, eps float32, rows, n int)
+	// CopyRows copies rows blocks of n floats:
+	// dst[dstOff + r·dstStride + i] = src[srcOff + r·srcStride + i] for
+	// r < rows, i < n (one layer's slice of every token's per-layer
+	// inputs). dst and src are different tensors.
+	CopyRows(dst Tensor, dstOff, dstStride int, src Tensor, srcOff, srcStride, rows, n int)
+}
+
+// ExpertScaler is implemented by a backend that runs Gemma 4's
+// mixture of experts, whose router scales each chosen expert's weight by a
+// learned per-expert factor (transformers' per_expert_scale, llama.cpp's
+// ffn_down_exps.scale). A backend without it refuses such files at load.
+type ExpertScaler interface {
+	// ScaleByExpert: x[s] *= w[e], e = ids[s] (floats, as Route writes
+	// them), for the slots s < slots; w is one row of experts floats.
+	ScaleByExpert(x Tensor, w Weight, experts int, ids Tensor, slots int)
+}

@@ -27,14 +27,21 @@ const (
 	FFNDown
 	OutputNorm
 	Output
-	AttnQNorm        // per-head RMSNorm of q (Qwen3, Gemma 3), [head dim]
-	AttnKNorm        // per-head RMSNorm of k
-	AttnPostNorm     // Gemma's post_attention_norm
-	FFNPostNorm      // Gemma's post_ffw_norm
-	AttnQKV          // Phi-3's fused q|k|v projection, bound as three views
-	FFNGateUp        // Phi-3's fused gate|up projection, bound as two views
-	RopeFactorsLong  // Phi-3 LongRoPE per-pair divisors for long contexts
-	RopeFactorsShort // and for contexts within the trained one
+	AttnQNorm         // per-head RMSNorm of q (Qwen3, Gemma 3), [head dim]
+	AttnKNorm         // per-head RMSNorm of k
+	AttnPostNorm      // Gemma's post_attention_norm
+	FFNPostNorm       // Gemma's post_ffw_norm
+	AttnQKV           // Phi-3's fused q|k|v projection, bound as three views
+	FFNGateUp         // Phi-3's fused gate|up projection, bound as two views
+	RopeFactorsLong   // Phi-3 LongRoPE per-pair divisors for long contexts
+	RopeFactorsShort  // and for contexts within the trained one
+	PerLayerTokEmbd   // Gemma 4: per-layer token embeddings, [layers·per-layer width, vocab]
+	PerLayerModelProj // Gemma 4: the embeddings' projection to every layer's input, [embd, layers·width]
+	PerLayerProjNorm  // Gemma 4: RMSNorm of each layer's slice of that projection, [width]
+	PerLayerInpGate   // Gemma 4: a block's gate on its per-layer input, [embd, width]
+	PerLayerProj      // Gemma 4: the gated input's projection back, [width, embd]
+	PerLayerPostNorm  // Gemma 4: RMSNorm of that projection, [embd]
+	LayerOutScale     // Gemma 4: one float scaling the residual stream after the block, read on the host
 
 	// Mixture of experts: the router, the experts' 3-D weights (one matrix
 	// per expert, stacked) and biases (one row per expert), shared experts.
@@ -53,14 +60,20 @@ const (
 	FFNDownShexp      // [shared ff, embd]
 	FFNGateInpShexp   // the shared experts' sigmoid gate, [embd]
 
-	AttnOutputBias // gpt-oss's attn_output.bias, [embd]
-	AttnSinks      // gpt-oss's attention sinks, one logit per query head
+	AttnOutputBias   // gpt-oss's attn_output.bias, [embd]
+	AttnSinks        // gpt-oss's attention sinks, one logit per query head
+	FFNPostNorm1     // Gemma 4: post norm of the dense feed-forward beside the experts, [embd]
+	FFNPreNorm2      // Gemma 4: the experts' input norm, [embd]
+	FFNPostNorm2     // Gemma 4: the experts' output norm, [embd]
+	FFNGateInpScale  // Gemma 4: the router input's per-channel factor, [embd]
+	FFNDownExpsScale // Gemma 4: each expert's factor on its weight, [experts]
 )
 
 // IsNorm reports whether k is an RMSNorm weight.
 func (k TensorKind) IsNorm() bool {
 	switch k {
-	case AttnNorm, FFNNorm, OutputNorm, AttnQNorm, AttnKNorm, AttnPostNorm, FFNPostNorm:
+	case AttnNorm, FFNNorm, OutputNorm, AttnQNorm, AttnKNorm, AttnPostNorm, FFNPostNorm, PerLayerProjNorm, PerLayerPostNorm,
+		FFNPostNorm1, FFNPreNorm2, FFNPostNorm2, FFNGateInpScale:
 		return true
 	}
 	return false
@@ -139,11 +152,17 @@ func TensorLayout(hp HParams) []TensorSpec {
 		t.ropeFactors("rope_factors_short.weight", RopeFactorsShort)
 	}
 	t.embedding()
+	if lay.PerLayerInputs && hp.PerLayerEmbd > 0 {
+		w := uint64(hp.Layers * hp.PerLayerEmbd)
+		t.add("per_layer_token_embd.weight", PerLayerTokEmbd, -1, w, uint64(hp.Vocab))
+		t.add("per_layer_model_proj.weight", PerLayerModelProj, -1, t.embd(), w)
+		t.add("per_layer_proj_norm.weight", PerLayerProjNorm, -1, uint64(hp.PerLayerEmbd))
+	}
 	for l := range hp.Layers {
 		if lay.FusedQKV {
 			t.fusedAttention(l)
 		} else {
-			t.attention(l, lay)
+			t.attention(l)
 		}
 		if hp.PostNorms {
 			t.add("post_attention_norm.weight", AttnPostNorm, l, t.embd())
@@ -158,6 +177,15 @@ func TensorLayout(hp HParams) []TensorSpec {
 		}
 		if hp.PostNorms {
 			t.add("post_ffw_norm.weight", FFNPostNorm, l, t.embd())
+		}
+		if lay.PerLayerInputs && hp.PerLayerEmbd > 0 {
+			w := uint64(hp.PerLayerEmbd)
+			t.add("inp_gate.weight", PerLayerInpGate, l, t.embd(), w)
+			t.add("proj.weight", PerLayerProj, l, w, t.embd())
+			t.add("post_norm.weight", PerLayerPostNorm, l, t.embd())
+		}
+		if lay.LayerOutScale {
+			t.add("layer_output_scale.weight", LayerOutScale, l, 1).Optional = true
 		}
 	}
 	return t.output()
@@ -180,10 +208,9 @@ func (t *table) add(name string, k TensorKind, layer int, dims ...uint64) *Tenso
 }
 
 // Sizes of hp as GGUF dims.
-func (t *table) embd() uint64  { return uint64(t.hp.Embd) }
-func (t *table) qDim() uint64  { return uint64(t.hp.QDim()) }
-func (t *table) kvDim() uint64 { return uint64(t.hp.KVDim()) }
-func (t *table) ff() uint64    { return uint64(t.hp.FF) }
+func (t *table) embd() uint64 { return uint64(t.hp.Embd) }
+func (t *table) qDim() uint64 { return uint64(t.hp.QDim()) }
+func (t *table) ff() uint64   { return uint64(t.hp.FF) }
 
 // ropeFactors adds optional per-pair RoPE divisors.
 func (t *table) ropeFactors(name string, k TensorKind) {
@@ -196,33 +223,45 @@ func (t *table) embedding() { t.add("token_embd.weight", TokEmbd, -1, t.embd(), 
 // attention adds a block's attention weights: norm, q/k/v (with biases
 // where hp has them, each after its weight), q/k norms where hp has them,
 // the output projection (and its bias), and the sinks where the family's
-// layout has them.
-func (t *table) attention(l int, lay family.Layout) {
+// layout has them, in the layer's head shape. A layer that reads another's
+// K/V (Gemma 4) may leave out k, v and k's norm; a family whose v may come
+// from k's projection (Layout.OptionalV) may leave out v.
+func (t *table) attention(l int) {
 	hp := t.hp
+	lay := t.layout()
+	hd := uint64(hp.HeadDimOf(l))
+	q, kv := uint64(hp.Heads)*hd, uint64(hp.KVHeadsOf(l))*hd
+	shares := hp.KVSource(l) != l
 	t.add("attn_norm.weight", AttnNorm, l, t.embd())
-	t.add("attn_q.weight", AttnQ, l, t.embd(), t.qDim())
+	t.add("attn_q.weight", AttnQ, l, t.embd(), q)
 	if hp.QKVBias {
-		t.add("attn_q.bias", AttnQBias, l, t.qDim())
+		t.add("attn_q.bias", AttnQBias, l, q)
 	}
-	t.add("attn_k.weight", AttnK, l, t.embd(), t.kvDim())
+	t.add("attn_k.weight", AttnK, l, t.embd(), kv).Optional = shares
 	if hp.QKVBias {
-		t.add("attn_k.bias", AttnKBias, l, t.kvDim())
+		t.add("attn_k.bias", AttnKBias, l, kv)
 	}
-	t.add("attn_v.weight", AttnV, l, t.embd(), t.kvDim())
+	t.add("attn_v.weight", AttnV, l, t.embd(), kv).Optional = shares || lay.OptionalV
 	if hp.QKVBias {
-		t.add("attn_v.bias", AttnVBias, l, t.kvDim())
+		t.add("attn_v.bias", AttnVBias, l, kv)
 	}
 	if hp.QKNorm {
-		t.add("attn_q_norm.weight", AttnQNorm, l, uint64(hp.HeadDim))
-		t.add("attn_k_norm.weight", AttnKNorm, l, uint64(hp.HeadDim))
+		t.add("attn_q_norm.weight", AttnQNorm, l, hd)
+		t.add("attn_k_norm.weight", AttnKNorm, l, hd).Optional = shares
 	}
-	t.add("attn_output.weight", AttnOutput, l, t.qDim(), t.embd())
+	t.add("attn_output.weight", AttnOutput, l, q, t.embd())
 	if lay.AttnOutputBias {
 		t.add("attn_output.bias", AttnOutputBias, l, t.embd())
 	}
 	if lay.AttnSinks {
 		t.add("attn_sinks.weight", AttnSinks, l, uint64(hp.Heads))
 	}
+}
+
+// layout is the family's tensor layout (llama's for an unregistered arch).
+func (t *table) layout() family.Layout {
+	fam, _ := family.Lookup(t.hp.Arch)
+	return fam.Tensors
 }
 
 // fusedAttention adds a block's attention with q, k and v in one attn_qkv
@@ -238,10 +277,11 @@ func (t *table) fusedAttention(l int) {
 
 // feedForward adds a block's gated feed-forward weights.
 func (t *table) feedForward(l int) {
+	ff := uint64(t.hp.FFOf(l))
 	t.add("ffn_norm.weight", FFNNorm, l, t.embd())
-	t.add("ffn_gate.weight", FFNGate, l, t.embd(), t.ff())
-	t.add("ffn_up.weight", FFNUp, l, t.embd(), t.ff())
-	t.add("ffn_down.weight", FFNDown, l, t.ff(), t.embd())
+	t.add("ffn_gate.weight", FFNGate, l, t.embd(), ff)
+	t.add("ffn_up.weight", FFNUp, l, t.embd(), ff)
+	t.add("ffn_down.weight", FFNDown, l, ff, t.embd())
 }
 
 // fusedFeedForward adds a block's feed-forward with gate and up in one
@@ -272,9 +312,16 @@ func (t *table) experts(l int, lay family.Layout) {
 		t.add("ffn_norm.weight", FFNNorm, l, embd)
 	}
 	if lay.DenseBesideExperts {
-		t.add("ffn_gate.weight", FFNGate, l, embd, t.ff())
-		t.add("ffn_up.weight", FFNUp, l, embd, t.ff())
-		t.add("ffn_down.weight", FFNDown, l, t.ff(), embd)
+		ff := uint64(hp.FFOf(l))
+		t.add("ffn_gate.weight", FFNGate, l, embd, ff)
+		t.add("ffn_up.weight", FFNUp, l, embd, ff)
+		t.add("ffn_down.weight", FFNDown, l, ff, embd)
+	}
+	if lay.ExpertsOwnNorms {
+		t.add("post_ffw_norm_1.weight", FFNPostNorm1, l, embd)
+		t.add("pre_ffw_norm_2.weight", FFNPreNorm2, l, embd)
+		t.add("post_ffw_norm_2.weight", FFNPostNorm2, l, embd)
+		t.add("ffn_gate_inp.scale", FFNGateInpScale, l, embd)
 	}
 	t.add("ffn_gate_inp.weight", FFNGateInp, l, embd, n)
 	if lay.ExpertBiases {
@@ -299,6 +346,9 @@ func (t *table) experts(l int, lay family.Layout) {
 		}
 	}
 	t.add("ffn_down_exps.weight", FFNDownExps, l, eff, embd, n)
+	if lay.ExpertsOwnNorms {
+		t.add("ffn_down_exps.scale", FFNDownExpsScale, l, n).Optional = true
+	}
 	if lay.ExpertBiases {
 		t.add("ffn_down_exps.bias", FFNDownExpsBias, l, embd, n)
 	}
@@ -372,6 +422,18 @@ func (m *Model) weight(k TensorKind, layer int) *backend.Weight {
 		return &l.Down
 	case FFNPostNorm:
 		return &l.FFNPostNorm
+	case PerLayerTokEmbd:
+		return &m.PerLayerTokEmbd
+	case PerLayerModelProj:
+		return &m.PerLayerModelProj
+	case PerLayerProjNorm:
+		return &m.PerLayerProjNorm
+	case PerLayerInpGate:
+		return &l.PerLayerInpGate
+	case PerLayerProj:
+		return &l.PerLayerProj
+	case PerLayerPostNorm:
+		return &l.PerLayerPostNorm
 	case FFNGateInp:
 		return &l.GateInp
 	case FFNGateInpBias:
@@ -396,6 +458,16 @@ func (m *Model) weight(k TensorKind, layer int) *backend.Weight {
 		return &l.DownShexp
 	case FFNGateInpShexp:
 		return &l.GateInpShexp
+	case FFNPostNorm1:
+		return &l.FFNPostNorm1
+	case FFNPreNorm2:
+		return &l.FFNPreNorm2
+	case FFNPostNorm2:
+		return &l.FFNPostNorm2
+	case FFNGateInpScale:
+		return &l.GateInpScale
+	case FFNDownExpsScale:
+		return &l.DownExpsScale
 	}
 	return nil
 }
