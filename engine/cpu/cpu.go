@@ -24,6 +24,7 @@ type Backend struct {
 	mu        sync.Mutex       // guards err and mappings
 	err       error            // first kernel error, reported at Sync
 	mappings  map[*byte][]byte // off-heap allocations by address, unmapped by release or Close
+	ids       []int32          // the experts ops' ids, converted from their tensor
 }
 
 // New returns a CPU backend running on threads goroutines (<= 0: all cores).

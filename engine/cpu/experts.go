@@ -123,10 +123,14 @@ func taken(ids []int, i int) bool {
 	return false
 }
 
-// expertIDs converts n float ids to ints, checking each.
-func expertIDs(ids backend.Tensor, n, experts int) ([]int32, error) {
+// expertIDs converts n float ids to ints, checking each, into the
+// backend's scratch (one goroutine at a time uses a backend).
+func (b *Backend) expertIDs(ids backend.Tensor, n, experts int) ([]int32, error) {
 	v := f(ids)[:n]
-	out := make([]int32, n)
+	if cap(b.ids) < n {
+		b.ids = make([]int32, n)
+	}
+	out := b.ids[:n]
 	for s, x := range v {
 		if !(x >= 0 && x < float32(experts)) || x != float32(int32(x)) {
 			return nil, fmt.Errorf("slot %d: expert id %g outside [0, %d)", s, x, experts)
@@ -137,7 +141,7 @@ func expertIDs(ids backend.Tensor, n, experts int) ([]int32, error) {
 }
 
 func (b *Backend) MatMulID(dst backend.Tensor, w backend.Weight, experts int, x, ids backend.Tensor, rows, k int, xPerSlot bool) {
-	id, err := expertIDs(ids, rows*k, experts)
+	id, err := b.expertIDs(ids, rows*k, experts)
 	if err != nil {
 		b.fail(fmt.Errorf("matmul-id %s: %w", w.Desc().Name, err))
 		return
@@ -148,7 +152,7 @@ func (b *Backend) MatMulID(dst backend.Tensor, w backend.Weight, experts int, x,
 }
 
 func (b *Backend) AddBiasID(x backend.Tensor, bias backend.Weight, experts int, ids backend.Tensor, slots int) {
-	id, err := expertIDs(ids, slots, experts)
+	id, err := b.expertIDs(ids, slots, experts)
 	m := matrix(bias)
 	if err == nil && m.Rows != experts {
 		err = fmt.Errorf("%d rows for %d experts", m.Rows, experts)
