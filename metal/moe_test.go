@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"nibble/engine/backend"
+	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/quant"
@@ -209,4 +210,104 @@ func seq(n int) []int32 {
 		s[i] = int32(i)
 	}
 	return s
+}
+
+// Route, AddBiasID, SumExperts and SwiGLUClamped on the Metal backend
+// against the CPU backend's: the same ids; weights within 1e-6 relative
+// (the CPU's exponentials are float64, the kernel's the CPU's 2^x in
+// float32); the bias add exact; the sums (each of its own weights) within
+// 1e-5; the clamped SwiGLU within 1e-6 relative.
+func TestExpertsMatchCPU(t *testing.T) {
+	r := rand.New(rand.NewPCG(73, 74))
+	const rows, experts, k, n = 6, 32, 4, 40
+	mb, cb := newBackend(t), cpu.New(1)
+	defer cb.Close()
+	logits := make([]float32, rows*experts)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 2)
+	}
+	logits[5], logits[9] = logits[3], logits[3] // a tie
+	y := make([]float32, rows*k*n)
+	for i := range y {
+		y[i] = float32(r.NormFloat64() * 8)
+	}
+	bias := make([]byte, 4*experts*n)
+	for i := 0; i < experts*n; i++ {
+		u := math.Float32bits(float32(r.NormFloat64()))
+		bias[4*i], bias[4*i+1], bias[4*i+2], bias[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+	}
+	type run struct{ ids, w, biased, sum, swi []float32 }
+	do := func(b backend.Backend) run {
+		ex := b.(backend.Experts)
+		up := func(v []float32) backend.Tensor {
+			x := b.Alloc(len(v))
+			b.Copy(x, 0, mustTensor(t, b, v), 0, len(v))
+			return x
+		}
+		m, err := b.MapWeights(bias, []backend.WeightDesc{{Name: "ffn_down_exps.bias", Type: ggml.F32, Rows: experts, Cols: n}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		rev := slices.Clone(y)
+		slices.Reverse(rev)
+		lg, yt, yr := up(logits), up(y), up(rev)
+		ids, w, sum, swi := b.Alloc(rows*k), b.Alloc(rows*k), b.Alloc(rows*n), b.Alloc(rows*k*n)
+		var out run
+		for _, g := range []backend.Gating{backend.GatingSoftmax, backend.GatingSoftmaxTopK, backend.GatingSigmoid} {
+			ex.Route(ids, w, lg, rows, &backend.Router{Experts: experts, Used: k, Gating: g, Norm: g != backend.GatingSoftmaxTopK, Scale: 1.5})
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			i, v := make([]float32, rows*k), make([]float32, rows*k)
+			b.Read(i, ids, 0)
+			b.Read(v, w, 0)
+			out.ids, out.w = append(out.ids, i...), append(out.w, v...)
+		}
+		ex.AddBiasID(yt, m.Weights()[0], experts, ids, rows*k)
+		ex.SumExperts(sum, yt, w, rows, k, n)
+		ex.SwiGLUClamped(swi, yt, yr, rows*k*n, 1.702, 7)
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		out.biased, out.sum, out.swi = make([]float32, rows*k*n), make([]float32, rows*n), make([]float32, rows*k*n)
+		b.Read(out.biased, yt, 0)
+		b.Read(out.sum, sum, 0)
+		b.Read(out.swi, swi, 0)
+		return out
+	}
+	got, want := do(mb), do(cb)
+	if !slices.Equal(got.ids, want.ids) {
+		t.Fatalf("ids: metal %v, cpu %v", got.ids, want.ids)
+	}
+	for i, v := range got.w {
+		if math.Abs(float64(v-want.w[i])) > 1e-6*math.Abs(float64(want.w[i])) {
+			t.Fatalf("weight %d: metal %v, cpu %v", i, v, want.w[i])
+		}
+	}
+	if !slices.Equal(got.biased, want.biased) {
+		t.Fatalf("bias by id differs from the CPU's")
+	}
+	// Each sum weighs by its own backend's (last) route weights.
+	for i, v := range got.sum {
+		if math.Abs(float64(v-want.sum[i])) > 1e-5*(1+math.Abs(float64(want.sum[i]))) {
+			t.Fatalf("expert sum %d: metal %v, cpu %v", i, v, want.sum[i])
+		}
+	}
+	for i, v := range got.swi {
+		if w := want.swi[i]; math.Abs(float64(v-w)) > 1e-6*math.Abs(float64(w))+1e-9 {
+			t.Fatalf("clamped SwiGLU %d: metal %v, cpu %v", i, v, w)
+		}
+	}
+}
+
+// mustTensor is a tensor of b holding v (through an F32 table and Embed).
+func mustTensor(t *testing.T, b backend.Backend, v []float32) backend.Tensor {
+	t.Helper()
+	const n = 16
+	rows := (len(v) + n - 1) / n
+	pad := append(slices.Clone(v), make([]float32, rows*n-len(v))...)
+	x := b.Alloc(rows * n)
+	b.Embed(x, mustF32Table(t, b, pad, rows, n), seq(rows))
+	return x
 }
