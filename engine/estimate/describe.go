@@ -110,6 +110,11 @@ func FromCatalog(m *catalog.Model, quant string) (Desc, error) {
 	hp.FF, hp.Vocab, hp.CtxTrain, hp.RopeBase, hp.RopeDims = m.FF, m.Vocab, m.CtxTrain, float32(m.RopeBase), m.HeadDim
 	hp.RMSEps, hp.Window = float32(m.RMSEps), m.SlidingWindow
 	hp.TiedOutput, hp.QKVBias = m.TiedOutput, m.QKVBias
+	if m.Experts > 0 {
+		// Sizes the routing activations a session allocates; gating and
+		// norms stay the family's.
+		hp.Experts, hp.ExpertsUsed, hp.ExpertFF = m.Experts, m.ExpertsUsed, m.ExpertFF
+	}
 	if m.SlidingWindowPattern > 0 {
 		// The entry's own pattern, for a family this engine does not
 		// register yet (its traits would leave every layer windowed).

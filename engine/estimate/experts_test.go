@@ -250,3 +250,24 @@ func TestCatalogMixtures(t *testing.T) {
 		}
 	}
 }
+
+// The reference models of the families with experts (engine/testdata/hf,
+// written by transformers and llama.cpp's converter): the counts their
+// README gives, and the read share below the resident weights.
+func TestReferenceMixtures(t *testing.T) {
+	for _, c := range []struct {
+		file          string
+		experts, used int
+	}{{"tiny-qwen3moe.gguf", 16, 4}, {"tiny-mixtral.gguf", 8, 2}, {"tiny-gptoss.gguf", 16, 4}} {
+		d, err := FromFile(filepath.Join("..", "testdata", "hf", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Experts.Count != c.experts || d.Experts.Used != c.used || d.Experts.Bytes <= 0 || d.Experts.Bytes >= d.WeightsBytes {
+			t.Errorf("%s: experts %+v of %d bytes", c.file, d.Experts, d.WeightsBytes)
+		}
+		if want := d.WeightsBytes - d.Experts.Bytes + d.Experts.Bytes*int64(c.used)/int64(c.experts); d.ActiveBytes > want {
+			t.Errorf("%s: reads %d a token, more than the %d of the shared tensors and routed experts", c.file, d.ActiveBytes, want)
+		}
+	}
+}
