@@ -186,7 +186,11 @@ func printReport(w io.Writer, r *estimate.Report, machine string, overheadGiven 
 		if d.Experts.Count > 0 {
 			how = fmt.Sprintf("(%d of %d experts)", d.Experts.Used, d.Experts.Count)
 		}
-		fmt.Fprintf(w, "weights   %s resident, %s read per token %s\n", estimate.Human(d.WeightsBytes), estimate.Human(d.ActiveBytes), how)
+		read := estimate.Human(d.ActiveBytes)
+		if strings.HasPrefix(d.Source, "catalog:") {
+			read = "≈ " + read // the model card's active share of the file
+		}
+		fmt.Fprintf(w, "weights   %s resident, %s read per token %s\n", estimate.Human(d.WeightsBytes), read, how)
 	}
 	fmt.Fprintf(w, "run       --ctx %d, batch %d, backend %s, %d threads, KV group %d\n", o.Ctx, o.Batch, o.Backend, o.Threads, o.KVGroup)
 	over := "measured constant"

@@ -100,7 +100,7 @@ func TestEstimateMixture(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"128 experts (8 per token)", "weights   17.28 GiB resident, 1.87 GiB read per token (8 of 128 experts)", "will-not-fit"} {
+	for _, want := range []string{"128 experts (8 per token)", "weights   17.28 GiB resident, ≈ 1.87 GiB read per token (8 of 128 experts)", "will-not-fit"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

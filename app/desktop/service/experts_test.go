@@ -36,7 +36,7 @@ func TestCatalogMixtureOfExperts(t *testing.T) {
 			t.Errorf("in %d GiB: qwen3-30b-a3b %s (%d bytes), mixtral %s (%d bytes); want %s, %s",
 				c.limit>>30, q.Verdict, q.Total, mx.Verdict, mx.Total, c.qwen, c.mixtral)
 		}
-		if q.Weights != 18556685824 || q.Experts != 128 || q.ExpertsUsed != 8 || q.Active <= 0 || q.Active*8 > q.Weights || q.Approx {
+		if q.Weights != 18556685824 || q.Experts != 128 || q.ExpertsUsed != 8 || q.Active <= 0 || q.Active*8 > q.Weights || q.Approx || !q.ActiveApprox {
 			t.Errorf("qwen3-30b-a3b: weights %d, %d of %d experts, %d read per token", q.Weights, q.ExpertsUsed, q.Experts, q.Active)
 		}
 		if mx.Experts != 8 || mx.ExpertsUsed != 2 || mx.Active <= 0 {

@@ -14,6 +14,7 @@ describe('format', () => {
   it('writes resident and read weights for a mixture, nothing for a dense model', () => {
     const GiB = 2 ** 30;
     expect(residentRead({ weights: 17.3 * GiB, active: 1.9 * GiB })).toBe('17.3 GiB resident · 1.9 GiB read per token');
+    expect(residentRead({ weights: 17.3 * GiB, active: 1.9 * GiB, activeApprox: true })).toBe('17.3 GiB resident · ≈ 1.9 GiB read per token');
     expect(residentRead({ weights: 4 * GiB, active: 0 })).toBe('');
     expect(expertsPerToken({ experts: 128, expertsUsed: 8 })).toBe('8 of 128 experts per token');
     expect(expertsPerToken({ experts: 0, expertsUsed: 0 })).toBe('');

@@ -100,9 +100,9 @@ export function messageLines(e: unknown): string[] {
  * every expert resident but reads only those a token is routed to. "" when
  * a token reads (nearly) all the weights (active is then 0).
  */
-export function residentRead(e: { weights: number; active: number }): string {
+export function residentRead(e: { weights: number; active: number; activeApprox?: boolean }): string {
   if (!(e.active > 0) || !(e.weights > 0)) return '';
-  return `${bytes(e.weights)} resident · ${bytes(e.active)} read per token`;
+  return `${bytes(e.weights)} resident · ${e.activeApprox ? '≈ ' : ''}${bytes(e.active)} read per token`;
 }
 
 /** expertsPerToken is "8 of 128 experts per token"; "" for a dense model. */

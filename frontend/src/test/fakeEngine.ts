@@ -143,6 +143,7 @@ export function estimate(over: Partial<Estimate> = {}): Estimate {
     active: 0,
     experts: 0,
     expertsUsed: 0,
+    activeApprox: false,
     kvBytes: 1 * GiB,
     scratch: 0.5 * GiB,
     overhead: 0.5 * GiB,

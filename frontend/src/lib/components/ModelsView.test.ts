@@ -123,7 +123,7 @@ describe('catalog', () => {
   it('grades a mixture of experts by all its weights and shows what a token reads', async () => {
     const GiB = 2 ** 30;
     const moe = (total: number, verdict: string) =>
-      estimate({ approx: true, weights: 17.3 * GiB, active: 1.9 * GiB, experts: 128, expertsUsed: 8, total, verdict, maxCtx: 0 });
+      estimate({ approx: false, weights: 17.3 * GiB, active: 1.9 * GiB, activeApprox: true, experts: 128, expertsUsed: 8, total, verdict, maxCtx: 0 });
     catalog.entries = [
       {
         ...entry,
@@ -137,7 +137,7 @@ describe('catalog', () => {
     expect(est.dataset.verdict).toBe('will-not-fit');
     expect(est.textContent).toContain('will not fit');
     const read = screen.getByTestId('catalog-read');
-    expect(read.textContent).toBe('≈ 17.3 GiB resident · 1.9 GiB read per token');
+    expect(read.textContent).toBe('17.3 GiB resident · ≈ 1.9 GiB read per token');
     expect(read.title).toBe('8 of 128 experts per token');
     catalog.entries = [entry];
   });

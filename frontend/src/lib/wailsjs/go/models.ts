@@ -78,6 +78,7 @@ export namespace service {
 	    active: number;
 	    experts: number;
 	    expertsUsed: number;
+	    activeApprox: boolean;
 	    kvBytes: number;
 	    scratch: number;
 	    overhead: number;
@@ -105,6 +106,7 @@ export namespace service {
 	        this.active = source["active"];
 	        this.experts = source["experts"];
 	        this.expertsUsed = source["expertsUsed"];
+	        this.activeApprox = source["activeApprox"];
 	        this.kvBytes = source["kvBytes"];
 	        this.scratch = source["scratch"];
 	        this.overhead = source["overhead"];
