@@ -36,6 +36,9 @@ func FromGGUF(f *gguf.File, name string) (Desc, error) {
 		d.WeightsBytes += int64(t.Size)
 		d.Params += int64(t.Elements())
 	}
+	if d.Experts, d.ActiveBytes, err = readExperts(f, hp.Arch, hp.TiedOutput); err != nil {
+		return Desc{}, fmt.Errorf("%s: %w", name, err)
+	}
 	if ft, ok := f.Uint("general.file_type"); ok {
 		d.FileType = FileTypeName(ft)
 	}
@@ -107,6 +110,16 @@ func FromCatalog(m *catalog.Model, quant string) (Desc, error) {
 	hp.FF, hp.Vocab, hp.CtxTrain, hp.RopeBase, hp.RopeDims = m.FF, m.Vocab, m.CtxTrain, float32(m.RopeBase), m.HeadDim
 	hp.RMSEps, hp.Window = float32(m.RMSEps), m.SlidingWindow
 	hp.TiedOutput, hp.QKVBias = m.TiedOutput, m.QKVBias
+	if m.Experts > 0 {
+		// Sizes the routing activations a session allocates; gating and
+		// norms stay the family's.
+		hp.Experts, hp.ExpertsUsed, hp.ExpertFF = m.Experts, m.ExpertsUsed, m.ExpertFF
+	}
+	if m.SlidingWindowPattern > 0 {
+		// The entry's own pattern, for a family this engine does not
+		// register yet (its traits would leave every layer windowed).
+		hp.SWAPattern = m.SlidingWindowPattern
+	}
 	if err := hp.Validate(); err != nil {
 		return Desc{}, fmt.Errorf("catalog %s: %w", m.ID, err)
 	}
@@ -114,6 +127,14 @@ func FromCatalog(m *catalog.Model, quant string) (Desc, error) {
 		Name: m.Name, HParams: hp, WeightsBytes: file.SizeBytes, Exact: !file.SizeApprox,
 		FileType: file.Quant, Params: int64(math.Round(m.ParamsB * 1e9)), Runnable: model.Supported(m.Arch),
 		Source: "catalog:" + m.ID,
+	}
+	d.ActiveBytes = catalogActive(file.SizeBytes, m.ParamsB, m.ActiveParamsB)
+	if m.Experts > 0 {
+		d.Experts = Experts{Count: m.Experts, Used: m.ExpertsUsed}
+		if m.ExpertsUsed < m.Experts {
+			// Resident minus read is the unrouted experts' share.
+			d.Experts.Bytes = (file.SizeBytes - d.ActiveBytes) * int64(m.Experts) / int64(m.Experts-m.ExpertsUsed)
+		}
 	}
 	for _, f := range m.Files {
 		if f.Quant == file.Quant {
@@ -134,7 +155,7 @@ var fileTypes = map[uint64]string{
 	11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M",
 	18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S",
 	25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M",
-	32: "BF16", 36: "TQ1_0", 37: "TQ2_0",
+	32: "BF16", 36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE",
 }
 
 // FileTypeName names a general.file_type value.
