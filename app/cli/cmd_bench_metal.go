@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"nibble/catalog"
+	"nibble/engine/family"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/metal/traffic"
@@ -100,6 +101,14 @@ func benchMetalModelCmd(env *Env, args []string) error {
 		}
 		s.Name, s.Layers, s.Hidden, s.Heads, s.KVHeads, s.HeadDim = m.ID, m.Layers, m.Embd, m.Heads, m.KVHeads, m.HeadDim
 		s.FFN, s.Vocab, s.QKVBias = m.FF, m.Vocab, m.QKVBias
+		if m.Experts > 0 {
+			s.Experts, s.ExpertsUsed, s.ExpertFFN = m.Experts, m.ExpertsUsed, m.ExpertFF
+			// Only a family with a dense feed-forward beside its experts
+			// reads ff a token.
+			if f, ok := family.Lookup(m.Arch); !ok || !f.Tensors.DenseBesideExperts {
+				s.FFN = 0
+			}
+		}
 	}
 	// A catalog shape replaced the shape flags; its sizes are positive. A
 	// mixture of experts may have no dense feed-forward beside its experts.

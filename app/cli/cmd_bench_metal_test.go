@@ -66,6 +66,18 @@ func TestBenchMetalModelMoE(t *testing.T) {
 		t.Errorf("rc %d:\n%s", rc, out.String())
 	}
 	t.Logf("\n%s", out.String())
+	// The catalog's Qwen3-30B-A3B: 8 of 128 experts a token.
+	out.Reset()
+	if rc := Run(env, []string{"bench", "metal-model", "--catalog", "qwen3-30b-a3b", "--ctx", "4096", "--json"}); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	r = metalModelReport{}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Shape.Experts != 128 || r.Shape.ExpertsUsed != 8 || r.Shape.FFN != 0 || r.ResidentWeights < 8*r.ActiveWeights {
+		t.Errorf("qwen3-30b-a3b: shape %+v, resident %d, active %d", r.Shape, r.ResidentWeights, r.ActiveWeights)
+	}
 	for _, bad := range [][]string{{"--experts-used", "65"}, {"--expert-ffn", "0"}, {"--expert-weights", "Q9"}} {
 		if rc := Run(env, append(append([]string{}, moe...), bad...)); rc != 2 {
 			t.Errorf("%v: rc %d, want 2", bad, rc)
