@@ -34,7 +34,7 @@ var catalogJSON []byte
 type Model struct {
 	ID      string  `json:"id"`
 	Name    string  `json:"name"`
-	Family  string  `json:"family"` // llama, qwen2.5, qwen3, mistral, gemma2, gemma3, phi3
+	Family  string  `json:"family"` // llama, qwen2.5, qwen3, qwen3moe, mistral, mixtral, gemma2, gemma3, gemma4, gpt-oss, phi3
 	Arch    string  `json:"arch"`   // general.architecture of its GGUF files
 	ParamsB float64 `json:"params_b"`
 
@@ -57,6 +57,18 @@ type Model struct {
 	RMSEps               float64 `json:"rms_eps"`
 	TiedOutput           bool    `json:"tied_output"`
 	QKVBias              bool    `json:"qkv_bias"`
+
+	// Experts and ExpertsUsed are a mixture of experts' experts per layer
+	// and per token (0 for a dense model); ExpertFF is one expert's
+	// feed-forward width. Every expert is resident; a token reads its own.
+	Experts     int `json:"experts,omitempty"`
+	ExpertsUsed int `json:"experts_used,omitempty"`
+	ExpertFF    int `json:"expert_ff,omitempty"`
+	// ActiveParamsB are the parameters one token uses, in billions, as the
+	// model card gives them: a mixture's active parameters, or Gemma's
+	// "effective" ones (without the per-layer embedding tables, which are
+	// only looked up). 0: all of ParamsB.
+	ActiveParamsB float64 `json:"active_params_b,omitempty"`
 
 	Files []File `json:"files"`
 	Note  string `json:"note,omitempty"`
@@ -194,6 +206,9 @@ func (m *Model) validate() error {
 	if !(m.AttnScale > 0 && m.AttnScale <= 1) || !(m.RopeBase > 0) || !(m.RMSEps > 0) || math.IsInf(m.RopeBase, 0) {
 		return fmt.Errorf("%s: attn_scale %g, rope_base %g, rms_eps %g invalid", m.ID, m.AttnScale, m.RopeBase, m.RMSEps)
 	}
+	if err := m.validateExperts(); err != nil {
+		return err
+	}
 	if len(m.Files) == 0 {
 		return fmt.Errorf("%s: no files", m.ID)
 	}
@@ -201,6 +216,20 @@ func (m *Model) validate() error {
 		if err := f.validate(); err != nil {
 			return fmt.Errorf("%s: file %d (%s): %w", m.ID, i, f.Quant, err)
 		}
+	}
+	return nil
+}
+
+func (m *Model) validateExperts() error {
+	switch {
+	case m.Experts == 0 && (m.ExpertsUsed != 0 || m.ExpertFF != 0):
+		return fmt.Errorf("%s: experts_used %d and expert_ff %d need experts", m.ID, m.ExpertsUsed, m.ExpertFF)
+	case m.Experts < 0 || m.Experts > 1<<16:
+		return fmt.Errorf("%s: experts = %d out of range", m.ID, m.Experts)
+	case m.Experts > 0 && (m.ExpertsUsed < 1 || m.ExpertsUsed > m.Experts || m.ExpertFF <= 0 || m.ExpertFF > 1<<24):
+		return fmt.Errorf("%s: %d of %d experts per token, expert_ff %d: want 1..experts and a positive width", m.ID, m.ExpertsUsed, m.Experts, m.ExpertFF)
+	case !(m.ActiveParamsB >= 0) || m.ActiveParamsB > m.ParamsB:
+		return fmt.Errorf("%s: active_params_b %g must be between 0 and params_b %g", m.ID, m.ActiveParamsB, m.ParamsB)
 	}
 	return nil
 }

@@ -145,3 +145,88 @@ func TestActiveCatalogFile(t *testing.T) {
 		t.Fatal("a missing catalog file was accepted")
 	}
 }
+
+// The mixture-of-experts and Gemma 4 entries name the files people
+// download, pinned to a repository revision where one was found so that
+// the exact size and SHA-256 stay true (a file re-uploaded under main would
+// fail the download's check). Where the figures come from:
+//   - Qwen3-30B-A3B-Q4_K_M.gguf: size and SHA-256 as two independent
+//     download scripts pin them (Qwen's own GGUF repository, revisions
+//     dae61f0 and e4d4baf carry the same file); shape from Qwen's config.
+//   - gpt-oss-20b-MXFP4.gguf (lmstudio-community): the size three
+//     independent listings give; no revision or digest found, so the size
+//     is marked approximate and the download is not pinned.
+//   - gemma-4-E4B-it-Q4_K_M.gguf (lmstudio-community, revision 99210a7):
+//     size and digest as several benchmark records give them.
+//   - gemma-4-26B-A4B-it-UD-Q4_K_M.gguf (unsloth, revision c099eb4) and
+//     gemma-4-31B-it-Q4_K_M.gguf (unsloth, revision c1ac76e): size and
+//     digest from download manifests that check them against the Hub's LFS
+//     metadata; shapes from Gemma 4's config.json text_config; contexts
+//     from the model card (128K for E4B, 256K for 26B A4B and 31B).
+//   - mixtral-8x7b-instruct-v0.1.Q4_K_M.gguf (TheBloke, revision fa1d383):
+//     size and digest from one model table; shape from Mixtral's config.
+func TestMixtureAndGemma4Entries(t *testing.T) {
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		id, arch             string
+		experts, used, ff    int
+		ctx                  int
+		size                 int64
+		pinned               bool
+		activeB, paramsB     float64
+		window, windowLayers int
+	}{
+		{"qwen3-30b-a3b", "qwen3moe", 128, 8, 768, 40960, 18556685824, true, 3.3, 30.5, 0, 0},
+		{"gpt-oss-20b", "gpt-oss", 32, 4, 2880, 131072, 12109565632, false, 3.6, 20.9, 128, 2},
+		{"gemma-4-e4b-it", "gemma4", 0, 0, 0, 131072, 5335291936, true, 4.5, 8, 512, 6},
+		{"gemma-4-26b-a4b-it", "gemma4", 128, 8, 704, 262144, 16947541728, true, 3.8, 25.2, 1024, 6},
+		{"gemma-4-31b-it", "gemma4", 0, 0, 0, 262144, 18323733440, true, 0, 30.7, 1024, 6},
+		{"mixtral-8x7b-instruct-v0.1", "llama", 8, 2, 14336, 32768, 26441533376, true, 12.9, 46.7, 0, 0},
+	} {
+		m, ok := c.ByID(w.id)
+		if !ok {
+			t.Errorf("missing %s", w.id)
+			continue
+		}
+		f := m.Files[0]
+		if m.Arch != w.arch || m.Experts != w.experts || m.ExpertsUsed != w.used || m.ExpertFF != w.ff || m.CtxTrain != w.ctx ||
+			m.ActiveParamsB != w.activeB || m.ParamsB != w.paramsB || m.SlidingWindow != w.window || m.SlidingWindowPattern != w.windowLayers {
+			t.Errorf("%s: %+v", w.id, *m)
+		}
+		if f.SizeBytes != w.size || f.SizeApprox == w.pinned || !strings.HasSuffix(f.FileName(), ".gguf") {
+			t.Errorf("%s: file %+v", w.id, f)
+		}
+		// A pinned file names its revision in the address and carries its
+		// digest; the address still names the repository and file.
+		if pinned := strings.Contains(f.URL(), "/resolve/main/"); pinned == w.pinned ||
+			!strings.HasPrefix(f.URL(), "https://huggingface.co/"+f.Repo+"/resolve/") || !strings.HasSuffix(f.URL(), "/"+f.File) ||
+			(f.SHA256 != "") != w.pinned {
+			t.Errorf("%s: address %s, sha256 %q", w.id, f.URL(), f.SHA256)
+		}
+		if bpw := float64(f.SizeBytes) * 8 / (m.ParamsB * 1e9); bpw < 4 || bpw > 6 {
+			t.Errorf("%s: %.2f bits per weight is implausible for a 4-bit file", w.id, bpw)
+		}
+	}
+}
+
+func TestExpertFieldsValidated(t *testing.T) {
+	good := `{"version":1,"models":[{"id":"m","name":"M","arch":"qwen3moe","params_b":1,"layers":2,"embd":64,"heads":4,"kv_heads":2,"head_dim":16,"ff":128,"vocab":100,"ctx_train":512,"attn_scale":0.25,"rope_base":10000,"rms_eps":1e-5,"experts":8,"experts_used":2,"expert_ff":32,"active_params_b":0.3,"files":[{"quant":"Q8_0","size_bytes":1000}]}]}`
+	if _, err := Parse([]byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string]string{
+		"used > experts": strings.Replace(good, `"experts_used":2`, `"experts_used":9`, 1),
+		"no used":        strings.Replace(good, `"experts_used":2`, `"experts_used":0`, 1),
+		"no expert ff":   strings.Replace(good, `"expert_ff":32`, `"expert_ff":0`, 1),
+		"used, dense":    strings.Replace(good, `"experts":8`, `"experts":0`, 1),
+		"active > all":   strings.Replace(good, `"active_params_b":0.3`, `"active_params_b":2`, 1),
+		"negative":       strings.Replace(good, `"experts":8`, `"experts":-8`, 1),
+	} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

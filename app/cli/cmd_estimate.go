@@ -172,10 +172,26 @@ func printReport(w io.Writer, r *estimate.Report, machine string, overheadGiven 
 	if hp.Window > 0 {
 		fmt.Fprintf(w, ", window %d", hp.Window)
 	}
+	if d.Experts.Count > 0 {
+		fmt.Fprintf(w, ", %d experts (%d per token)", d.Experts.Count, d.Experts.Used)
+	}
 	if !d.Runnable {
 		fmt.Fprint(w, " (not yet runnable by this engine)")
 	}
 	fmt.Fprintln(w)
+	if d.SparseRead() {
+		// Every expert stays mapped, since any token may route to it; the
+		// fit counts them all, the speed only what a token reads.
+		how := "(embedding tables are only looked up)"
+		if d.Experts.Count > 0 {
+			how = fmt.Sprintf("(%d of %d experts)", d.Experts.Used, d.Experts.Count)
+		}
+		read := estimate.Human(d.ActiveBytes)
+		if strings.HasPrefix(d.Source, "catalog:") {
+			read = "≈ " + read // the model card's active share of the file
+		}
+		fmt.Fprintf(w, "weights   %s resident, %s read per token %s\n", estimate.Human(d.WeightsBytes), read, how)
+	}
 	fmt.Fprintf(w, "run       --ctx %d, batch %d, backend %s, %d threads, KV group %d\n", o.Ctx, o.Batch, o.Backend, o.Threads, o.KVGroup)
 	over := "measured constant"
 	if overheadGiven {

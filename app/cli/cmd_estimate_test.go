@@ -26,6 +26,7 @@ func TestEstimateSeed000JSON(t *testing.T) {
 		Model       string `json:"model"`
 		Ctx         int    `json:"ctx"`
 		BudgetBytes int64  `json:"budget_bytes"`
+		ActiveBytes int64  `json:"active_bytes"`
 		Types       map[string]struct {
 			WeightsBytes  int64  `json:"weights_bytes"`
 			KVBytes       int64  `json:"kv_bytes"`
@@ -89,6 +90,29 @@ func TestEstimateHuman(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// A mixture of experts: the verdict counts every expert (resident), and a
+// line says what a token reads.
+func TestEstimateMixture(t *testing.T) {
+	out, errs, code := runEstimate(t, "--catalog", "qwen3-30b-a3b", "--ctx", "4096", "--ram", "16GiB")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"128 experts (8 per token)", "weights   17.28 GiB resident, ≈ 1.87 GiB read per token (8 of 128 experts)", "will-not-fit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, _ = runEstimate(t, "--catalog", "qwen3-30b-a3b", "--ram", "16GiB", "--json")
+	var doc struct {
+		Active  int64 `json:"active_bytes"`
+		Experts int   `json:"experts"`
+		Used    int   `json:"experts_used"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Experts != 128 || doc.Used != 8 || doc.Active <= 0 || doc.Active > 18556685824/8 {
+		t.Errorf("JSON %+v (%v):\n%s", doc, err, out)
 	}
 }
 

@@ -54,13 +54,16 @@ var _ backend.ExpertScaler = (*Backend)(nil)
 // ScaleByExpert multiplies each slot's value by its expert's factor
 // (backend.ExpertScaler).
 func (b *Backend) ScaleByExpert(x backend.Tensor, w backend.Weight, experts int, ids backend.Tensor, slots int) {
-	id, err := expertIDs(ids, slots, experts)
+	var id []int32
+	var err error
 	v := b.vector(w)
-	if err == nil && len(v) != experts {
+	switch {
+	case slots < 0 || slots > len(f(x)) || slots > len(f(ids)):
+		err = fmt.Errorf("%d slots in tensors of %d and %d", slots, len(f(x)), len(f(ids)))
+	case len(v) != experts:
 		err = fmt.Errorf("%d factors for %d experts", len(v), experts)
-	}
-	if err == nil && slots > len(f(x)) {
-		err = fmt.Errorf("%d slots in a tensor of %d", slots, len(f(x)))
+	default:
+		id, err = b.expertIDs(ids, slots, experts)
 	}
 	if err != nil {
 		b.fail(fmt.Errorf("scale-by-expert %s: %w", w.Desc().Name, err))

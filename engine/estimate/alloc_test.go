@@ -11,6 +11,7 @@ import (
 	"nibble/engine/estimate"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
+	"nibble/engine/synth"
 	"nibble/internal/testdata"
 	"nibble/internal/testmodel"
 )
@@ -28,6 +29,17 @@ func TestEstimateMatchesCPUAllocations(t *testing.T) {
 	for _, name := range testdata.Models {
 		paths = append(paths, filepath.Join(td, "models", name))
 	}
+	// Mixtures of experts: every expert's weights resident, routing
+	// activations in the scratch.
+	paths = append(paths, filepath.Join("..", "testdata", "hf", "tiny-qwen3moe.gguf"))
+	mixtral := filepath.Join(t.TempDir(), "synth-mixtral-q8_0.gguf")
+	o := synth.DefaultOptions(synth.Mixtral)
+	o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF, o.Type = 2, 256, 4, 2, 128, ggml.Q8_0
+	o.VocabFrom = filepath.Join(td, "models", "tiny-llama-spm-f16.gguf")
+	if err := synth.Generate(mixtral, o); err != nil {
+		t.Fatal(err)
+	}
+	paths = append(paths, mixtral)
 	oneB := filepath.Join(t.TempDir(), "llama-1b-shape-q4_0.gguf")
 	testmodel.WriteSparse(t, oneB, 16, 2048, 32, 8, 8192, 32000, ggml.Q4_0, true, nil)
 	paths = append(paths, oneB)

@@ -26,7 +26,12 @@ func (e *NotFitError) Error() string {
 	if !est.WeightsExact {
 		approx = " (approximate)"
 	}
+
 	fmt.Fprintf(&b, "  weights %s%s + KV %s + scratch %s + overhead %s", Human(est.Weights), approx, Human(est.KV), Human(est.Scratch), Human(est.Overhead))
+	if r := est.ReadPerToken(); r != "" {
+		// All the weights are resident; the read share sets the speed, not the fit.
+		fmt.Fprintf(&b, "\n  the weights are all resident; %s", r)
+	}
 	for _, a := range e.Advice {
 		b.WriteString("\n  - " + a)
 	}

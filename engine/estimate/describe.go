@@ -37,6 +37,9 @@ func FromGGUF(f *gguf.File, name string) (Desc, error) {
 		d.WeightsBytes += int64(t.Size)
 		d.Params += int64(t.Elements())
 	}
+	if d.Experts, d.ActiveBytes, err = readExperts(f, hp.Arch, hp.TiedOutput); err != nil {
+		return Desc{}, fmt.Errorf("%s: %w", name, err)
+	}
 	if ft, ok := f.Uint("general.file_type"); ok {
 		d.FileType = FileTypeName(ft)
 	}
@@ -108,6 +111,16 @@ func FromCatalog(m *catalog.Model, quant string) (Desc, error) {
 	hp.FF, hp.Vocab, hp.CtxTrain, hp.RopeBase, hp.RopeDims = m.FF, m.Vocab, m.CtxTrain, float32(m.RopeBase), m.HeadDim
 	hp.RMSEps, hp.Window = float32(m.RMSEps), m.SlidingWindow
 	hp.TiedOutput, hp.QKVBias = m.TiedOutput, m.QKVBias
+	if m.Experts > 0 {
+		// Sizes the routing activations a session allocates; gating and
+		// norms stay the family's.
+		hp.Experts, hp.ExpertsUsed, hp.ExpertFF = m.Experts, m.ExpertsUsed, m.ExpertFF
+	}
+	if m.SlidingWindowPattern > 0 {
+		// The entry's own pattern, for a family this engine does not
+		// register yet (its traits would leave every layer windowed).
+		hp.SWAPattern = m.SlidingWindowPattern
+	}
 	if err := hp.Validate(); err != nil {
 		return Desc{}, fmt.Errorf("catalog %s: %w", m.ID, err)
 	}
@@ -115,6 +128,14 @@ func FromCatalog(m *catalog.Model, quant string) (Desc, error) {
 		Name: m.Name, HParams: hp, WeightsBytes: file.SizeBytes, Exact: !file.SizeApprox,
 		FileType: file.Quant, Params: int64(math.Round(m.ParamsB * 1e9)), Runnable: model.Supported(m.Arch),
 		Source: "catalog:" + m.ID,
+	}
+	d.ActiveBytes = catalogActive(file.SizeBytes, m.ParamsB, m.ActiveParamsB)
+	if m.Experts > 0 {
+		d.Experts = Experts{Count: m.Experts, Used: m.ExpertsUsed}
+		if m.ExpertsUsed < m.Experts {
+			// Resident minus read is the unrouted experts' share.
+			d.Experts.Bytes = (file.SizeBytes - d.ActiveBytes) * int64(m.Experts) / int64(m.Experts-m.ExpertsUsed)
+		}
 	}
 	for _, f := range m.Files {
 		if f.Quant == file.Quant {

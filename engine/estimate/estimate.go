@@ -26,6 +26,13 @@ type Desc struct {
 	Params       int64  // parameter count, 0 if unknown
 	Runnable     bool   // this engine has a forward pass for the architecture
 	Source       string // path, URL or "catalog:<id>"
+	// Experts are the mixture-of-experts counts (zero for a dense model);
+	// their tensors are part of WeightsBytes, all of them resident.
+	Experts Experts
+	// ActiveBytes are the weight bytes one decode token reads: every
+	// tensor, expert tensors at Experts.Used/Count, embedding tables that
+	// are only looked up one row. Approximate when Exact is false.
+	ActiveBytes int64
 	// Alternatives are other downloads of the same model (from the catalog),
 	// offered as "a smaller quantization" in advice.
 	Alternatives []Alternative
@@ -130,7 +137,11 @@ type Estimate struct {
 	Threads      int
 	WeightsExact bool
 
-	Weights  int64 // mmapped tensor data
+	Weights int64 // mmapped tensor data, every expert's included (resident)
+	// Active are the weight bytes a decode token reads (Desc.ActiveBytes):
+	// for a mixture of experts only the routed experts' share.
+	Active   int64
+	Experts  Experts
 	KV       int64 // kv.Config.Bytes(): exactly what the cache allocates
 	Scratch  int64 // activations + attention workspace (split-K partials, prefill staging, worker slots)
 	Overhead int64 // runtime: Go runtime, tokenizer, parsed metadata, matmul scratch pools
@@ -180,7 +191,7 @@ func Compute(d Desc, o Options) (*Estimate, error) {
 	e := &Estimate{
 		Model: d.Name, Ctx: o.Ctx, KVType: o.KV, KVGroup: o.KVGroup, Batch: o.Batch,
 		Backend: o.Backend, Threads: o.Threads, WeightsExact: d.Exact,
-		Weights: d.WeightsBytes, KV: cfg.Bytes(), Scratch: scratchBytes(f, hp, cfg, o.Batch, o.Threads), Overhead: over,
+		Weights: d.WeightsBytes, Active: d.ActiveBytes, Experts: d.Experts, KV: cfg.Bytes(), Scratch: scratchBytes(f, hp, cfg, o.Batch, o.Threads), Overhead: over,
 	}
 	e.Total = e.Weights + e.KV + e.Scratch + e.Overhead
 	return e, nil

@@ -77,9 +77,15 @@ type TypeJSON struct {
 
 // ReportJSON is the `nibble estimate --json` document.
 type ReportJSON struct {
-	Model       string    `json:"model"`
-	Ctx         int       `json:"ctx"`
-	BudgetBytes int64     `json:"budget_bytes"`
+	Model       string `json:"model"`
+	Ctx         int    `json:"ctx"`
+	BudgetBytes int64  `json:"budget_bytes"`
+	// ActiveBytes are the weight bytes one decode token reads; every
+	// type's weights_bytes are resident. Experts and ExpertsUsed are a
+	// mixture of experts' counts per layer and per token.
+	ActiveBytes int64     `json:"active_bytes"`
+	Experts     int       `json:"experts,omitempty"`
+	ExpertsUsed int       `json:"experts_used,omitempty"`
 	Types       TypesJSON `json:"types"`
 	Advice      []string  `json:"advice"`
 }
@@ -94,7 +100,8 @@ type TypesJSON struct {
 
 // JSON converts the report.
 func (r *Report) JSON() ReportJSON {
-	j := ReportJSON{Model: r.Desc.Name, Ctx: r.Opts.Ctx, BudgetBytes: r.Budget.Bytes, Advice: r.Advice}
+	j := ReportJSON{Model: r.Desc.Name, Ctx: r.Opts.Ctx, BudgetBytes: r.Budget.Bytes, Advice: r.Advice,
+		ActiveBytes: r.Desc.ActiveBytes, Experts: r.Desc.Experts.Count, ExpertsUsed: r.Desc.Experts.Used}
 	if j.Advice == nil {
 		j.Advice = []string{}
 	}

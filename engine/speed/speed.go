@@ -20,8 +20,8 @@ import (
 // PerToken is what one decode step reads from memory.
 type PerToken struct {
 	// Weights: every layer's matrices and the output matrix (the
-	// embedding table gives one row). Mixture-of-experts models would
-	// count their active experts only; the engine runs none.
+	// embedding table gives one row); of a mixture of experts' expert
+	// matrices only the share a token is routed to.
 	Weights int64
 	// KV is the cache read by attention at the context asked for.
 	KV int64
@@ -64,6 +64,12 @@ func Read(d estimate.Desc, ctx int, t kv.Type, group int) (PerToken, error) {
 	perElem := float64(d.WeightsBytes) / float64(stored)
 	// The output matrix is read whole whether it is tied to the table or not.
 	read := float64(int64(hp.Layers)*layer+table) * perElem
+	if d.Experts.Count > 0 && d.ActiveBytes > 0 {
+		// The shape's dense layer does not describe a mixture of experts;
+		// the estimator counted what a token reads, tensor by tensor (or
+		// from the catalog's active parameters).
+		read = float64(d.ActiveBytes)
+	}
 	var kvRead int64
 	var positions int
 	for il := 0; il < hp.Layers; il++ {

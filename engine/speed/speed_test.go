@@ -50,6 +50,21 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// A mixture of experts reads what the estimator counted a token reads (the
+// routed experts' share), not the dense layer its shape would describe.
+func TestReadMixture(t *testing.T) {
+	hp := model.HParams{Arch: "qwen3moe", Layers: 2, Embd: 64, Heads: 4, KVHeads: 2, HeadDim: 16, FF: 128, Vocab: 100}
+	d := estimate.Desc{Name: "moe", HParams: hp, WeightsBytes: 1 << 20, ActiveBytes: 200 << 10, FileType: "MXFP4_MOE",
+		Experts: estimate.Experts{Count: 32, Used: 4, Bytes: 900 << 10}}
+	p, err := Read(d, 16, kv.Q8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Weights != 200<<10 || p.Type != ggml.MXFP4 {
+		t.Errorf("weights %d (want the %d active), type %s", p.Weights, 200<<10, p.Type)
+	}
+}
+
 func TestDominantType(t *testing.T) {
 	for _, c := range []struct {
 		ft      string

@@ -131,3 +131,111 @@ func TestTokensPerSecond(t *testing.T) {
 		t.Error("an empty step has a rate")
 	}
 }
+
+// qwen3MoE is the synth Qwen3-MoE shape of the CPU speed check (8 layers,
+// 2048 wide, 64 experts of which 8 chosen, expert FFN 768, Q4_0).
+var qwen3MoE = Shape{Name: "qwen3moe-synth", Layers: 8, Hidden: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, Vocab: 151936,
+	Weight: ggml.Q4_0, Embed: ggml.Q4_0, Output: ggml.Q4_0, Experts: 64, ExpertsUsed: 8, ExpertFFN: 768, ExpertWeight: ggml.Q4_0}
+
+// A MoE decode step reads only the chosen experts: per layer 8 of 64
+// experts' gate, up and down (Q4_0: 18 bytes per 32), the F32 router, and
+// the weights it reads are WeightBytes' active bytes, far below the
+// resident ones.
+func TestMoEActiveBytes(t *testing.T) {
+	s := DecodeStep(qwen3MoE, 4096, Cache{Type: kv.Q4, GroupSize: 32})
+	expert := int64(3 * 768 * 2048 / 32 * 18)
+	id := s.Filter("mul_mv_id_q4_0")
+	if len(id.Kernels) != 1 || id.Kernels[0].Count != 3*8 {
+		t.Fatalf("mul_mv_id kernels %+v, want 24 dispatches", id.Kernels)
+	}
+	// Weights, plus x and the ids per dispatch.
+	wantID := 8*8*expert + 8*(2*(4*2048+32)+4*8*768+32)
+	if id.Read != wantID {
+		t.Errorf("mul_mv_id reads %d bytes, want %d", id.Read, wantID)
+	}
+	for _, k := range []string{"moe_route", "sum_experts", "mul_mv_f32"} {
+		if n := s.Filter(k); len(n.Kernels) != 1 || n.Kernels[0].Count != 8 {
+			t.Errorf("%s: %+v, want one a layer", k, n.Kernels)
+		}
+	}
+	if got := s.Filter("mul_mv_f32").Read; got != 8*(64*2048*4+4*2048) {
+		t.Errorf("router reads %d bytes", got)
+	}
+	resident, active := WeightBytes(qwen3MoE)
+	if d := resident - active; d != 8*56*expert+int64(151935*ggml.Q4_0.RowBytes(2048)) {
+		t.Errorf("resident %d - active %d = %d, want the unchosen experts and the other embedding rows", resident, active, d)
+	}
+	// Every weight the step reads is active, and the step reads little else
+	// at 4096 positions (activations, KV cache).
+	weights := s.Filter("mul_mv_").Read + s.Filter("get_rows_").Read
+	if weights < active || weights > active+active/50 {
+		t.Errorf("the step's matmuls and embedding read %d bytes, active weights are %d", weights, active)
+	}
+	t.Logf("resident %.1f MB, active %.1f MB, step %.1f MB", float64(resident)/1e6, float64(active)/1e6, float64(s.Bytes())/1e6)
+}
+
+// h200MoE is what ncu measured on an H200 (caches flushed before each
+// kernel) for metal/internal/gpu's MoE traces: DRAM bytes read per kernel
+// (MB), summed over its dispatches. Layer: one Qwen3-30B-A3B layer's MoE
+// block (norm, router, route, gate/up by id, SwiGLU, down by id, sum,
+// residual: 128 experts, 8 chosen, expert FFN 768, Q4_0); decode: one
+// decode step of the synth Qwen3-MoE model at 4096 positions, q4 cache.
+var h200MoE = map[string]map[string]struct {
+	n    int
+	read float64
+}{
+	"layer": {
+		"rms_norm": {1, 0.022}, "mul_mv_f32": {1, 1.085}, "moe_route": {1, 0.015}, "mul_mv_id_q4_0": {3, 21.315},
+		"swiglu": {1, 0.054}, "sum_experts": {1, 0.070}, "add": {1, 0.020},
+	},
+	"decode": {
+		"get_rows_q4_0": {1, 0.006}, "rms_norm": {17, 0.369}, "mul_mv_q4_0": {33, 261.395}, "rope": {16, 0.242},
+		"kv_append_q4": {8, 0.140}, "attn_decode_q4": {8, 21.727}, "attn_merge": {8, 2.221}, "add": {16, 0.313},
+		"mul_mv_f32": {8, 4.490}, "moe_route": {8, 0.118}, "mul_mv_id_q4_0": {24, 170.525}, "swiglu": {8, 0.429},
+		"sum_experts": {8, 0.564}, "argmax": {1, 0.614},
+	},
+}
+
+// TestMoEAgainstH200: for both traces the model's dispatch counts are the
+// trace's, the step's read bytes are within 2% of the profiler's (layer
+// +0.45%, decode +0.63%), and those of every kernel over 10 MB within 3%
+// (the experts' matmuls +0.19%: the chosen experts' rows only; attention
+// +3.0% as on the H100). The small kernels read whole sectors and their
+// argument buffers (the route kernel 15 KB for 0.5 KB of logits); the F32
+// router reads 2.7% (128 experts) and 5.4% (64) more than its matrix.
+func TestMoEAgainstH200(t *testing.T) {
+	layer := qwen3MoE
+	layer.Layers, layer.Experts = 1, 128
+	var ls Step
+	ls.Norm(layer.Hidden)
+	ls.Experts(layer)
+	ls.Add(layer.Hidden)
+	steps := map[string]Step{"layer": ls, "decode": DecodeStep(qwen3MoE, 4096, Cache{Type: kv.Q4, GroupSize: 32})}
+	for _, name := range []string{"layer", "decode"} {
+		s, ms := steps[name], h200MoE[name]
+		var model, measured float64
+		for _, k := range s.Kernels {
+			m, ok := ms[k.Name]
+			if !ok {
+				t.Errorf("%s: kernel %s not measured", name, k.Name)
+				continue
+			}
+			if k.Count != m.n {
+				t.Errorf("%s: %s: %d dispatches, the trace has %d", name, k.Name, k.Count, m.n)
+			}
+			got := float64(k.Read) / 1e6
+			gap := (m.read - got) / got
+			t.Logf("%-6s %-15s %4d  model %9.3f MB  ncu %9.3f MB  gap %+6.2f%%", name, k.Name, k.Count, got, m.read, 100*gap)
+			model += got
+			measured += m.read
+			if got > 10 && math.Abs(gap) > 0.03 {
+				t.Errorf("%s: %s: model %.3f MB, ncu %.3f MB", name, k.Name, got, m.read)
+			}
+		}
+		gap := (measured - model) / model
+		t.Logf("%s: model %.3f MB read, ncu %.3f MB (gap %+.2f%%)", name, model, measured, 100*gap)
+		if math.Abs(gap) > 0.02 {
+			t.Errorf("%s: model %.3f MB, ncu %.3f MB", name, model, measured)
+		}
+	}
+}

@@ -17,16 +17,25 @@ import (
 // Estimate is the memory a context and KV cache type would take with the
 // loaded model, for the context slider.
 type Estimate struct {
-	Ctx      int    `json:"ctx"`
-	KV       string `json:"kv"`
-	Weights  int64  `json:"weights"`
-	KVBytes  int64  `json:"kvBytes"`
-	Scratch  int64  `json:"scratch"`
-	Overhead int64  `json:"overhead"`
-	Total    int64  `json:"total"`
-	Budget   int64  `json:"budget"`  // this machine's memory budget (0: unknown)
-	Verdict  string `json:"verdict"` // fits, tight, will-not-fit or unknown
-	MaxCtx   int    `json:"maxCtx"`  // largest context that fits with this KV type (0: none or unknown)
+	Ctx     int    `json:"ctx"`
+	KV      string `json:"kv"`
+	Weights int64  `json:"weights"` // resident: every tensor, every expert of a mixture
+	// Active are the weight bytes a token reads, when markedly fewer than
+	// Weights (a mixture of experts, embedding tables only looked up);
+	// 0 otherwise. Experts and ExpertsUsed: a mixture's counts (0: dense).
+	Active      int64 `json:"active"`
+	Experts     int   `json:"experts"`
+	ExpertsUsed int   `json:"expertsUsed"`
+	// ActiveApprox: Active is the model card's active share of a listed
+	// file, not counted from the header's tensors.
+	ActiveApprox bool   `json:"activeApprox"`
+	KVBytes      int64  `json:"kvBytes"`
+	Scratch      int64  `json:"scratch"`
+	Overhead     int64  `json:"overhead"`
+	Total        int64  `json:"total"`
+	Budget       int64  `json:"budget"`  // this machine's memory budget (0: unknown)
+	Verdict      string `json:"verdict"` // fits, tight, will-not-fit or unknown
+	MaxCtx       int    `json:"maxCtx"`  // largest context that fits with this KV type (0: none or unknown)
 	// CtxTrain is the model's trained context (the slider's end).
 	CtxTrain int `json:"ctxTrain"`
 	// Limits are the largest context for each KV type (q4, q8, f16).
@@ -79,6 +88,11 @@ func evaluate(d estimate.Desc, o estimate.Options, b estimate.Budget, source str
 	out := Estimate{Ctx: e.Ctx, KV: e.KVType.String(), Weights: e.Weights, KVBytes: e.KV, Scratch: e.Scratch,
 		Overhead: e.Overhead, Total: e.Total, Budget: e.Budget, Verdict: e.Verdict.String(), MaxCtx: e.MaxCtx,
 		CtxTrain: d.HParams.CtxTrain, Limits: []KVLimit{}, Advice: appAdvice(f.Advice), BudgetSource: source, Approx: !d.Exact}
+	if e.SparseRead() {
+		out.Active = e.Active
+		out.ActiveApprox = !d.Exact || strings.HasPrefix(d.Source, "catalog:")
+	}
+	out.Experts, out.ExpertsUsed = e.Experts.Count, e.Experts.Used
 	for _, l := range f.Limits {
 		out.Limits = append(out.Limits, KVLimit{KV: l.KV.String(), Bytes: l.KVBytes, MaxCtx: l.MaxCtx})
 	}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bytes, eta, expectedRate, messageLines, tokens } from './format';
+import { bytes, eta, expectedRate, expertsPerToken, messageLines, residentRead, tokens } from './format';
 
 describe('format', () => {
   it('writes context lengths as model cards do, and exactly', () => {
@@ -9,6 +9,15 @@ describe('format', () => {
     expect(tokens(1 << 20)).toBe('1M');
     expect(tokens(2600)).toBe('2600'); // not rounded to a K
     expect(tokens(512)).toBe('512');
+  });
+
+  it('writes resident and read weights for a mixture, nothing for a dense model', () => {
+    const GiB = 2 ** 30;
+    expect(residentRead({ weights: 17.3 * GiB, active: 1.9 * GiB })).toBe('17.3 GiB resident · 1.9 GiB read per token');
+    expect(residentRead({ weights: 17.3 * GiB, active: 1.9 * GiB, activeApprox: true })).toBe('17.3 GiB resident · ≈ 1.9 GiB read per token');
+    expect(residentRead({ weights: 4 * GiB, active: 0 })).toBe('');
+    expect(expertsPerToken({ experts: 128, expertsUsed: 8 })).toBe('8 of 128 experts per token');
+    expect(expertsPerToken({ experts: 0, expertsUsed: 0 })).toBe('');
   });
 
   it('writes expected speeds rounded, and none for no figure', () => {

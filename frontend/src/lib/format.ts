@@ -93,3 +93,20 @@ export function messageLines(e: unknown): string[] {
     .map((l) => l.trim())
     .filter((l) => l !== '');
 }
+
+/**
+ * residentRead is what a model keeps in memory beside what one token reads,
+ * "17.3 GiB resident · 1.9 GiB read per token": a mixture of experts keeps
+ * every expert resident but reads only those a token is routed to. "" when
+ * a token reads (nearly) all the weights (active is then 0).
+ */
+export function residentRead(e: { weights: number; active: number; activeApprox?: boolean }): string {
+  if (!(e.active > 0) || !(e.weights > 0)) return '';
+  return `${bytes(e.weights)} resident · ${e.activeApprox ? '≈ ' : ''}${bytes(e.active)} read per token`;
+}
+
+/** expertsPerToken is "8 of 128 experts per token"; "" for a dense model. */
+export function expertsPerToken(e: { experts: number; expertsUsed: number }): string {
+  if (!(e.experts > 0)) return '';
+  return `${e.expertsUsed} of ${e.experts} experts per token`;
+}

@@ -81,6 +81,18 @@ describe('context panel', () => {
     expect(apply).toHaveBeenCalledWith(4720, 'q4');
   });
 
+  it('shows a mixture of experts resident and read beside the verdict', async () => {
+    const GiB = 2 ** 30;
+    await showing({ ...tooLong, weights: 17.3 * GiB, active: 1.9 * GiB, experts: 128, expertsUsed: 8 });
+    expect(screen.getByTestId('weights-read').textContent).toContain('Weights 17.3 GiB resident · 1.9 GiB read per token (8 of 128 experts per token)');
+    expect(screen.getByTestId('verdict').dataset.verdict).toBe('will-not-fit');
+  });
+
+  it('shows no read figure for a dense model', async () => {
+    await showing(tooLong);
+    expect(screen.queryByTestId('weights-read')).toBeNull();
+  });
+
   it('names the KV mode as the header does', async () => {
     engineStatus.status = { state: 'ready', busy: false, running: 0, model: model() };
     ask.mockResolvedValue(estimate());

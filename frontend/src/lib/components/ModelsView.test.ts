@@ -120,6 +120,28 @@ describe('catalog', () => {
     expect(screen.getByTestId('catalog-speed').textContent).toBe('~7.3 tok/s');
   });
 
+  it('grades a mixture of experts by all its weights and shows what a token reads', async () => {
+    const GiB = 2 ** 30;
+    const moe = (total: number, verdict: string) =>
+      estimate({ approx: false, weights: 17.3 * GiB, active: 1.9 * GiB, activeApprox: true, experts: 128, expertsUsed: 8, total, verdict, maxCtx: 0 });
+    catalog.entries = [
+      {
+        ...entry,
+        id: 'qwen3-30b-a3b',
+        name: 'Qwen3 30B-A3B',
+        files: [{ ...must(entry.files[0]), quant: 'Q4_K_M', estimate: moe(18.4 * GiB, 'will-not-fit') }],
+      },
+    ];
+    render(CatalogList);
+    const est = screen.getByTestId('catalog-estimate');
+    expect(est.dataset.verdict).toBe('will-not-fit');
+    expect(est.textContent).toContain('will not fit');
+    const read = screen.getByTestId('catalog-read');
+    expect(read.textContent).toBe('17.3 GiB resident · ≈ 1.9 GiB read per token');
+    expect(read.title).toBe('8 of 128 experts per token');
+    catalog.entries = [entry];
+  });
+
   it('starts and follows a download in its row', async () => {
     vi.mocked(engine.catalog).mockResolvedValue([entry]);
     catalog.downloads = {};

@@ -75,6 +75,10 @@ export namespace service {
 	    ctx: number;
 	    kv: string;
 	    weights: number;
+	    active: number;
+	    experts: number;
+	    expertsUsed: number;
+	    activeApprox: boolean;
 	    kvBytes: number;
 	    scratch: number;
 	    overhead: number;
@@ -99,6 +103,10 @@ export namespace service {
 	        this.ctx = source["ctx"];
 	        this.kv = source["kv"];
 	        this.weights = source["weights"];
+	        this.active = source["active"];
+	        this.experts = source["experts"];
+	        this.expertsUsed = source["expertsUsed"];
+	        this.activeApprox = source["activeApprox"];
 	        this.kvBytes = source["kvBytes"];
 	        this.scratch = source["scratch"];
 	        this.overhead = source["overhead"];
