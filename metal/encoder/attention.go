@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"nibble/engine/backend"
+	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/metal/device"
 )
@@ -41,6 +42,7 @@ const (
 	fcAttnRotate
 	fcAttnScores
 	fcAttnSoftcap
+	fcAttnSinks
 )
 
 // attnMaxSplitsFor is the split count the workspace of a cache of ctx
@@ -197,7 +199,29 @@ func attnConsts(c *KVLayer, a *backend.Attention, hg int, scores bool) []device.
 		{Index: fcAttnRotate, Value: c.Cfg.Rotate},
 		{Index: fcAttnScores, Value: scores},
 		{Index: fcAttnSoftcap, Value: float32(float64(a.Softcap) * log2e)},
+		{Index: fcAttnSinks, Value: a.Sinks != nil},
 	}
+}
+
+// attnSinks is the span of a's sinks (one F32 logit per query head), or an
+// unused binding (the cache's K plane) when a has none; false, with the
+// error recorded, when they are not a weight the kernels can read.
+func (e *Encoder) attnSinks(op string, c *KVLayer, a *backend.Attention) (Region, bool) {
+	if a.Sinks == nil {
+		return c.K, true
+	}
+	dw, ok := a.Sinks.(DeviceWeight)
+	if !ok {
+		e.Failf("%s: sinks of type %T, not a device weight", op, a.Sinks)
+		return Region{}, false
+	}
+	w := dw.DeviceWeight()
+	if w.Type != ggml.F32 || w.Rows*w.Cols != a.Heads || w.Buf == nil || w.Len < 4*a.Heads || w.Off%4 != 0 {
+		e.Failf("%s: sinks of %d×%d %s (%d bytes at offset %d), want %d F32 logits, one per query head",
+			op, w.Rows, w.Cols, w.Type, w.Len, w.Off, a.Heads)
+		return Region{}, false
+	}
+	return w.Region, true
 }
 
 // setRing sets the residual window's part of a: positions [tail, end) of
@@ -241,7 +265,8 @@ func attnKernel(op string, t kv.Type) string { return "kernel_attn_" + op + "_" 
 // [max(0, n-Window), n) of c, into out (a sliding-window layer's at their
 // ring slots); ws is the workspace of WorkspaceBytes. The positions the residual window's ring holds
 // (c.TailStart) are read from it, the others from their codes, in the
-// same pass.
+// same pass. a.Sinks (an encoder.DeviceWeight of Heads F32 logits, or
+// nil) join each head's softmax in the merge.
 func (e *Encoder) AttendDecode(out, q Region, c *KVLayer, n int, a *backend.Attention, ws Region) {
 	e.attendDecode(out, q, c, n, a, ws, Region{}, 0)
 }
@@ -260,6 +285,10 @@ func (e *Encoder) AttendDecodeScores(out, q Region, c *KVLayer, n int, a *backen
 
 func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Attention, ws, scores Region, stride int) {
 	hg, ok := e.attnCheck("attention decode", c, a)
+	if !ok {
+		return
+	}
+	sinks, ok := e.attnSinks("attention decode", c, a)
 	if !ok {
 		return
 	}
@@ -310,7 +339,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_attn_merge_f32", attnConsts(c, a, hg, false)...),
 		Groups:   [3]int{a.Heads, 1, 1}, Threads: [3]int{min(d, attnThreads), 1, 1},
-		Buffers: []device.Binding{partO.bind(1), partML.bind(2), out.bind(3)},
+		Buffers: []device.Binding{partO.bind(1), partML.bind(2), out.bind(3), sinks.bind(4)},
 		Inline:  inline,
 	})
 }
@@ -320,9 +349,14 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 // its window and new rows 0..i of k and v (rows×KVHeads·HeadDim floats)
 // rounded through f16; ws is the workspace of WorkspaceBytes for at least
 // rows rows. The prefix's positions the residual window's ring holds are
-// read from it. The caller stores k and v (KVStore) afterwards.
+// read from it. a.Sinks, as for AttendDecode, join each row's softmax at
+// its end. The caller stores k and v (KVStore) afterwards.
 func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int, a *backend.Attention, ws Region) {
 	hg, ok := e.attnCheck("attention prefill", c, a)
+	if !ok {
+		return
+	}
+	sinks, ok := e.attnSinks("attention prefill", c, a)
 	if !ok {
 		return
 	}
@@ -363,7 +397,7 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 		Inline:  inline,
 	})
 	bind := append([]device.Binding{q.bind(1)}, planes...)
-	bind = append(bind, sk.bind(8), sv.bind(9), out.bind(10))
+	bind = append(bind, sk.bind(8), sv.bind(9), out.bind(10), sinks.bind(11))
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline(attnKernel("prefill", c.Cfg.Type), consts...),
 		Groups:   [3]int{a.KVHeads * chunks, rows, 1}, Threads: [3]int{attnThreads, 1, 1},

@@ -1,6 +1,7 @@
 package encoder
 
 import (
+	"nibble/engine/backend"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 )
@@ -15,6 +16,22 @@ type Weight struct {
 
 // RowBytes is the distance between the weight's rows.
 func (w *Weight) RowBytes() int { return w.Type.RowBytes(w.Cols) }
+
+// DeviceWeight is a backend.Weight whose bytes are on the device: the Metal
+// backend's handles, and a Weight itself. Ops that take a weight inside
+// their parameters (backend.Attention's Sinks) bind it through this.
+type DeviceWeight interface {
+	backend.Weight
+	DeviceWeight() *Weight
+}
+
+// DeviceWeight is w.
+func (w *Weight) DeviceWeight() *Weight { return w }
+
+// Desc is w's shape and type (no name; its offset in its buffer).
+func (w *Weight) Desc() backend.WeightDesc {
+	return backend.WeightDesc{Type: w.Type, Rows: w.Rows, Cols: w.Cols, Offset: int64(w.Off)}
+}
 
 // KVLayer is one layer of a KV cache in device memory, in the layout of
 // docs/ARCHITECTURE.md ("KV cache format"), the same bytes as the CPU

@@ -51,6 +51,13 @@ constant bool attn_scores [[function_constant(105)]]; // decode: export the raw 
 // the CPU's). With 0 the test below is false at compile time: the kernels
 // are those without the cap.
 constant float attn_softcap [[function_constant(106)]];
+// Attention sinks (gpt-oss): a learned logit per query head that joins the
+// softmax denominator, as a key of that score with a zero value would:
+// head h's l gains 2^(sink_h·log2(e) - m). Applied where each head's
+// softmax is finished, the merge of decode (so every cache format gets it)
+// and the end of prefill. False: the test is false at compile time and
+// those kernels are the ones without sinks, bit for bit.
+constant bool attn_sinks [[function_constant(107)]];
 
 #define ATTN_NSG  8   // simdgroups per threadgroup
 #define ATTN_TPL  2   // tokens per lane in a block: a simdgroup's block is ATTN_BT tokens
@@ -762,11 +769,15 @@ template [[host_name("kernel_attn_decode_f16")]] kernel attn_decode_t kernel_att
 
 // kernel_attn_merge_f32: pass 2, one threadgroup per query head, a thread
 // per element: M = max m_s, w_s = 2^(m_s - M), o = Σ w_s·o_s / Σ w_s·l_s.
+// With attn_sinks, head h's sink s_h = sinks[h]·log2(e) is one more split
+// with m = s_h, l = 1 and o = 0: it joins M and adds 2^(s_h - M) to the
+// denominator.
 kernel void kernel_attn_merge_f32(
         constant attn_args  & args    [[buffer(0)]],
         device const float  * part_o  [[buffer(1)]],
         device const float  * part_ml [[buffer(2)]],
         device       float  * out     [[buffer(3)]],
+        device const float  * sinks   [[buffer(4)]], // attn_sinks: [query head]
         uint   h   [[threadgroup_position_in_grid]],
         ushort tid [[thread_index_in_threadgroup]],
         ushort ntg [[threads_per_threadgroup]]) {
@@ -776,9 +787,16 @@ kernel void kernel_attn_merge_f32(
     for (uint s = 0; s < splits; ++s) {
         m = max(m, ml[2*s]);
     }
+    const float sink = attn_sinks ? sinks[h]*ATTN_LOG2E : ATTN_NEG;
+    if (attn_sinks) {
+        m = max(m, sink);
+    }
     float l = 0.0f;
     for (uint s = 0; s < splits; ++s) {
         l += exp2(ml[2*s] - m)*ml[2*s + 1];
+    }
+    if (attn_sinks) {
+        l += exp2(sink - m);
     }
     const float inv = 1.0f/l;
     device const float * o = part_o + h*splits*attn_d;
@@ -870,6 +888,7 @@ kernel void kernel_attn_prefill(
         device const char   * sk     [[buffer(8)]],
         device const char   * sv     [[buffer(9)]],
         device       float  * out    [[buffer(10)]],
+        device const float  * sinks  [[buffer(11)]], // attn_sinks: [query head]
         threadgroup  float  * shmem  [[threadgroup(0)]], // attn_shmem_floats
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort tid  [[thread_index_in_threadgroup]],
@@ -920,6 +939,17 @@ kernel void kernel_attn_prefill(
     for (uint j = 0; j < attn_hg; ++j) {
         float m, l, w[ATTN_NSG];
         attn_merge_head<attn_f16>(st, j, comb, cml, sg, lane, m, l, w);
+        if (attn_sinks) {
+            // The sink joins the max and the denominator (as in the
+            // merge of decode); the simdgroups' weights follow the max.
+            const float sink = sinks[h0 + j]*ATTN_LOG2E;
+            const float mx = max(m, sink);
+            const float a = exp2(m - mx);
+            l = l*a + exp2(sink - mx);
+            for (uint s = 0; s < ATTN_NSG; ++s) {
+                w[s] *= a;
+            }
+        }
         const float inv = 1.0f/l;
         for (uint i = tid; i < attn_d; i += ntg) {
             orow[j*attn_d + i] = attn_merged(comb, w, i)*inv;
