@@ -309,3 +309,19 @@ type Experts interface {
 	// u = clamp(up[i], −limit, limit), dst[i] = g·sigmoid(alpha·g)·(u + 1).
 	SwiGLUClamped(dst, gate, up Tensor, n int, alpha, limit float32)
 }
+
+// Gemma4Ops is implemented by a backend that runs Gemma 4
+// (docs/ARCHITECTURE.md, "Model families"): the two ops its forward pass
+// needs beyond Backend. A backend without them refuses Gemma 4 files at
+// load.
+type Gemma4Ops interface {
+	// RMSNormPlain: dst[r] = x[r] / sqrt(mean(x[r]²) + eps) for rows rows
+	// of n floats: RMSNorm without a weight (Gemma 4's value norm, each
+	// head of v normalised alone). dst may be x.
+	RMSNormPlain(dst, x Tensor, eps float32, rows, n int)
+	// CopyRows copies rows blocks of n floats:
+	// dst[dstOff + r·dstStride + i] = src[srcOff + r·srcStride + i] for
+	// r < rows, i < n (one layer's slice of every token's per-layer
+	// inputs). dst and src are different tensors.
+	CopyRows(dst Tensor, dstOff, dstStride int, src Tensor, srcOff, srcStride, rows, n int)
+}
