@@ -20,6 +20,7 @@ import (
 // type the encoder packs it with.
 var argTypes = map[string]reflect.Type{
 	"attn_args":      reflect.TypeFor[AttnArgs](),
+	"copy_rows_args": reflect.TypeFor[CopyRowsArgs](),
 	"ew_args":        reflect.TypeFor[EWArgs](),
 	"ew_scalar_args": reflect.TypeFor[EWScalarArgs](),
 	"get_rows_args":  reflect.TypeFor[GetRowsArgs](),
