@@ -76,8 +76,14 @@ func (k *kvCache) Close() error {
 
 func (k *kvCache) Config() kv.Config { return k.c.Config() }
 
-func attnParams(a *backend.Attention) attention.Params {
-	return attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window, Softcap: a.Softcap}
+// attnParams is the kernels' view of a layer's attention; the sinks weight
+// (one F32 row of Heads logits) is read in place.
+func (b *Backend) attnParams(a *backend.Attention) attention.Params {
+	p := attention.Params{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Window: a.Window, Softcap: a.Softcap}
+	if a.Sinks != nil {
+		p.Sinks = b.vector(a.Sinks)
+	}
+	return p
 }
 
 // RotatesHeadDim (backend.KVRotator): the CPU rotates every head dim the
@@ -236,7 +242,7 @@ func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, 
 		b.fail(fmt.Errorf("attention decode: %w", err))
 		return
 	}
-	b.fail(attention.DecodeAccumulate(b.pool, kc.ws, kc.scores, f(out), f(q), kc.c, layer, n, attnParams(a)))
+	b.fail(attention.DecodeAccumulate(b.pool, kc.ws, kc.scores, f(out), f(q), kc.c, layer, n, b.attnParams(a)))
 }
 
 func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, layer, past, rows int, a *backend.Attention) {
@@ -246,7 +252,7 @@ func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, 
 		b.fail(fmt.Errorf("attention prefill: %w", err))
 		return
 	}
-	b.fail(attention.PrefillAccumulate(b.pool, kc.ws, kc.scores, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, attnParams(a)))
+	b.fail(attention.PrefillAccumulate(b.pool, kc.ws, kc.scores, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, b.attnParams(a)))
 }
 
 // physical maps a logical position count to the cache's slots; an evicting

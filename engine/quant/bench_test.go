@@ -64,19 +64,20 @@ func benchMatMul(b *testing.B, t ggml.Type, n int) {
 	}
 }
 
-func BenchmarkMatMulQ4_0(b *testing.B) { benchMatMul(b, ggml.Q4_0, 1) }
-func BenchmarkMatMulQ4_1(b *testing.B) { benchMatMul(b, ggml.Q4_1, 1) }
-func BenchmarkMatMulQ5_0(b *testing.B) { benchMatMul(b, ggml.Q5_0, 1) }
-func BenchmarkMatMulQ5_1(b *testing.B) { benchMatMul(b, ggml.Q5_1, 1) }
-func BenchmarkMatMulQ8_0(b *testing.B) { benchMatMul(b, ggml.Q8_0, 1) }
-func BenchmarkMatMulQ2_K(b *testing.B) { benchMatMul(b, ggml.Q2_K, 1) }
-func BenchmarkMatMulQ3_K(b *testing.B) { benchMatMul(b, ggml.Q3_K, 1) }
-func BenchmarkMatMulQ4_K(b *testing.B) { benchMatMul(b, ggml.Q4_K, 1) }
-func BenchmarkMatMulQ5_K(b *testing.B) { benchMatMul(b, ggml.Q5_K, 1) }
-func BenchmarkMatMulQ6_K(b *testing.B) { benchMatMul(b, ggml.Q6_K, 1) }
-func BenchmarkMatMulF16(b *testing.B)  { benchMatMul(b, ggml.F16, 1) }
-func BenchmarkMatMulBF16(b *testing.B) { benchMatMul(b, ggml.BF16, 1) }
-func BenchmarkMatMulF32(b *testing.B)  { benchMatMul(b, ggml.F32, 1) }
+func BenchmarkMatMulQ4_0(b *testing.B)  { benchMatMul(b, ggml.Q4_0, 1) }
+func BenchmarkMatMulQ4_1(b *testing.B)  { benchMatMul(b, ggml.Q4_1, 1) }
+func BenchmarkMatMulQ5_0(b *testing.B)  { benchMatMul(b, ggml.Q5_0, 1) }
+func BenchmarkMatMulQ5_1(b *testing.B)  { benchMatMul(b, ggml.Q5_1, 1) }
+func BenchmarkMatMulQ8_0(b *testing.B)  { benchMatMul(b, ggml.Q8_0, 1) }
+func BenchmarkMatMulQ2_K(b *testing.B)  { benchMatMul(b, ggml.Q2_K, 1) }
+func BenchmarkMatMulQ3_K(b *testing.B)  { benchMatMul(b, ggml.Q3_K, 1) }
+func BenchmarkMatMulQ4_K(b *testing.B)  { benchMatMul(b, ggml.Q4_K, 1) }
+func BenchmarkMatMulQ5_K(b *testing.B)  { benchMatMul(b, ggml.Q5_K, 1) }
+func BenchmarkMatMulQ6_K(b *testing.B)  { benchMatMul(b, ggml.Q6_K, 1) }
+func BenchmarkMatMulMXFP4(b *testing.B) { benchMatMul(b, ggml.MXFP4, 1) }
+func BenchmarkMatMulF16(b *testing.B)   { benchMatMul(b, ggml.F16, 1) }
+func BenchmarkMatMulBF16(b *testing.B)  { benchMatMul(b, ggml.BF16, 1) }
+func BenchmarkMatMulF32(b *testing.B)   { benchMatMul(b, ggml.F32, 1) }
 
 // Prefill: 64 activation rows per call.
 func BenchmarkPrefillQ4_0(b *testing.B) { benchMatMul(b, ggml.Q4_0, 64) }

@@ -55,6 +55,8 @@ var dequantizers = map[ggml.Type]func(dst []float32, src []byte){
 	ggml.Q4_K: dequantQ4_K,
 	ggml.Q5_K: dequantQ5_K,
 	ggml.Q6_K: dequantQ6_K,
+
+	ggml.MXFP4: dequantMXFP4,
 }
 
 func f16At(b []byte, off int) float32 { return half.ToFloat32(binary.LittleEndian.Uint16(b[off:])) }

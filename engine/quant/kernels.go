@@ -24,7 +24,7 @@ type kernel struct {
 	tileCorr int32
 }
 
-type kernelTable [ggml.BF16 + 1]kernel
+type kernelTable [ggml.MXFP4 + 1]kernel
 
 // kernelsPortable is plain Go, on every architecture; kernelsActive starts
 // as a copy and the SIMD init of the architecture overrides its entries.
@@ -42,6 +42,8 @@ var kernelsPortable = kernelTable{
 	ggml.Q4_K: {act: actQ8_K, dot1: dotQ4_K},
 	ggml.Q5_K: {act: actQ8_K, dot1: dotQ5_K},
 	ggml.Q6_K: {act: actQ8_K, dot1: dotQ6_K},
+
+	ggml.MXFP4: {act: actQ8_0, dot1: dotMXFP4},
 }
 
 var kernelsActive = kernelsPortable

@@ -97,7 +97,7 @@ func TestMatMulSIMDMatchesPortable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	pool := parallel.NewPool(2)
 	defer pool.Close()
-	for _, typ := range ggmltest.WeightTypes {
+	for _, typ := range testWeightTypes {
 		for _, c := range testCases(rng, typ) {
 			simd, port := run(t, &c, &kernelsActive, pool), run(t, &c, &kernelsPortable, pool)
 			w := deqRows(&c)
@@ -123,7 +123,7 @@ func TestMatMulMatchesEmulation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	pool := parallel.NewPool(2)
 	defer pool.Close()
-	for _, typ := range ggmltest.WeightTypes {
+	for _, typ := range testWeightTypes {
 		for _, c := range testCases(rng, typ) {
 			got := run(t, &c, &kernelsPortable, pool)
 			w := deqRows(&c)
@@ -149,7 +149,7 @@ func TestMatMulCloseToFloat64(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	pool := parallel.NewPool(2)
 	defer pool.Close()
-	for _, typ := range ggmltest.WeightTypes {
+	for _, typ := range testWeightTypes {
 		for _, c := range testCases(rng, typ) {
 			got := run(t, &c, &kernelsActive, pool)
 			w := deqRows(&c)

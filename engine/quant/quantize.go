@@ -10,11 +10,11 @@ import (
 )
 
 // Quantize encodes src into dst, which must be exactly RowBytes(len(src)).
-// It handles F32, F16, BF16, Q8_0 and Q4_0, byte for byte as ggml's
+// It handles F32, F16, BF16, Q8_0, Q4_0 and MXFP4, byte for byte as ggml's
 // reference quantize_row_*_ref (what llama-quantize writes for these types).
 func Quantize(t ggml.Type, dst []byte, src []float32) error {
 	switch t {
-	case ggml.F32, ggml.F16, ggml.BF16, ggml.Q8_0, ggml.Q4_0:
+	case ggml.F32, ggml.F16, ggml.BF16, ggml.Q8_0, ggml.Q4_0, ggml.MXFP4:
 	default:
 		return fmt.Errorf("quant: quantize to %s is not implemented", t)
 	}
@@ -42,6 +42,8 @@ func Quantize(t ggml.Type, dst []byte, src []float32) error {
 		quantizeQ8_0Ref(dst, src)
 	case ggml.Q4_0:
 		quantizeQ4_0Ref(dst, src)
+	case ggml.MXFP4:
+		quantizeMXFP4Ref(dst, src)
 	}
 	return nil
 }

@@ -46,6 +46,8 @@ func refDequant(t ggml.Type, src []byte, n int) []float64 {
 			y = append(y, refQ45K(t, x)...)
 		case ggml.Q6_K:
 			y = append(y, refQ6K(x)...)
+		case ggml.MXFP4:
+			y = append(y, refMXFP4(x)...)
 		}
 	}
 	return y

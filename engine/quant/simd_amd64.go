@@ -39,6 +39,9 @@ func dotQ8_0AVX2(w *byte, rowBytes, rows int, xq *int8, xd *float32, nb int, dst
 func dotQ8_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qStride, dStride int, out *[4]float32)
 
 //go:noescape
+func dotMXFP4AVX2(w *byte, rowBytes, rows int, xq *int8, xd *float32, nb int, dst *float32, e8m0 *float32)
+
+//go:noescape
 func dotF16AVX2(w *byte, rowBytes, rows int, x *float32, n int, dst *float32)
 
 //go:noescape
@@ -90,6 +93,7 @@ func init() {
 	t[ggml.Q5_1] = simdKernel(actQ8_1, rowsPairs(dotQ5_1AVX2), nil)
 	t[ggml.Q5_1].pairs = true
 	t[ggml.Q8_0] = simdKernel(actQ8_0, rowsQ8_0, dotQ8_0x4Simd)
+	t[ggml.MXFP4] = simdKernel(actQ8_0, rowsMXFP4, nil)
 	t[ggml.F16] = simdKernel(actF16, floatRows(dotF16AVX2, f16At, 2), dotF16x4Simd)
 	t[ggml.BF16] = simdKernel(actBF16, floatRows(dotBF16AVX2, bf16At, 2), nil)
 	t[ggml.F32] = simdKernel(actF32, floatRows(dotF32AVX2, f32At, 4), nil)
@@ -145,6 +149,11 @@ func scatter4(out []float32, stride int, o *[4]float32) {
 func rowsQ8_0(w []byte, rb int, a *acts, i int, dst []float32) {
 	_ = w[len(dst)*rb-1]
 	dotQ8_0AVX2(&w[0], rb, len(dst), &a.qs[i*a.cols], &a.d[i*a.nb], a.nb, &dst[0])
+}
+
+func rowsMXFP4(w []byte, rb int, a *acts, i int, dst []float32) {
+	_ = w[len(dst)*rb-1]
+	dotMXFP4AVX2(&w[0], rb, len(dst), &a.qs[i*a.cols], &a.d[i*a.nb], a.nb, &dst[0], &e8m0HalfTable[0])
 }
 
 func dotQ8_0x4Simd(w []byte, a *acts, i int, out []float32, stride int) {

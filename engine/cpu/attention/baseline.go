@@ -90,6 +90,10 @@ func DecodeDequantThenAttend(pool *parallel.Pool, b *DequantBuffers, out, q []fl
 				m = max(m, s[i])
 			}
 			var sum float32
+			if p.Sinks != nil {
+				m = max(m, p.Sinks[h])
+				sum = fastmath.Exp2((p.Sinks[h] - m) * log2e)
+			}
 			for i, x := range s {
 				s[i] = fastmath.Exp2((x - m) * log2e)
 				sum += s[i]

@@ -94,18 +94,24 @@ func groupOf(lv *kv.LayerView) int {
 }
 
 // mergeHead is pass 2 for query head h: M = max m_s, w_s = 2^(m_s - M),
-// o = Σ w_s·o_s / Σ w_s·l_s, written in element order.
+// o = Σ w_s·o_s / Σ w_s·l_s, written in element order; a sink adds
+// 2^(sink − M) to the denominator (M includes it).
 func (ws *Workspace) mergeHead(st *slot, h int) {
 	j := &ws.job
 	g, d := st.g, st.d
 	kvh, jh := h/g, h%g
 	acc := st.nbuf[:d]
-	m := negInf
+	// The sink joins as one more split with a zero accumulator and l = 1.
+	sink := j.p.sinkLog2(h)
+	m := sink
 	for s := 0; s < j.splits; s++ {
 		m = max(m, ws.partML[((kvh*j.splits+s)*g+jh)*2])
 	}
 	clear(acc)
 	var den float32
+	if sink != negInf {
+		den = fastmath.Exp2(sink - m)
+	}
 	for s := 0; s < j.splits; s++ {
 		part := (kvh*j.splits+s)*g + jh
 		w := fastmath.Exp2(ws.partML[2*part] - m)

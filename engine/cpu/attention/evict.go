@@ -30,6 +30,7 @@ type ScoreScratch struct {
 
 	// The decode step in progress, read by the persistent closures.
 	acc        []float32
+	sinks      []float32
 	lo, n      int
 	normalize  func(lo, hi int)
 	accumulate func(lo, hi int)
@@ -82,10 +83,10 @@ func DecodeAccumulate(pool *parallel.Pool, ws *Workspace, sc *ScoreScratch, out,
 	if err := DecodeScores(pool, ws, out, q, c, layer, n, p, sc.raw, sc.slots); err != nil {
 		return err
 	}
-	sc.acc, sc.lo, sc.n = c.Scores(layer), p.visible(n-1), n
+	sc.acc, sc.lo, sc.n, sc.sinks = c.Scores(layer), p.visible(n-1), n, p.Sinks
 	pool.For(sc.heads, 1, sc.normalize)
 	pool.For(n-sc.lo, 256, sc.accumulate)
-	sc.acc = nil
+	sc.acc, sc.sinks = nil, nil
 	return nil
 }
 
@@ -98,7 +99,12 @@ func (sc *ScoreScratch) normalizeHeads(lo, hi int) {
 		for _, x := range row[1:] {
 			m = max(m, x)
 		}
+		// A sink takes its share of the softmax, as in the attention.
 		var sum float32
+		if sc.sinks != nil {
+			m = max(m, sc.sinks[h])
+			sum = fastmath.Exp2((sc.sinks[h] - m) * log2e)
+		}
 		for i, x := range row {
 			e := fastmath.Exp2((x - m) * log2e)
 			row[i] = e

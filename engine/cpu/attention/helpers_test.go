@@ -94,7 +94,8 @@ func storedKV(c *kv.Cache, n int) (k, v []float32) {
 
 // decodeReference64 is naive float64 attention of q (one position) against
 // keys and values [max(0, n-Window), n) of k and v (positions × KVHeads·D),
-// scores soft-capped where p says.
+// scores soft-capped where p says; a sink adds exp(sink − max) to the
+// denominator, max taken over the scores and the sink.
 func decodeReference64(q, k, v []float32, n int, p Params) []float64 {
 	d, g, row := p.HeadDim, p.group(), p.KVHeads*p.HeadDim
 	lo := p.visible(n - 1)
@@ -116,6 +117,11 @@ func decodeReference64(q, k, v []float32, n int, p Params) []float64 {
 			m = math.Max(m, s[t])
 		}
 		var sum float64
+		if p.Sinks != nil {
+			sink := float64(p.Sinks[h])
+			m = math.Max(m, sink)
+			sum = math.Exp(sink - m)
+		}
 		oh := out[h*d : (h+1)*d]
 		for t := lo; t < n; t++ {
 			w := math.Exp(s[t] - m)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 
+	"nibble/engine/fastmath"
 	"nibble/engine/kv"
 )
 
@@ -23,6 +24,11 @@ type Params struct {
 	Scale                   float32 // applied to q·k, usually 1/sqrt(HeadDim)
 	Window                  int     // sliding window in tokens (the query's own included); 0 = none
 	Softcap                 float32 // scores s become Softcap·tanh(s/Softcap) before the softmax; 0 = none
+	// Sinks, when set, holds one learned logit per query head (gpt-oss's
+	// attention sinks): head h's softmax denominator gains exp(Sinks[h] −
+	// max), max taken over the scores and the sink, as a key with that
+	// score and a zero value would add. nil = none.
+	Sinks []float32
 }
 
 const (
@@ -49,8 +55,40 @@ func (p Params) validate() error {
 		return fmt.Errorf("attention: negative window %d", p.Window)
 	case !(p.Softcap >= 0) || math.IsInf(float64(p.Softcap), 0):
 		return fmt.Errorf("attention: soft-cap %g must be finite and ≥ 0", p.Softcap)
+	case p.Sinks != nil && len(p.Sinks) != p.Heads:
+		return fmt.Errorf("attention: %d sinks for %d heads", len(p.Sinks), p.Heads)
+	}
+	for h, s := range p.Sinks {
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			return fmt.Errorf("attention: sink of head %d is %g", h, s)
+		}
 	}
 	return nil
+}
+
+// sinkLog2 is head h's sink in the kernels' log2 domain, or −Inf (no sink).
+func (p Params) sinkLog2(h int) float32 {
+	if p.Sinks == nil {
+		return negInf
+	}
+	return p.Sinks[h] * log2e
+}
+
+// addSink folds a sink logit (log2 domain) into one head's online-softmax
+// state: the max becomes max(m, sink), the accumulator and sum are rescaled
+// to it, and the sum gains 2^(sink − max); the sink's value is zero.
+func addSink(o []float32, ml []float32, sink float32) {
+	if sink == negInf {
+		return
+	}
+	m := max(ml[0], sink)
+	alpha := fastmath.Exp2(ml[0] - m)
+	ml[0], ml[1] = m, ml[1]*alpha+fastmath.Exp2(sink-m)
+	if alpha != 1 {
+		for i := range o {
+			o[i] *= alpha
+		}
+	}
 }
 
 // checkScale reports a scale no softmax can use.

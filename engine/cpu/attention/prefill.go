@@ -94,6 +94,7 @@ func (ws *Workspace) prefillItem(st *slot, item int) {
 	staged := kvh * j.rows * d
 	st.attendNew(ws.newK[staged:staged+j.rows*d], ws.newV[staged:staged+j.rows*d], max(0, lo-j.past), row+1)
 	for h := 0; h < g; h++ {
+		addSink(st.o[h*d:(h+1)*d], st.ml[2*h:2*h+2], j.p.sinkLog2(kvh*g+h))
 		writeOut(j.out[qoff+h*d:qoff+(h+1)*d], st.o[h*d:(h+1)*d], 1/st.ml[2*h+1], j.permuted)
 	}
 	if ml := j.column.rowML; ml != nil {

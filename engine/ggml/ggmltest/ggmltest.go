@@ -30,7 +30,8 @@ var ScaleOffsets = map[ggml.Type][]int{
 // normal with standard deviation mag. Quantized blocks get random quant bits,
 // so every bit pattern of the block format occurs, and finite fp16 scales
 // (those at ScaleOffsets) of random size around mag/16 and either sign, so
-// every dequantized value is finite.
+// every dequantized value is finite. MXFP4 blocks get an E8M0 scale byte
+// that puts their largest codes near mag.
 func RandomWeights(rng *rand.Rand, t ggml.Type, rows, cols int, mag float64) []byte {
 	n := rows * cols
 	b := make([]byte, t.RowBytes(cols)*rows)
@@ -55,6 +56,14 @@ func RandomWeights(rng *rand.Rand, t ggml.Type, rows, cols int, mag float64) []b
 		b[i] = byte(rng.Uint32())
 	}
 	ts := t.TypeSize()
+	if t == ggml.MXFP4 {
+		// The E8M0 scale byte: 2^(e−128) times codes up to 12 lands near mag.
+		for blk := 0; blk < len(b)/ts; blk++ {
+			e := 128 + math.Round(math.Log2(mag*(0.01+rng.Float64())/8))
+			b[blk*ts] = byte(min(max(e, 1), 254))
+		}
+		return b
+	}
 	for blk := 0; blk < len(b)/ts; blk++ {
 		for _, off := range ScaleOffsets[t] {
 			v := float32(mag * (0.01 + rng.Float64()) / 16)
