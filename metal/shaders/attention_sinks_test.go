@@ -21,12 +21,13 @@ import (
 // Attention sinks (attn_sinks): kernel_attn_merge_f32 for decode (every
 // cache format) and kernel_attn_prefill_{q4,q8,f16}, through the encoder.
 //
-// The reference is the kernels' result without sinks, engine/cpu/attention
-// on the same cache, times each head's (and row's) share of the softmax
-// that the sink leaves: Σ_t e^(s_t) / (Σ_t e^(s_t) + e^(sink_h)), from
-// float64 scores s_t over the keys the row sees (dequantized codes, the
-// residual window's f16 ring, the staged new rows), soft-capped where the
-// case caps. A sink adds a zero value, so that share is all it changes.
+// The twin is engine/cpu/attention with the same sinks on the same cache.
+// A second reference does not share its code: the result without sinks
+// times each head's (and row's) share of the softmax that the sink leaves,
+// Σ_t e^(s_t) / (Σ_t e^(s_t) + e^(sink_h)), from float64 scores s_t over
+// the keys the row sees (dequantized codes, the residual window's f16 ring,
+// the staged new rows), soft-capped where the case caps. A sink adds a zero
+// value, so that share is all it changes.
 
 // sinkScale is Σe^s / (Σe^s + e^sink) for the scores s, in float64.
 func sinkScale(scores []float64, sink float64) float64 {
@@ -189,6 +190,14 @@ func TestAttnSinksDecode(t *testing.T) {
 			scale[0][h] = sinkScale(scores[h], float64(sinks[h]))
 		}
 		want := scaleHeads(plain, scale, p.Heads, p.HeadDim)
+		twin := make([]float32, width)
+		ps := p
+		ps.Sinks = sinks
+		pool = parallel.NewPool(2)
+		if err := attention.Decode(pool, ws, twin, q, f.cache, 0, c.n, ps); err != nil {
+			t.Fatal(err)
+		}
+		pool.Close()
 		a := backendAttention(p)
 		a.Sinks = sinksWeight(t, d, sinks)
 		t.Run(fmt.Sprintf("effect_%v", c), func(t *testing.T) { farFrom(t, want, plain) })
@@ -200,7 +209,8 @@ func TestAttnSinksDecode(t *testing.T) {
 				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
 				enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
 				runEncoded(t, d, o, enc)
-				attnCompare(t, "out", f32s(out.Buf.Bytes()), want, p.HeadDim, attnDecodeTol)
+				attnCompare(t, "out against the CPU", f32s(out.Buf.Bytes()), twin, p.HeadDim, attnDecodeTol)
+				attnCompare(t, "out against float64 shares", f32s(out.Buf.Bytes()), want, p.HeadDim, attnDecodeTol)
 			})
 		}
 	}
@@ -286,6 +296,14 @@ func TestAttnSinksPrefill(t *testing.T) {
 			}
 		}
 		want := scaleHeads(plain, scale, p.Heads, p.HeadDim)
+		twin := make([]float32, c.rows*qw)
+		ps := p
+		ps.Sinks = sinks
+		pool = parallel.NewPool(2)
+		if err := attention.Prefill(pool, ws, twin, q, k, v, c.rows, f.cache, 0, c.n, ps); err != nil {
+			t.Fatal(err)
+		}
+		pool.Close()
 		a := backendAttention(p)
 		a.Sinks = sinksWeight(t, d, sinks)
 		t.Run(fmt.Sprintf("effect_%v", c), func(t *testing.T) { farFrom(t, want, plain) })
@@ -298,7 +316,8 @@ func TestAttnSinksPrefill(t *testing.T) {
 				enc.AttendPrefill(out, region(t, d, f32Bytes(q)), region(t, d, f32Bytes(k)), region(t, d, f32Bytes(v)),
 					&f.layer, c.n, c.rows, a, wsr)
 				runEncoded(t, d, o, enc)
-				attnCompare(t, "out", f32s(out.Buf.Bytes()), want, qw, attnDecodeTol)
+				attnCompare(t, "out against the CPU", f32s(out.Buf.Bytes()), twin, qw, attnDecodeTol)
+				attnCompare(t, "out against float64 shares", f32s(out.Buf.Bytes()), want, qw, attnDecodeTol)
 			})
 		}
 	}
