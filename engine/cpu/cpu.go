@@ -178,6 +178,7 @@ func (b *Backend) RoPE(x backend.Tensor, heads, headDim, rows int, pos []int32, 
 	d := f(x)
 	half := r.Dims / 2
 	freq := ropeFrequencies(r)
+	mscale := ropeMagnitude(r)
 	b.pool.For(rows, 1, func(lo, hi int) {
 		cs := make([]float32, 2*half)
 		for row := lo; row < hi; row++ {
@@ -185,7 +186,7 @@ func (b *Backend) RoPE(x backend.Tensor, heads, headDim, rows int, pos []int32, 
 				s, c := math.Sincos(float64(pos[row]) * w)
 				cs[2*i], cs[2*i+1] = float32(c), float32(s)
 			}
-			if mscale := r.AttnFactor; mscale != 0 && mscale != 1 {
+			if mscale != 1 {
 				for i := range cs {
 					cs[i] *= mscale
 				}
@@ -208,21 +209,63 @@ func (b *Backend) RoPE(x backend.Tensor, heads, headDim, rows int, pos []int32, 
 }
 
 // ropeFrequencies returns the angle per position of each rotated pair:
-// scale·base^(-2i/dims)/factor_i (theta_i = pos·freq_i).
+// scale·base^(-2i/dims)/factor_i (theta_i = pos·freq_i). With YaRN the
+// pair's angle blends the interpolated one (scale·θ) and the extrapolated
+// one (θ) by ggml's ramp: mix = ExtFactor·(1 − clamp((i − low)/(high −
+// low), 0, 1)) over the correction dims [low, high] (yarnCorrDims), angle =
+// θ·(scale·(1 − mix) + mix), as ggml's rope_yarn.
 func ropeFrequencies(r *backend.RoPE) []float64 {
 	scale := float64(r.PosScale)
 	if scale == 0 {
 		scale = 1
 	}
+	var low, high float64
+	if r.ExtFactor != 0 {
+		low, high = yarnCorrDims(r)
+	}
 	freq := make([]float64, r.Dims/2)
 	for i := range freq {
-		freq[i] = scale * math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims))
+		theta := math.Pow(float64(r.Base), -2*float64(i)/float64(r.Dims))
 		if r.FreqFactors != nil {
-			freq[i] /= float64(r.FreqFactors[i])
+			theta /= float64(r.FreqFactors[i])
+		}
+		freq[i] = scale * theta
+		if r.ExtFactor != 0 {
+			y := (float64(i) - low) / math.Max(0.001, high-low)
+			mix := (1 - math.Min(1, math.Max(0, y))) * float64(r.ExtFactor)
+			freq[i] = scale*theta*(1-mix) + theta*mix
 		}
 	}
 	return freq
 }
+
+// ropeMagnitude is what cos and sin are multiplied by: AttnFactor (0 = 1),
+// and with YaRN also 1 + 0.1·ln(1/PosScale) (ggml's rope_yarn mscale).
+func ropeMagnitude(r *backend.RoPE) float32 {
+	m := r.AttnFactor
+	if m == 0 {
+		m = 1
+	}
+	if r.ExtFactor != 0 && r.PosScale > 0 {
+		m *= float32(1 + 0.1*math.Log(1/float64(r.PosScale)))
+	}
+	return m
+}
+
+// yarnCorrDims is ggml_rope_yarn_corr_dims: the pairs whose wavelength
+// turns between BetaFast and BetaSlow times in OrigCtx positions, widened
+// to whole pairs (floor, ceil) and clamped to [0, Dims−1]. Computed in
+// float32 as ggml does, so the floor and ceil fall alike.
+func yarnCorrDims(r *backend.RoPE) (low, high float64) {
+	corrDim := func(rot float32) float32 {
+		return float32(r.Dims) * log32(float32(r.OrigCtx)/(rot*2*math.Pi)) / (2 * log32(r.Base))
+	}
+	low = math.Max(0, math.Floor(float64(corrDim(r.BetaFast))))
+	high = math.Min(float64(r.Dims-1), math.Ceil(float64(corrDim(r.BetaSlow))))
+	return low, high
+}
+
+func log32(x float32) float32 { return float32(math.Log(float64(x))) }
 
 func (b *Backend) KVSetSmoothing(c backend.KVCache, layer int, lambda []float32) {
 	b.fail(c.(*kvCache).c.SetLambda(layer, lambda))

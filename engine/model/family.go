@@ -75,7 +75,8 @@ type LayerSpec struct {
 func (hp HParams) Layer(il int) LayerSpec {
 	ls := LayerSpec{
 		Scale: hp.QKScale(), Softcap: hp.AttnSoftcap, QKNorm: hp.QKNorm, PostNorms: hp.PostNorms,
-		Rope: backend.RoPE{Neox: hp.RopeNeox, Dims: hp.RopeDims, Base: hp.RopeBase, PosScale: hp.RopeScale, AttnFactor: hp.RopeAttnFactor},
+		Rope: backend.RoPE{Neox: hp.RopeNeox, Dims: hp.RopeDims, Base: hp.RopeBase, PosScale: hp.RopeScale, AttnFactor: hp.RopeAttnFactor,
+			ExtFactor: hp.RopeExtFactor, BetaFast: hp.RopeBetaFast, BetaSlow: hp.RopeBetaSlow, OrigCtx: hp.RopeCtxOrig},
 	}
 	if hp.SlidingLayer(il) {
 		ls.Window = hp.Window

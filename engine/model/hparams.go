@@ -56,8 +56,16 @@ type HParams struct {
 	// longer than it uses rope_factors_long, else rope_factors_short.
 	RopeCtxOrig int
 	// RopeAttnFactor scales RoPE's cos and sin (LongRoPE's attention
-	// factor, rope.scaling.attn_factor); 0 = 1.
+	// factor, rope.scaling.attn_factor; YaRN's rope.scaling.yarn_attn_factor);
+	// 0 = 1.
 	RopeAttnFactor float32
+	// YaRN (rope.scaling.type yarn, as llama.cpp reads it): RopeScale is
+	// 1/rope.scaling.factor, RopeExtFactor the ramp's weight
+	// (rope.scaling.yarn_ext_factor, 1 when absent), the betas bound the
+	// ramp (yarn_beta_fast 32, yarn_beta_slow 1 when absent) over
+	// RopeCtxOrig (rope.scaling.original_context_length, else the training
+	// context). RopeExtFactor 0 = no YaRN.
+	RopeExtFactor, RopeBetaFast, RopeBetaSlow float32
 }
 
 // QKScale is the factor attention applies to q·k.
@@ -141,7 +149,8 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	if v, ok := f.Float(arch + ".rope.freq_base"); ok {
 		hp.RopeBase = float32(v)
 	}
-	if t, _ := f.String(arch + ".rope.scaling.type"); t == "linear" {
+	scaling, _ := f.String(arch + ".rope.scaling.type")
+	if scaling == "linear" || scaling == "yarn" {
 		if v, ok := f.Float(arch + ".rope.scaling.factor"); ok && v > 0 {
 			hp.RopeScale = float32(1 / v)
 		}
@@ -151,6 +160,9 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	}
 	if v, ok := f.Float(arch + ".rope.scaling.attn_factor"); ok {
 		hp.RopeAttnFactor = float32(v)
+	}
+	if scaling == "yarn" {
+		readYaRN(f, arch, &hp)
 	}
 	hp.RMSEps = 1e-5
 	if v, ok := f.Float(arch + ".attention.layer_norm_rms_epsilon"); ok {
@@ -187,6 +199,27 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	return hp, hp.Validate()
 }
 
+// readYaRN reads the YaRN keys with llama.cpp's defaults: ext factor 1
+// (its "not set" resolves to 1 for YaRN), betas 32 and 1, attention factor
+// 1, original context the training one.
+func readYaRN(f *gguf.File, arch string, hp *HParams) {
+	hp.RopeExtFactor, hp.RopeBetaFast, hp.RopeBetaSlow = 1, 32, 1
+	for _, k := range []struct {
+		key string
+		dst *float32
+	}{
+		{"yarn_ext_factor", &hp.RopeExtFactor}, {"yarn_beta_fast", &hp.RopeBetaFast},
+		{"yarn_beta_slow", &hp.RopeBetaSlow}, {"yarn_attn_factor", &hp.RopeAttnFactor},
+	} {
+		if v, ok := f.Float(arch + ".rope.scaling." + k.key); ok {
+			*k.dst = float32(v)
+		}
+	}
+	if hp.RopeCtxOrig == 0 {
+		hp.RopeCtxOrig = hp.CtxTrain
+	}
+}
+
 // Validate rejects shapes the forward pass cannot run.
 func (hp HParams) Validate() error {
 	finite := func(x float32) bool { return !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) }
@@ -210,6 +243,10 @@ func (hp HParams) Validate() error {
 		return fmt.Errorf("model %s: sliding window %d (pattern %d) invalid", hp.Arch, hp.Window, hp.SWAPattern)
 	case hp.RopeAttnFactor < 0 || !finite(hp.RopeAttnFactor):
 		return fmt.Errorf("model %s: rope attention factor %g invalid", hp.Arch, hp.RopeAttnFactor)
+	case hp.RopeExtFactor != 0 && (hp.RopeExtFactor < 0 || !finite(hp.RopeExtFactor) || !finite(hp.RopeBetaFast) || !finite(hp.RopeBetaSlow) ||
+		hp.RopeBetaFast <= 0 || hp.RopeBetaSlow <= 0 || hp.RopeCtxOrig <= 0):
+		return fmt.Errorf("model %s: YaRN ext factor %g, betas %g and %g, original context %d invalid",
+			hp.Arch, hp.RopeExtFactor, hp.RopeBetaFast, hp.RopeBetaSlow, hp.RopeCtxOrig)
 	}
 	return nil
 }
