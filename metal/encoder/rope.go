@@ -141,10 +141,13 @@ func yarnValid(r *backend.RoPE) bool {
 
 // yarnCorrDims are ggml's ggml_rope_yarn_corr_dims: the pairs from the one
 // whose wavelength fits BetaFast rotations into OrigCtx positions (floor)
-// to the one that fits BetaSlow (ceil), clamped to [0, dims−1].
+// to the one that fits BetaSlow (ceil), clamped to [0, dims−1]. In float32
+// as ggml (and the CPU backend) compute them, so the floor and ceil fall
+// alike.
 func yarnCorrDims(r *backend.RoPE) (low, high float64) {
+	log32 := func(x float32) float32 { return float32(math.Log(float64(x))) }
 	dim := func(rotations float32) float64 {
-		return float64(r.Dims) * math.Log(float64(r.OrigCtx)/(float64(rotations)*2*math.Pi)) / (2 * math.Log(float64(r.Base)))
+		return float64(float32(r.Dims) * log32(float32(r.OrigCtx)/(rotations*2*math.Pi)) / (2 * log32(r.Base)))
 	}
 	return max(0, math.Floor(dim(r.BetaFast))), min(float64(r.Dims-1), math.Ceil(dim(r.BetaSlow)))
 }
@@ -160,12 +163,12 @@ func yarnRamp(low, high float64, j int) float64 {
 // 1), times YaRN's magnitude correction 1 + 0.1·ln(1/PosScale) when
 // ExtFactor ≠ 0 (ggml's rope_yarn).
 func ropeMScale(r *backend.RoPE) float32 {
-	m := float64(r.AttnFactor)
+	m := r.AttnFactor
 	if m == 0 {
 		m = 1
 	}
 	if r.ExtFactor != 0 {
-		m *= 1 + 0.1*math.Log(1/float64(r.PosScale))
+		m *= float32(1 + 0.1*math.Log(1/float64(r.PosScale)))
 	}
-	return float32(m)
+	return m
 }

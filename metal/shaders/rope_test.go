@@ -157,12 +157,14 @@ func yarnRoPE64(v []float32, pos int32, r *backend.RoPE) {
 
 // YaRN (backend.RoPE's ExtFactor, BetaFast, BetaSlow, OrigCtx) through
 // encoder.RoPE: the blend folded into each pair's frequency on the host,
-// the magnitude correction into mscale, the kernel unchanged. Against
-// yarnRoPE64; tolerance 1e-6·max|x| of the row, as TestRoPE. Each case
-// also checks that plain RoPE at the same scale is far off (the test sees
-// YaRN missing).
+// the magnitude correction into mscale, the kernel unchanged. Against the
+// CPU backend's RoPE and against yarnRoPE64; tolerance 1e-6·max|x| of the
+// row, as TestRoPE. Each case also checks that plain RoPE at the same
+// scale is far off (the test sees YaRN missing).
 func TestRoPEYaRN(t *testing.T) {
 	d, l := emu(t)
+	cb := cpu.New(1)
+	defer cb.Close()
 	r := rand.New(rand.NewPCG(53, 54))
 	for _, c := range []struct {
 		heads, headDim int
@@ -194,6 +196,8 @@ func TestRoPEYaRN(t *testing.T) {
 				yarnRoPE64(want[row*width+h*c.headDim:], p, &rp)
 			}
 		}
+		twin := &cpu.Tensor{D: append([]float32(nil), x...)}
+		cb.RoPE(twin, c.heads, c.headDim, rows, c.pos, &rp)
 		plain := rp
 		plain.ExtFactor = 0
 		for _, o := range orders {
@@ -218,10 +222,12 @@ func TestRoPEYaRN(t *testing.T) {
 					}
 					for i := row * width; i < (row+1)*width; i++ {
 						e := math.Abs(float64(got[i]-want[i])) / scale
-						worst = max(worst, e)
+						ec := math.Abs(float64(got[i]-twin.D[i])) / scale
+						worst = max(worst, e, ec)
 						far = max(far, math.Abs(float64(off[i]-want[i]))/scale)
-						if !(e <= 1e-6) {
-							t.Fatalf("row %d (pos %d) head %d element %d: %v, want %v", row, c.pos[row], (i-row*width)/c.headDim, i%c.headDim, got[i], want[i])
+						if !(e <= 1e-6) || !(ec <= 1e-6) {
+							t.Fatalf("row %d (pos %d) head %d element %d: %v, want %v (float64 rope_yarn), %v (CPU)",
+								row, c.pos[row], (i-row*width)/c.headDim, i%c.headDim, got[i], want[i], twin.D[i])
 						}
 					}
 				}
