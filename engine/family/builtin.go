@@ -5,7 +5,10 @@ var builtin = []Family{
 	{
 		// Llama 2 and 3 and Mistral (whose files say llama): pre-norm blocks,
 		// SwiGLU, adjacent-pair RoPE (the converters permute Q and K).
+		// Mixtral is llama with experts (expert_count > 0): a softmax router,
+		// the top k renormalised, experts as wide as feed_forward_length.
 		Name:    "llama",
+		Traits:  Traits{Experts: Experts{Gating: GatingSoftmax, Norm: true}},
 		Tensors: Layout{RopeFactors: RopeFreqs},
 		Chat:    Chat{Template: "llama2", InstTemplate: "mistral"},
 		Synth:   Synth{RopeBase: 500000, RMSEps: 1e-5},
@@ -65,6 +68,15 @@ var builtin = []Family{
 		Vocab: Vocab{Names: []string{"phi-3", "phi3"}, RStripSpecials: true,
 			RStrip: []string{"</s>"}, KeepRight: []string{"<unk>", "<s>", "<|endoftext|>"}},
 		Synth: Synth{RopeBase: 10000, RMSEps: 1e-5, Untied: true},
+	},
+	{
+		// Qwen3-MoE (Qwen3-30B-A3B, 235B-A22B): Qwen3's attention over
+		// feed-forward blocks of experts only: softmax router, top k
+		// renormalised (llama.cpp and transformers' norm_topk_prob).
+		Name:   "qwen3moe",
+		Traits: Traits{RopeNeox: true, QKNorm: true, Experts: Experts{Gating: GatingSoftmax, Norm: true, FFPerUsed: true}},
+		Chat:   Chat{Template: "chatml"},
+		Synth:  Synth{RopeBase: 1000000, RMSEps: 1e-6, Untied: true, Experts: 8, ExpertsUsed: 2, ExpertFF: 64},
 	},
 }
 

@@ -56,6 +56,43 @@ type Traits struct {
 	// RopeBaseLocal is the RoPE base of sliding-window layers when the file
 	// does not say (0 = the file's base).
 	RopeBaseLocal float32
+	// Experts are the mixture-of-experts defaults, used by the files of the
+	// family that have experts (expert_count > 0).
+	Experts Experts
+}
+
+// Gating is how a router turns logits into expert weights, numbered as
+// llama.cpp's expert_gating_func key.
+type Gating int
+
+const (
+	GatingDefault       Gating = iota // the family's (softmax where it says nothing)
+	GatingSoftmax                     // softmax over all experts, then the top k
+	GatingSigmoid                     // sigmoid per expert, then the top k
+	GatingSoftmaxWeight               // the top k logits, then a softmax over them
+)
+
+// ExpertAct is the gate function of the experts' feed-forward.
+type ExpertAct int
+
+const (
+	ExpertActFamily     ExpertAct = iota // the family's dense activation (SwiGLU, or GELU where GeluFFN)
+	ExpertSwiGLUClamped                  // gpt-oss's clamped SwiGLU (ClampAlpha, ClampLimit)
+)
+
+// Experts are a family's mixture-of-experts defaults; a file's
+// expert_gating_func and expert_weights_norm keys, where present, override
+// Gating and Norm.
+type Experts struct {
+	Gating Gating
+	Norm   bool // divide the chosen experts' weights by their sum
+	// FFPerUsed: without expert_feed_forward_length an expert's width is
+	// feed_forward_length / expert_used_count (Qwen3-MoE), else
+	// feed_forward_length itself (Mixtral).
+	FFPerUsed bool
+	Act       ExpertAct
+	// ClampAlpha and ClampLimit are the clamped SwiGLU's constants.
+	ClampAlpha, ClampLimit float32
 }
 
 // Quirks are the places llama.cpp overrides what the file says.
@@ -91,6 +128,22 @@ type Layout struct {
 	FusedQKV bool
 	// FusedGateUp: ffn_up holds [gate | up] rows and there is no ffn_gate.
 	FusedGateUp bool
+	// The layout of the experts, in files with expert_count > 0 (besides
+	// ffn_gate_inp and ffn_{gate,up,down}_exps, which every such file has;
+	// shared experts ffn_*_shexp where expert_shared_feed_forward_length is
+	// set):
+	//
+	// FusedGateUpExperts: ffn_gate_up_exps holds each expert's [gate | up]
+	// rows instead of ffn_gate_exps and ffn_up_exps.
+	FusedGateUpExperts bool
+	// ExpertBiases: the router and the expert matrices have .bias tensors.
+	ExpertBiases bool
+	// DenseBesideExperts: the blocks keep the dense ffn_gate/up/down beside
+	// the experts, whose outputs are added.
+	DenseBesideExperts bool
+	// SharedExpertGate: ffn_gate_inp_shexp scales the shared experts'
+	// output by a sigmoid per token.
+	SharedExpertGate bool
 }
 
 // Chat names engine/chat's built-in fallback formats for the family.
@@ -121,6 +174,10 @@ type Synth struct {
 	RMSEps   float32
 	Window   int  // sliding window written when none is asked for (0 = none)
 	Untied   bool // separate output.weight by default
+	// Experts, ExpertsUsed and ExpertFF are the expert count, the experts
+	// chosen per token and an expert's width written when none are asked
+	// for (0 = a dense model).
+	Experts, ExpertsUsed, ExpertFF int
 }
 
 var (

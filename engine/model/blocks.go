@@ -60,17 +60,9 @@ func (s *State) attention(p *pass, li int) error {
 // feedForward is block li's gated feed-forward on x, leaving
 // down(act(gate)·up) of ffn_norm(x) in h.
 func (s *State) feedForward(p *pass, li int) {
-	b, hp, l := s.b, &s.m.HP, &s.m.Layers[li]
-	n := p.n
-	b.RMSNorm(s.h, s.x, l.FFNNorm, hp.RMSEps, n)
-	b.MatMul(s.gate, l.Gate, s.h, n)
-	b.MatMul(s.up, l.Up, s.h, n)
-	if s.specs[li].Act == GeluTanhGLU {
-		b.GeluGLU(s.gate, s.gate, s.up, n*hp.FF)
-	} else {
-		b.SwiGLU(s.gate, s.gate, s.up, n*hp.FF)
-	}
-	b.MatMul(s.h, l.Down, s.gate, n)
+	hp, l := &s.m.HP, &s.m.Layers[li]
+	s.b.RMSNorm(s.h, s.x, l.FFNNorm, hp.RMSEps, p.n)
+	s.gatedFFN(p.n, s.h, s.h, l.Gate, l.Up, l.Down, hp.FF, s.specs[li].Act)
 }
 
 // postNorm normalises the block output h in place (Gemma's post norms).

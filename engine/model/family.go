@@ -18,11 +18,13 @@ func Supported(arch string) bool { _, ok := family.Lookup(arch); return ok }
 func FamilyHParams(arch string) HParams {
 	f, _ := family.Lookup(arch)
 	t := f.Traits
+	gating, _ := backendGating(t.Experts.Gating)
 	return HParams{
 		Arch: arch, RopeScale: 1, Window: t.Window,
 		RopeNeox: t.RopeNeox, QKVBias: t.QKVBias, QKNorm: t.QKNorm, PostNorms: t.PostNorms,
 		GeluFFN: t.GeluFFN, EmbdScale: t.EmbdScale, AttnSoftcap: t.AttnSoftcap, FinalSoftcap: t.FinalSoftcap,
 		SWAPattern: t.SWAPattern, RopeBaseLocal: t.RopeBaseLocal,
+		ExpertNorm: t.Experts.Norm, ExpertGating: gating,
 	}
 }
 
@@ -41,7 +43,11 @@ func forward(s *State, p *pass) error {
 			s.postNorm(p, l.AttnPostNorm)
 		}
 		s.residual(p)
-		s.feedForward(p, li)
+		if ls.MoE {
+			s.moeFeedForward(p, li)
+		} else {
+			s.feedForward(p, li)
+		}
 		if ls.PostNorms {
 			s.postNorm(p, l.FFNPostNorm)
 		}
@@ -54,8 +60,9 @@ func forward(s *State, p *pass) error {
 type Activation int
 
 const (
-	SwiGLU      Activation = iota // down(silu(gate)·up)
-	GeluTanhGLU                   // down(gelu_tanh(gate)·up)
+	SwiGLU        Activation = iota // down(silu(gate)·up)
+	GeluTanhGLU                     // down(gelu_tanh(gate)·up)
+	SwiGLUClamped                   // gpt-oss's clamped SwiGLU (backend.Experts.SwiGLUClamped)
 )
 
 // LayerSpec is how one block computes, derived from HParams by Layer: the
@@ -69,6 +76,15 @@ type LayerSpec struct {
 	QKNorm    bool         // per-head RMSNorm of q and k before RoPE
 	PostNorms bool         // RMSNorm of the attention and feed-forward outputs before the residual add
 	Act       Activation
+
+	// MoE makes the block's feed-forward a mixture of experts: Router
+	// chooses them, ExpertAct is their gate (with ClampAlpha and ClampLimit
+	// for SwiGLUClamped), and the layout of engine/family says which
+	// biases, shared experts or dense feed-forward come with them.
+	MoE                    bool
+	Router                 backend.Router
+	ExpertAct              Activation
+	ClampAlpha, ClampLimit float32
 }
 
 // Layer is the spec of block il.
@@ -88,6 +104,14 @@ func (hp HParams) Layer(il int) LayerSpec {
 	}
 	if hp.GeluFFN {
 		ls.Act = GeluTanhGLU
+	}
+	if hp.MoE() {
+		ls.MoE = true
+		ls.Router = backend.Router{Experts: hp.Experts, Used: hp.ExpertsUsed, Gating: hp.ExpertGating, Norm: hp.ExpertNorm, Scale: hp.ExpertScale}
+		ls.ExpertAct = ls.Act
+		if f, _ := family.Lookup(hp.Arch); f.Traits.Experts.Act == family.ExpertSwiGLUClamped {
+			ls.ExpertAct, ls.ClampAlpha, ls.ClampLimit = SwiGLUClamped, f.Traits.Experts.ClampAlpha, f.Traits.Experts.ClampLimit
+		}
 	}
 	return ls
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"nibble/engine/backend"
 	"nibble/engine/family"
 	"nibble/engine/gguf"
 )
@@ -66,6 +67,31 @@ type HParams struct {
 	// RopeCtxOrig (rope.scaling.original_context_length, else the training
 	// context). RopeExtFactor 0 = no YaRN.
 	RopeExtFactor, RopeBetaFast, RopeBetaSlow float32
+
+	// Mixture of experts (docs/ARCHITECTURE.md, "Mixture of experts"):
+	// Experts > 0 makes every block's feed-forward a router over Experts
+	// experts of which ExpertsUsed run per token.
+	Experts, ExpertsUsed int
+	ExpertFF             int            // an expert's width (expert_feed_forward_length)
+	SharedFF             int            // the shared experts' width (expert_shared_feed_forward_length); 0 = none
+	ExpertGating         backend.Gating // expert_gating_func, else the family's
+	ExpertNorm           bool           // chosen weights divided by their sum (expert_weights_norm, else the family's)
+	ExpertScale          float32        // on the chosen weights (expert_weights_scale); 0 = 1
+}
+
+// MoE reports whether the blocks' feed-forward is a mixture of experts.
+func (hp HParams) MoE() bool { return hp.Experts > 0 }
+
+// DenseFF is the width of the dense feed-forward activations a block
+// needs: FF for dense blocks and dense blocks beside the experts, the shared
+// experts' width for a mixture with shared experts, else 0.
+func (hp HParams) DenseFF() int {
+	f, _ := family.Lookup(hp.Arch)
+	switch {
+	case !hp.MoE() || f.Tensors.DenseBesideExperts:
+		return max(hp.FF, hp.SharedFF)
+	}
+	return hp.SharedFF
 }
 
 // QKScale is the factor attention applies to q·k.
@@ -196,6 +222,9 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	if t, ok := f.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 && hp.Vocab == 0 {
 		hp.Vocab = int(t.Dims[1])
 	}
+	if err := readExperts(f, &hp); err != nil {
+		return HParams{}, err
+	}
 	return hp, hp.Validate()
 }
 
@@ -218,6 +247,74 @@ func readYaRN(f *gguf.File, arch string, hp *HParams) {
 	if hp.RopeCtxOrig == 0 {
 		hp.RopeCtxOrig = hp.CtxTrain
 	}
+}
+
+// readExperts reads the mixture-of-experts keys llama.cpp reads
+// (<arch>.expert_*), the family's defaults where a key is absent.
+func readExperts(f *gguf.File, hp *HParams) error {
+	arch := hp.Arch
+	u := func(key string) (int, bool, error) {
+		v, ok := f.Uint(arch + "." + key)
+		if ok && v > 1<<24 {
+			return 0, false, fmt.Errorf("metadata %s.%s = %d is out of range", arch, key, v)
+		}
+		return int(v), ok, nil
+	}
+	n, _, err := u("expert_count")
+	if err != nil || n == 0 {
+		return err
+	}
+	fam, _ := family.Lookup(arch)
+	ft := fam.Traits.Experts
+	hp.Experts = n
+	used, ok, err := u("expert_used_count")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("model %s: %d experts but metadata %s.expert_used_count is missing", arch, n, arch)
+	}
+	hp.ExpertsUsed = used
+	if hp.ExpertFF, ok, err = u("expert_feed_forward_length"); err != nil {
+		return err
+	} else if !ok {
+		hp.ExpertFF = hp.FF
+		if ft.FFPerUsed && used > 0 {
+			hp.ExpertFF = hp.FF / used
+		}
+	}
+	if hp.SharedFF, _, err = u("expert_shared_feed_forward_length"); err != nil {
+		return err
+	}
+	if v, ok := f.Float(arch + ".expert_weights_scale"); ok {
+		hp.ExpertScale = float32(v)
+	}
+	hp.ExpertNorm = ft.Norm
+	if v, ok := f.Bool(arch + ".expert_weights_norm"); ok {
+		hp.ExpertNorm = v
+	}
+	g := ft.Gating
+	if v, ok := f.Uint(arch + ".expert_gating_func"); ok {
+		g = family.Gating(v)
+	}
+	if hp.ExpertGating, err = backendGating(g); err != nil && fam.Name != "" {
+		return fmt.Errorf("model %s: %w", arch, err)
+	}
+	return nil
+}
+
+// backendGating maps llama.cpp's expert_gating_func numbering to the
+// backend's.
+func backendGating(g family.Gating) (backend.Gating, error) {
+	switch g {
+	case family.GatingDefault, family.GatingSoftmax:
+		return backend.GatingSoftmax, nil
+	case family.GatingSigmoid:
+		return backend.GatingSigmoid, nil
+	case family.GatingSoftmaxWeight:
+		return backend.GatingSoftmaxTopK, nil
+	}
+	return 0, fmt.Errorf("expert gating function %d is not supported (want 1 softmax, 2 sigmoid or 3 softmax over the top k)", int(g))
 }
 
 // Validate rejects shapes the forward pass cannot run.
@@ -247,6 +344,12 @@ func (hp HParams) Validate() error {
 		hp.RopeBetaFast <= 0 || hp.RopeBetaSlow <= 0 || hp.RopeCtxOrig <= 0):
 		return fmt.Errorf("model %s: YaRN ext factor %g, betas %g and %g, original context %d invalid",
 			hp.Arch, hp.RopeExtFactor, hp.RopeBetaFast, hp.RopeBetaSlow, hp.RopeCtxOrig)
+	case hp.Experts < 0 || hp.Experts > 0 && (hp.ExpertsUsed <= 0 || hp.ExpertsUsed > hp.Experts):
+		return fmt.Errorf("model %s: %d experts with %d used per token: want 1 ≤ used ≤ experts", hp.Arch, hp.Experts, hp.ExpertsUsed)
+	case hp.Experts > 0 && (hp.ExpertFF <= 0 || hp.SharedFF < 0):
+		return fmt.Errorf("model %s: expert width %d (shared %d) invalid", hp.Arch, hp.ExpertFF, hp.SharedFF)
+	case hp.ExpertScale < 0 || !finite(hp.ExpertScale):
+		return fmt.Errorf("model %s: expert weights scale %g invalid", hp.Arch, hp.ExpertScale)
 	}
 	return nil
 }

@@ -35,6 +35,23 @@ const (
 	FFNGateUp        // Phi-3's fused gate|up projection, bound as two views
 	RopeFactorsLong  // Phi-3 LongRoPE per-pair divisors for long contexts
 	RopeFactorsShort // and for contexts within the trained one
+
+	// Mixture of experts: the router, the experts' 3-D weights (one matrix
+	// per expert, stacked) and biases (one row per expert), shared experts.
+	FFNGateInp        // router, [embd, experts]
+	FFNGateInpBias    // [experts]
+	FFNGateExps       // [embd, expert ff, experts]
+	FFNUpExps         // [embd, expert ff, experts]
+	FFNDownExps       // [expert ff, embd, experts]
+	FFNGateUpExps     // each expert's [gate | up] rows, bound as two views
+	FFNGateExpsBias   // [expert ff, experts]
+	FFNUpExpsBias     // [expert ff, experts]
+	FFNDownExpsBias   // [embd, experts]
+	FFNGateUpExpsBias // [2·expert ff, experts], bound as two views
+	FFNGateShexp      // shared experts, [embd, shared ff]
+	FFNUpShexp        // [embd, shared ff]
+	FFNDownShexp      // [shared ff, embd]
+	FFNGateInpShexp   // the shared experts' sigmoid gate, [embd]
 )
 
 // IsNorm reports whether k is an RMSNorm weight.
@@ -47,7 +64,17 @@ func (k TensorKind) IsNorm() bool {
 }
 
 // IsBias reports whether k is a projection bias.
-func (k TensorKind) IsBias() bool { return k == AttnQBias || k == AttnKBias || k == AttnVBias }
+func (k TensorKind) IsBias() bool {
+	switch k {
+	case AttnQBias, AttnKBias, AttnVBias, FFNGateInpBias, FFNGateExpsBias, FFNUpExpsBias, FFNDownExpsBias, FFNGateUpExpsBias:
+		return true
+	}
+	return false
+}
+
+// IsRouter reports whether k is a router's weight (kept in F32 by
+// llama.cpp's quantizer, as synth writes it).
+func (k TensorKind) IsRouter() bool { return k == FFNGateInp || k == FFNGateInpShexp }
 
 // IsRopeFactors reports whether k holds per-pair RoPE divisors, read on the
 // host as floats rather than bound as a weight.
@@ -68,6 +95,9 @@ type TensorSpec struct {
 	// own at an offset into the tensor's bytes (no copy); the fused tensor
 	// itself is not bound.
 	Views []View
+	// Cols, when set, reads the tensor as rows of Cols elements instead of
+	// Dims[0] (a fused bias whose halves are split into views).
+	Cols int
 }
 
 // View is rows [Row, Row+Rows) of a fused tensor, bound as a Kind weight.
@@ -106,9 +136,12 @@ func TensorLayout(hp HParams) []TensorSpec {
 		if hp.PostNorms {
 			t.add("post_attention_norm.weight", AttnPostNorm, l, t.embd())
 		}
-		if lay.FusedGateUp {
+		switch {
+		case hp.MoE():
+			t.experts(l, lay)
+		case lay.FusedGateUp:
 			t.fusedFeedForward(l)
-		} else {
+		default:
 			t.feedForward(l)
 		}
 		if hp.PostNorms {
@@ -201,6 +234,62 @@ func (t *table) fusedFeedForward(l int) {
 	t.add("ffn_down.weight", FFNDown, l, t.ff(), t.embd())
 }
 
+// experts adds a block's mixture-of-experts feed-forward: ffn_norm, the
+// dense feed-forward where the family keeps one beside the experts, the
+// router, the experts' stacked matrices (and biases where the family has
+// them) and the shared experts where hp has them.
+//
+// A fused ffn_gate_up_exps of E experts, [gate_e | up_e] rows each, is
+// bound as two views of 2E−1 half-experts of ExpertFF rows: rows [0,
+// (2E−1)·ff) and [ff, 2E·ff). Half-expert 2e of the first is gate_e and of
+// the second up_e, so the forward pass multiplies by them with the expert
+// ids doubled, reading only the chosen experts' rows, and nothing is copied.
+func (t *table) experts(l int, lay family.Layout) {
+	hp := t.hp
+	embd, eff, n := t.embd(), uint64(hp.ExpertFF), uint64(hp.Experts)
+	t.add("ffn_norm.weight", FFNNorm, l, embd)
+	if lay.DenseBesideExperts {
+		t.add("ffn_gate.weight", FFNGate, l, embd, t.ff())
+		t.add("ffn_up.weight", FFNUp, l, embd, t.ff())
+		t.add("ffn_down.weight", FFNDown, l, t.ff(), embd)
+	}
+	t.add("ffn_gate_inp.weight", FFNGateInp, l, embd, n)
+	if lay.ExpertBiases {
+		t.add("ffn_gate_inp.bias", FFNGateInpBias, l, n)
+	}
+	if lay.FusedGateUpExperts {
+		half := (2*hp.Experts - 1) * hp.ExpertFF
+		t.add("ffn_gate_up_exps.weight", FFNGateUpExps, l, embd, 2*eff, n).Views = []View{
+			{FFNGateExps, 0, half}, {FFNUpExps, hp.ExpertFF, half}}
+		if lay.ExpertBiases {
+			b := t.add("ffn_gate_up_exps.bias", FFNGateUpExpsBias, l, 2*eff, n)
+			b.Cols, b.Views = hp.ExpertFF, []View{{FFNGateExpsBias, 0, 2*hp.Experts - 1}, {FFNUpExpsBias, 1, 2*hp.Experts - 1}}
+		}
+	} else {
+		t.add("ffn_gate_exps.weight", FFNGateExps, l, embd, eff, n)
+		if lay.ExpertBiases {
+			t.add("ffn_gate_exps.bias", FFNGateExpsBias, l, eff, n)
+		}
+		t.add("ffn_up_exps.weight", FFNUpExps, l, embd, eff, n)
+		if lay.ExpertBiases {
+			t.add("ffn_up_exps.bias", FFNUpExpsBias, l, eff, n)
+		}
+	}
+	t.add("ffn_down_exps.weight", FFNDownExps, l, eff, embd, n)
+	if lay.ExpertBiases {
+		t.add("ffn_down_exps.bias", FFNDownExpsBias, l, embd, n)
+	}
+	if hp.SharedFF > 0 {
+		sff := uint64(hp.SharedFF)
+		if lay.SharedExpertGate {
+			t.add("ffn_gate_inp_shexp.weight", FFNGateInpShexp, l, embd)
+		}
+		t.add("ffn_gate_shexp.weight", FFNGateShexp, l, embd, sff)
+		t.add("ffn_up_shexp.weight", FFNUpShexp, l, embd, sff)
+		t.add("ffn_down_shexp.weight", FFNDownShexp, l, sff, embd)
+	}
+}
+
 // output adds output_norm and, for an untied model, output.
 func (t *table) output() []TensorSpec {
 	t.add("output_norm.weight", OutputNorm, -1, t.embd())
@@ -256,6 +345,30 @@ func (m *Model) weight(k TensorKind, layer int) *backend.Weight {
 		return &l.Down
 	case FFNPostNorm:
 		return &l.FFNPostNorm
+	case FFNGateInp:
+		return &l.GateInp
+	case FFNGateInpBias:
+		return &l.GateInpBias
+	case FFNGateExps:
+		return &l.GateExps
+	case FFNUpExps:
+		return &l.UpExps
+	case FFNDownExps:
+		return &l.DownExps
+	case FFNGateExpsBias:
+		return &l.GateExpsBias
+	case FFNUpExpsBias:
+		return &l.UpExpsBias
+	case FFNDownExpsBias:
+		return &l.DownExpsBias
+	case FFNGateShexp:
+		return &l.GateShexp
+	case FFNUpShexp:
+		return &l.UpShexp
+	case FFNDownShexp:
+		return &l.DownShexp
+	case FFNGateInpShexp:
+		return &l.GateInpShexp
 	}
 	return nil
 }

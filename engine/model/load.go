@@ -37,6 +37,14 @@ type Layer struct {
 	AttnPostNorm             backend.Weight // gemma2, gemma3
 	FFNNorm, Gate, Up, Down  backend.Weight
 	FFNPostNorm              backend.Weight // gemma2, gemma3
+
+	// Mixture of experts: the router (and its bias), the experts' stacked
+	// matrices and biases, the shared experts and their gate.
+	GateInp, GateInpBias                   backend.Weight
+	GateExps, UpExps, DownExps             backend.Weight
+	GateExpsBias, UpExpsBias, DownExpsBias backend.Weight
+	GateShexp, UpShexp, DownShexp          backend.Weight
+	GateInpShexp                           backend.Weight
 }
 
 // Open maps a GGUF file, checks every tensor the family needs has the name
@@ -76,6 +84,9 @@ func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := b.(backend.Experts); hp.MoE() && !ok {
+		return nil, fmt.Errorf("model %s has %d experts, and the %s backend does not run mixture-of-experts models", hp.Arch, hp.Experts, b.Name())
+	}
 	m := &Model{HP: hp, File: f, Backend: b, Layers: make([]Layer, hp.Layers)}
 	var (
 		descs []backend.WeightDesc
@@ -89,6 +100,12 @@ func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 		d, err := describe(f, t, s.Name, s.Dims)
 		if err != nil {
 			return nil, err
+		}
+		if s.Cols > 0 {
+			if d.Cols*d.Rows%s.Cols != 0 || s.Cols%d.Type.BlockSize() != 0 {
+				return nil, fmt.Errorf("tensor %q of %d×%d %s cannot be read as rows of %d", s.Name, d.Rows, d.Cols, d.Type, s.Cols)
+			}
+			d.Rows, d.Cols = d.Rows*d.Cols/s.Cols, s.Cols
 		}
 		if s.Kind.IsRopeFactors() {
 			// Read on the host: the RoPE op takes the divisors as floats.
@@ -157,9 +174,10 @@ func describe(f *gguf.File, t *gguf.TensorInfo, name string, dims []uint64) (bac
 	if f.TensorData(t) == nil {
 		return backend.WeightDesc{}, fmt.Errorf("tensor %q has no data in the mapping", name)
 	}
+	// A 3-D tensor (experts stacked) is read as rows of ne[0] like a 2-D one.
 	rows := 1
-	if len(dims) == 2 {
-		rows = int(dims[1])
+	for _, d := range dims[1:] {
+		rows *= int(d)
 	}
 	return backend.WeightDesc{Name: name, Type: t.Type, Rows: rows, Cols: int(dims[0]), Offset: int64(f.DataOffset + t.Offset)}, nil
 }

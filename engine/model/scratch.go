@@ -7,18 +7,32 @@ import "nibble/engine/kv"
 // Model.NewState in state.go) and the memory estimator sums them, so both
 // use this table.
 func activations(hp HParams, batch int) []int {
-	return []int{
-		batch * hp.Embd,    // x: residual stream
-		batch * hp.Embd,    // h: normed input / projections out
-		batch * hp.QDim(),  // q
-		batch * hp.KVDim(), // k
-		batch * hp.KVDim(), // v
-		batch * hp.QDim(),  // attn: attention output
-		batch * hp.FF,      // gate
-		batch * hp.FF,      // up
-		hp.Embd,            // last: final row, normed
-		hp.Vocab,           // logits
+	a := []int{
+		batch * hp.Embd,      // x: residual stream
+		batch * hp.Embd,      // h: normed input / projections out
+		batch * hp.QDim(),    // q
+		batch * hp.KVDim(),   // k
+		batch * hp.KVDim(),   // v
+		batch * hp.QDim(),    // attn: attention output
+		batch * hp.DenseFF(), // gate
+		batch * hp.DenseFF(), // up
+		hp.Embd,              // last: final row, normed
+		hp.Vocab,             // logits
 	}
+	if hp.MoE() {
+		slots := batch * hp.ExpertsUsed
+		a = append(a,
+			batch*max(hp.Experts, 1), // router logits
+			slots,                    // expert ids, one per slot (token × chosen expert)
+			slots,                    // their weights
+			slots,                    // ids doubled, for fused gate|up experts
+			slots*hp.ExpertFF,        // experts' gate
+			slots*hp.ExpertFF,        // experts' up
+			slots*hp.Embd,            // experts' outputs
+			batch*hp.Embd,            // the feed-forward's normed input
+		)
+	}
+	return a
 }
 
 // ActivationBytes is the size of the per-session activation tensors.

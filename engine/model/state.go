@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"nibble/engine/backend"
+	"nibble/engine/family"
 	"nibble/engine/kv"
 )
 
@@ -16,9 +17,12 @@ type State struct {
 	maxBatch int
 	specs    []LayerSpec         // per layer, from the model's HParams when the state was made
 	attn     []backend.Attention // per layer: the spec's scale, window and soft-cap
+	ex       backend.Experts     // the backend's experts ops (nil without experts)
+	lay      family.Layout       // the family's tensor layout (for the experts' block)
 
 	x, h, q, k, v, att, gate, up, last, logits backend.Tensor
 	allLogits                                  backend.Tensor // maxBatch×vocab, made on first ForwardAll
+	moe                                        moeScratch     // a mixture of experts' tensors (nil without experts)
 	pos                                        []int32
 	// Channel smoothing calibration (nil when the cache does not smooth):
 	// the K rows of a batch at position 0 are read back one at a time into
@@ -55,11 +59,18 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 		return nil, err
 	}
 	s.Cache = cache
-	t := make([]backend.Tensor, 0, 10)
+	t := make([]backend.Tensor, 0, 18)
 	for _, n := range activations(hp, maxBatch) {
 		t = append(t, b.Alloc(n))
 	}
 	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits = t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]
+	if hp.MoE() {
+		// FromFile refused a backend without experts.
+		s.ex = b.(backend.Experts)
+		s.moe = moeScratch{router: t[10], ids: t[11], weights: t[12], ids2: t[13], gate: t[14], up: t[15], y: t[16], in: t[17]}
+		fam, _ := family.Lookup(hp.Arch)
+		s.lay = fam.Tensors
+	}
 	s.pos = make([]int32, maxBatch)
 	if kvc.Smooths() {
 		s.calib = kv.NewCalibration(hp.KVHeads, hp.HeadDim)
@@ -92,13 +103,14 @@ func (s *State) Close() error {
 		return nil
 	}
 	err := s.Cache.Close()
-	for _, t := range []backend.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits} {
+	for _, t := range append([]backend.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits}, s.moe.tensors()...) {
 		if t != nil {
 			s.b.Free(t)
 		}
 	}
 	s.Cache = nil
 	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+	s.moe = moeScratch{}
 	return err
 }
 

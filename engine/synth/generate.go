@@ -86,8 +86,8 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 	}{
 		{"general.architecture", o.Arch},
 		{"general.name", fmt.Sprintf("nibble-synth-%s-%dL-%dE-%s", o.Arch, o.Layers, o.Embd, strings.ToLower(o.Type.String()))},
-		{"general.description", fmt.Sprintf("random weights by nibble synth: arch=%s layers=%d embd=%d heads=%d kv_heads=%d ff=%d type=%s seed=%d tied=%v",
-			o.Arch, o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF, o.Type, o.Seed, o.TiedOutput)},
+		{"general.description", fmt.Sprintf("random weights by nibble synth: arch=%s layers=%d embd=%d heads=%d kv_heads=%d ff=%d%s type=%s seed=%d tied=%v",
+			o.Arch, o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF, o.expertsDescription(), o.Type, o.Seed, o.TiedOutput)},
 		{"general.file_type", fileType(o.Type)},
 		{"general.quantization_version", uint32(2)},
 		{a + "vocab_size", uint32(vocab)},
@@ -122,6 +122,13 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 	if o.Window > 0 {
 		add("attention.sliding_window", uint32(o.Window))
 	}
+	if o.Experts > 0 {
+		add("expert_count", uint32(o.Experts))
+		add("expert_used_count", uint32(o.ExpertsUsed))
+		if fam.Traits.Experts.FFPerUsed {
+			add("expert_feed_forward_length", uint32(o.ExpertFF))
+		}
+	}
 	if fam.Quirks.IgnoresWindow {
 		add("attention.sliding_window", uint32(0))
 	}
@@ -139,6 +146,14 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 		}
 	}
 	return nil
+}
+
+// expertsDescription is the experts' part of general.description.
+func (o *Options) expertsDescription() string {
+	if o.Experts == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" experts=%d used=%d expert_ff=%d", o.Experts, o.ExpertsUsed, o.ExpertFF)
 }
 
 // fillTensor generates and encodes the tensor row by row, rows in parallel.

@@ -54,6 +54,7 @@ func layout(o *Options, vocab int) []tensorSpec {
 	hp := model.FamilyHParams(o.Arch)
 	hp.Layers, hp.Embd, hp.Heads, hp.KVHeads, hp.HeadDim, hp.RopeDims = o.Layers, o.Embd, o.Heads, o.KVHeads, hd, hd
 	hp.FF, hp.Vocab, hp.TiedOutput = o.FF, vocab, o.TiedOutput
+	hp.Experts, hp.ExpertsUsed, hp.ExpertFF = o.Experts, o.ExpertsUsed, o.ExpertFF
 	var (
 		norm   = dist{1, 0.1}
 		proj   = dist{0, 0.08 * math.Sqrt(256/float64(o.Embd))}
@@ -76,6 +77,8 @@ func layout(o *Options, vocab int) []tensorSpec {
 			typ, d = ggml.F32, norm
 		case s.Kind.IsBias():
 			typ, d = ggml.F32, bias
+		case s.Kind.IsRouter():
+			typ = ggml.F32
 		case s.Kind == model.TokEmbd || s.Kind == model.Output:
 			d = embedD
 		}

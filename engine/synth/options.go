@@ -52,21 +52,38 @@ type Options struct {
 	// per-group int4 K lose precision.
 	KeyOutliers    int
 	KeyOutlierGain float32
-	Progress       func(done, total int64) // bytes of tensor data written; may be nil
+	// Experts > 0 writes a mixture of experts: ExpertsUsed chosen per token
+	// of Experts, each ExpertFF wide (expert_feed_forward_length where the
+	// family reads it; Mixtral's experts are FF wide), with a router
+	// (ffn_gate_inp, F32 as llama.cpp's quantizer keeps it) and the
+	// experts' 3-D weights in place of the dense feed-forward.
+	Experts, ExpertsUsed, ExpertFF int
+	Progress                       func(done, total int64) // bytes of tensor data written; may be nil
 }
+
+// Mixtral is the name synth and the CLI give a llama model with experts
+// (Mixtral's files say llama).
+const Mixtral = "mixtral"
 
 // DefaultOptions returns the per-architecture defaults; callers fill in the
 // sizes, VocabFrom and Seed.
 func DefaultOptions(arch string) Options {
+	if arch == Mixtral {
+		// Mixtral 8x7B's routing: 8 experts, 2 per token.
+		o := DefaultOptions("llama")
+		o.Experts, o.ExpertsUsed = 8, 2
+		return o
+	}
 	o := Options{Arch: arch, Type: ggml.F16, Ctx: 4096}
 	fam, _ := family.Lookup(arch)
 	o.RopeBase = fam.Synth.RopeBase
 	o.TiedOutput = !fam.Synth.Untied
+	o.Experts, o.ExpertsUsed, o.ExpertFF = fam.Synth.Experts, fam.Synth.ExpertsUsed, fam.Synth.ExpertFF
 	return o
 }
 
 // Archs are the architectures Generate writes: the families registered
-// when the program starts.
+// when the program starts (mixtral is llama with experts: DefaultOptions).
 var Archs = family.Names()
 
 // longRoPEAttnFactor is the attention factor of a LongRoPE model (Phi-3's
@@ -142,8 +159,8 @@ func (o *Options) check() error {
 	switch o.Type {
 	case ggml.F16:
 	case ggml.Q8_0, ggml.Q4_0:
-		if o.Embd%32 != 0 || o.FF%32 != 0 {
-			return fmt.Errorf("synth: %s needs embd and ff multiples of 32 (got embd %d, ff %d)", o.Type, o.Embd, o.FF)
+		if o.Embd%32 != 0 || o.FF%32 != 0 || o.Experts > 0 && o.ExpertFF%32 != 0 {
+			return fmt.Errorf("synth: %s needs embd, ff and expert ff multiples of 32 (got embd %d, ff %d, expert ff %d)", o.Type, o.Embd, o.FF, o.ExpertFF)
 		}
 	default:
 		// F32 is refused too: it is Type's zero value, so most likely unset.
@@ -167,8 +184,37 @@ func (o *Options) check() error {
 	if o.KeyOutliers > 0 && !(o.KeyOutlierGain > 0 && o.KeyOutlierGain <= 1000) {
 		return fmt.Errorf("synth: key outlier gain %g: want (0, 1000]", o.KeyOutlierGain)
 	}
+	if err := o.checkExperts(fam); err != nil {
+		return err
+	}
 	if o.VocabFrom == "" && o.VocabData == nil {
 		return fmt.Errorf("synth: VocabFrom (a GGUF with tokenizer metadata) is required")
+	}
+	return nil
+}
+
+// maxExperts is llama.cpp's LLAMA_MAX_EXPERTS.
+const maxExperts = 512
+
+// checkExperts validates the experts of o, filling ExpertFF where the
+// family's experts are FF wide.
+func (o *Options) checkExperts(fam family.Family) error {
+	if o.Experts == 0 && o.ExpertsUsed == 0 {
+		return nil
+	}
+	if o.Experts < 1 || o.Experts > maxExperts || o.ExpertsUsed < 1 || o.ExpertsUsed > o.Experts {
+		return fmt.Errorf("synth: %d experts, %d used per token: want 1 ≤ used ≤ experts ≤ %d", o.Experts, o.ExpertsUsed, maxExperts)
+	}
+	if !fam.Traits.Experts.FFPerUsed {
+		// llama.cpp reads no expert width for this family: its experts are
+		// feed_forward_length wide.
+		if o.ExpertFF != 0 && o.ExpertFF != o.FF {
+			return fmt.Errorf("synth: %s experts are ff (%d) wide, not %d", o.Arch, o.FF, o.ExpertFF)
+		}
+		o.ExpertFF = o.FF
+	}
+	if o.ExpertFF < 1 || o.ExpertFF > maxFF {
+		return fmt.Errorf("synth: expert ff = %d: want 1..%d", o.ExpertFF, maxFF)
 	}
 	return nil
 }

@@ -1,0 +1,119 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"nibble/engine/ggml/ggmltest"
+	"nibble/engine/parallel"
+)
+
+// chooseExperts picks k distinct experts per token; with force set every
+// token's first is expert 0, so a batch of 16 tokens or more gives expert 0
+// a GEMM-sized group, and the last expert is never chosen.
+func chooseExperts(rng *rand.Rand, rows, k, experts int, force bool) []int32 {
+	ids := make([]int32, 0, rows*k)
+	for r := 0; r < rows; r++ {
+		perm := rng.Perm(experts - 1)
+		if force {
+			for i, e := range perm {
+				if e == 0 {
+					perm[0], perm[i] = perm[i], perm[0]
+				}
+			}
+		}
+		for j := 0; j < k; j++ {
+			ids = append(ids, int32(perm[j]))
+		}
+	}
+	return ids
+}
+
+// MatMulID against a plain reference: every slot's expert matrix
+// dequantized in float64 times its input row, within the activation
+// rounding bound of MatMul's own test; one token's slots are also exactly
+// MatMul of the expert's matrix (the same kernels, the same conversion).
+func TestMatMulIDMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	pool := parallel.NewPool(2)
+	defer pool.Close()
+	const experts, m, k = 5, 9, 3
+	for _, typ := range ggmltest.WeightTypes {
+		cols := colsFor(typ)[1]
+		rb := typ.RowBytes(cols)
+		w := Matrix{Type: typ, Rows: experts * m, Cols: cols, Data: ggmltest.RandomWeights(rng, typ, experts*m, cols, 0.5)}
+		deq := make([][]float64, w.Rows)
+		for r := range deq {
+			deq[r] = refDequant(typ, w.Data[r*rb:(r+1)*rb], cols)
+		}
+		for _, rows := range []int{1, 3, 20} {
+			for _, perSlot := range []bool{false, true} {
+				ids := chooseExperts(rng, rows, k, experts, rows > 16)
+				nx := rows
+				if perSlot {
+					nx = rows * k
+				}
+				x := randomVector(rng, nx*cols, 1)
+				dst := make([]float32, rows*k*m)
+				if err := MatMulID(pool, dst, w, experts, x, ids, rows, k, perSlot); err != nil {
+					t.Fatalf("%s rows %d: %v", typ, rows, err)
+				}
+				for s, e := range ids {
+					xi := s / k
+					if perSlot {
+						xi = s
+					}
+					xrow := x[xi*cols : (xi+1)*cols]
+					x64 := make([]float64, cols)
+					for j, v := range xrow {
+						x64[j] = float64(v)
+					}
+					var one []float32
+					if rows == 1 {
+						one = make([]float32, m)
+						sub := Matrix{Type: typ, Rows: m, Cols: cols, Data: w.Data[int(e)*m*rb : (int(e)+1)*m*rb]}
+						if err := MatMul(pool, one, sub, xrow, 1); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for r := 0; r < m; r++ {
+						wr := deq[int(e)*m+r]
+						want := dot64(wr, x64)
+						tol := activationErrorBound(typ, wr, xrow) + 4e-3*absDot(wr, x64) + 1e-30
+						got := dst[s*m+r]
+						if math.Abs(float64(got)-want) > tol {
+							t.Fatalf("%s rows %d perSlot %v: slot %d (expert %d) row %d: got %g, want %g (tol %.3g)", typ, rows, perSlot, s, e, r, got, want, tol)
+						}
+						if one != nil && got != one[r] {
+							t.Fatalf("%s: slot %d row %d: %g, MatMul of the expert %g", typ, s, r, got, one[r])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Expert ids outside the stack, a stack that is not whole experts and short
+// buffers are errors, not panics.
+func TestMatMulIDRejectsBadInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(53, 54))
+	typ := ggmltest.WeightTypes[0]
+	cols := colsFor(typ)[1]
+	w := Matrix{Type: typ, Rows: 8, Cols: cols, Data: ggmltest.RandomWeights(rng, typ, 8, cols, 0.5)}
+	x := randomVector(rng, 2*cols, 1)
+	dst := make([]float32, 2*2*4)
+	for name, f := range map[string]func() error{
+		"id past the experts": func() error { return MatMulID(nil, dst, w, 2, x, []int32{0, 2, 1, 0}, 2, 2, false) },
+		"negative id":         func() error { return MatMulID(nil, dst, w, 2, x, []int32{0, -1}, 1, 2, false) },
+		"not whole experts":   func() error { return MatMulID(nil, dst, w, 3, x, []int32{0, 1}, 1, 2, false) },
+		"too few ids":         func() error { return MatMulID(nil, dst, w, 2, x, []int32{0}, 1, 2, false) },
+		"short output":        func() error { return MatMulID(nil, dst[:3], w, 2, x, []int32{0, 1}, 1, 2, false) },
+		"short input":         func() error { return MatMulID(nil, dst, w, 2, x[:cols], []int32{0, 1, 1, 0}, 2, 2, true) },
+	} {
+		if err := f(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
