@@ -14,6 +14,7 @@ func init() {
 	Register(&Command{
 		Name: "bench metal-model",
 		Usage: "[--catalog ID | --layers N --hidden N --heads N --kv-heads N --head-dim N --ffn N --vocab N] " +
+			"[--experts N --experts-used K --expert-ffn N [--expert-weights TYPE]] " +
 			"[--weights Q4_K] [--output Q6_K] [--ctx 131072] [--kv q4|q8|f16] [--kv-group 32] [--device NAME] [--json]",
 		Run: benchMetalModelCmd,
 	})
@@ -31,6 +32,10 @@ type metalModelDevice struct {
 type metalModelReport struct {
 	Model     string             `json:"model"`
 	Shape     traffic.Shape      `json:"shape"`
+	// ResidentWeights is every weight of the model (every expert);
+	// ActiveWeights what one decode step reads of them (the chosen experts).
+	ResidentWeights int64 `json:"resident_weight_bytes"`
+	ActiveWeights   int64 `json:"active_weight_bytes"`
 	Ctx       int                `json:"ctx"`
 	KV        string             `json:"kv"`
 	KVGroup   int                `json:"kv_group,omitempty"`
@@ -53,6 +58,10 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	headDim := fs.Int("head-dim", 128, "head dim")
 	ffn := fs.Int("ffn", 28672, "feed-forward width")
 	vocab := fs.Int("vocab", 128256, "vocabulary")
+	experts := fs.Int("experts", 0, "experts per layer (mixture of experts; --ffn is then a shared expert's width, 0 for none)")
+	expertsUsed := fs.Int("experts-used", 0, "experts chosen per token")
+	expertFFN := fs.Int("expert-ffn", 0, "an expert's feed-forward width")
+	expertWeights := fs.String("expert-weights", "", "weight `TYPE` of the experts (default: --weights)")
 	weights := fs.String("weights", "Q4_K", "weight `TYPE` of the layers")
 	output := fs.String("output", "Q6_K", "weight `TYPE` of the output and embedding")
 	ctx := fs.Int("ctx", 131072, "positions in the cache (the token attends to all)")
@@ -75,8 +84,15 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: --kv: %v", ErrUsage, err)
 	}
+	et := wt
+	if *expertWeights != "" {
+		if et, err = ggml.ParseType(*expertWeights); err != nil {
+			return fmt.Errorf("%w: --expert-weights: %v", ErrUsage, err)
+		}
+	}
 	s := traffic.Shape{Name: "custom", Layers: *layers, Hidden: *hidden, Heads: *heads, KVHeads: *kvHeads, HeadDim: *headDim,
-		FFN: *ffn, Vocab: *vocab, Weight: wt, Embed: ot, Output: ot}
+		FFN: *ffn, Vocab: *vocab, Weight: wt, Embed: ot, Output: ot,
+		Experts: *experts, ExpertsUsed: *expertsUsed, ExpertFFN: *expertFFN, ExpertWeight: et}
 	if *catalogID != "" {
 		m, err := catalog.ByID(*catalogID)
 		if err != nil {
@@ -85,10 +101,21 @@ func benchMetalModelCmd(env *Env, args []string) error {
 		s.Name, s.Layers, s.Hidden, s.Heads, s.KVHeads, s.HeadDim = m.ID, m.Layers, m.Embd, m.Heads, m.KVHeads, m.HeadDim
 		s.FFN, s.Vocab, s.QKVBias = m.FF, m.Vocab, m.QKVBias
 	}
-	// A catalog shape replaced the shape flags; its sizes are positive.
+	// A catalog shape replaced the shape flags; its sizes are positive. A
+	// mixture of experts may have no dense feed-forward beside its experts.
+	minFFN := 1
+	if s.Experts > 0 {
+		minFFN = 0
+		if err := checkIntFlags(intBound{"--experts-used", s.ExpertsUsed, 1}, intBound{"--expert-ffn", s.ExpertFFN, 1}); err != nil {
+			return err
+		}
+		if s.ExpertsUsed > s.Experts {
+			return fmt.Errorf("%w: %d experts used of %d", ErrUsage, s.ExpertsUsed, s.Experts)
+		}
+	}
 	if err := checkIntFlags(intBound{"--layers", s.Layers, 1}, intBound{"--hidden", s.Hidden, 1}, intBound{"--heads", s.Heads, 1},
-		intBound{"--kv-heads", s.KVHeads, 1}, intBound{"--head-dim", s.HeadDim, 1}, intBound{"--ffn", s.FFN, 1},
-		intBound{"--vocab", s.Vocab, 1}, intBound{"--ctx", *ctx, 1}); err != nil {
+		intBound{"--kv-heads", s.KVHeads, 1}, intBound{"--head-dim", s.HeadDim, 1}, intBound{"--ffn", s.FFN, minFFN},
+		intBound{"--vocab", s.Vocab, 1}, intBound{"--ctx", *ctx, 1}, intBound{"--experts", s.Experts, 0}); err != nil {
 		return err
 	}
 	switch {
@@ -112,6 +139,7 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	step := traffic.DecodeStep(s, *ctx, c)
 	r := metalModelReport{Model: s.Name, Shape: s, Ctx: *ctx, KV: kt.String(), KVGroup: c.GroupSize, Step: step,
 		Attention: step.Filter("attn_")}
+	r.ResidentWeights, r.ActiveWeights = traffic.WeightBytes(s)
 	r.AttnLayer.Attention(s.Heads, s.KVHeads, s.HeadDim, *ctx, *ctx, c)
 	for _, d := range devices {
 		sec := d.Seconds(step.Bytes())
@@ -119,15 +147,19 @@ func benchMetalModelCmd(env *Env, args []string) error {
 			AttentionMs: 1e3 * d.Seconds(r.Attention.Bytes()), AttnLayerUs: 1e6 * d.Seconds(r.AttnLayer.Bytes()),
 			AttnComputeUs: 1e6 * d.ComputeSeconds(r.AttnLayer.FLOPs)})
 	}
+	mb := func(b int64) string { return fmt.Sprintf("%.1f", float64(b)/1e6) }
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
 	w := env.Stdout
-	mb := func(b int64) string { return fmt.Sprintf("%.1f", float64(b)/1e6) }
 	fmt.Fprintf(w, "model %s: %d layers, %d/%d heads × %d, hidden %d, ffn %d, vocab %d, weights %v (output %v)\n",
 		s.Name, s.Layers, s.Heads, s.KVHeads, s.HeadDim, s.Hidden, s.FFN, s.Vocab, s.Weight, s.Output)
+	if s.Experts > 0 {
+		fmt.Fprintf(w, "experts: %d of %d per token, ffn %d, weights %v\n", s.ExpertsUsed, s.Experts, s.ExpertFFN, s.ExpertWeight)
+	}
+	fmt.Fprintf(w, "weights: %s MB resident, %s MB active (read per token)\n", mb(r.ResidentWeights), mb(r.ActiveWeights))
 	fmt.Fprintf(w, "decode step at %d positions, %s KV cache\n\n", *ctx, kt)
 	fmt.Fprintf(w, "%-22s %6s %12s %10s\n", "kernel", "count", "read MB", "write MB")
 	for _, k := range step.Kernels {

@@ -42,3 +42,33 @@ func TestBenchMetalModel(t *testing.T) {
 	}
 	t.Logf("\n%s", out.String())
 }
+
+// A mixture of experts: the step reads the chosen experts only, and the
+// report gives the resident and the active weights.
+func TestBenchMetalModelMoE(t *testing.T) {
+	var out, errb bytes.Buffer
+	env := &Env{Stdout: &out, Stderr: &errb}
+	moe := []string{"bench", "metal-model", "--layers", "8", "--hidden", "2048", "--heads", "32", "--kv-heads", "4", "--head-dim", "128",
+		"--ffn", "0", "--vocab", "151936", "--weights", "Q4_0", "--output", "Q4_0", "--experts", "64", "--experts-used", "8",
+		"--expert-ffn", "768", "--ctx", "4096", "--device", "M1 Max"}
+	if rc := Run(env, append(moe, "--json")); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var r metalModelReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.ActiveWeights <= 0 || r.ResidentWeights < 4*r.ActiveWeights || r.Step.Read > r.ActiveWeights+r.ActiveWeights/10 {
+		t.Errorf("resident %d, active %d, step reads %d", r.ResidentWeights, r.ActiveWeights, r.Step.Read)
+	}
+	out.Reset()
+	if rc := Run(env, moe); rc != 0 || !strings.Contains(out.String(), "MB active") || !strings.Contains(out.String(), "mul_mv_id_q4_0") {
+		t.Errorf("rc %d:\n%s", rc, out.String())
+	}
+	t.Logf("\n%s", out.String())
+	for _, bad := range [][]string{{"--experts-used", "65"}, {"--expert-ffn", "0"}, {"--expert-weights", "Q9"}} {
+		if rc := Run(env, append(append([]string{}, moe...), bad...)); rc != 2 {
+			t.Errorf("%v: rc %d, want 2", bad, rc)
+		}
+	}
+}

@@ -97,6 +97,67 @@ type MulMVArgs struct {
 	DStride uint32 `msl:"d_stride"`
 }
 
+// MulMVIDArgs is mul_mv_id_args (mul_mv.metal).
+type MulMVIDArgs struct {
+	Cols         uint32 `msl:"cols"`
+	Rows         uint32 `msl:"rows"`
+	Experts      uint32 `msl:"experts"`
+	K            uint32 `msl:"k"`
+	XPerSlot     uint32 `msl:"x_per_slot"`
+	WStride      uint32 `msl:"w_stride"`
+	ExpertStride uint64 `msl:"expert_stride"`
+	XStride      uint32 `msl:"x_stride"`
+	DStride      uint32 `msl:"d_stride"`
+}
+
+// MulMMIDArgs is mul_mm_id_args (mul_mm.metal).
+type MulMMIDArgs struct {
+	Cols         uint32 `msl:"cols"`
+	Outs         uint32 `msl:"outs"`
+	Rows         uint32 `msl:"rows"`
+	K            uint32 `msl:"k"`
+	XPerSlot     uint32 `msl:"x_per_slot"`
+	WStride      uint32 `msl:"w_stride"`
+	ExpertStride uint64 `msl:"expert_stride"`
+	XStride      uint32 `msl:"x_stride"`
+	DStride      uint32 `msl:"d_stride"`
+}
+
+// MulMMIDMapArgs is mul_mm_id_map_args (mul_mm.metal).
+type MulMMIDMapArgs struct {
+	Experts uint32 `msl:"experts"`
+	Slots   uint32 `msl:"slots"`
+	Rows    uint32 `msl:"rows"`
+}
+
+// MoERouteArgs is moe_route_args (moe.metal).
+type MoERouteArgs struct {
+	Experts uint32  `msl:"experts"`
+	K       uint32  `msl:"k"`
+	Gating  uint32  `msl:"gating"`
+	Norm    uint32  `msl:"norm"`
+	Scale   float32 `msl:"scale"`
+}
+
+// MoEBiasIDArgs is moe_bias_id_args (moe.metal).
+type MoEBiasIDArgs struct {
+	N       uint32 `msl:"n"`
+	Experts uint32 `msl:"experts"`
+}
+
+// MoESumArgs is moe_sum_args (moe.metal).
+type MoESumArgs struct {
+	N uint32 `msl:"n"`
+	K uint32 `msl:"k"`
+}
+
+// MoESwiGLUArgs is moe_swiglu_args (moe.metal).
+type MoESwiGLUArgs struct {
+	N     uint32  `msl:"n"`
+	Alpha float32 `msl:"alpha"`
+	Limit float32 `msl:"limit"`
+}
+
 // RMSNormArgs is rms_norm_args (rms_norm.metal).
 type RMSNormArgs struct {
 	N         uint32  `msl:"n"`
@@ -134,6 +195,27 @@ func (a MulMMArgs) Bytes() []byte { return argBytes(a) }
 
 // Bytes are the arguments as the kernel reads them.
 func (a MulMVArgs) Bytes() []byte { return argBytes(a) }
+
+// Bytes are the arguments as the kernel reads them.
+func (a MulMVIDArgs) Bytes() []byte { return argBytes(a) }
+
+// Bytes are the arguments as the kernel reads them.
+func (a MulMMIDArgs) Bytes() []byte { return argBytes(a) }
+
+// Bytes are the arguments as the kernel reads them.
+func (a MulMMIDMapArgs) Bytes() []byte { return argBytes(a) }
+
+// Bytes are the arguments as the kernel reads them.
+func (a MoERouteArgs) Bytes() []byte { return argBytes(a) }
+
+// Bytes are the arguments as the kernel reads them.
+func (a MoEBiasIDArgs) Bytes() []byte { return argBytes(a) }
+
+// Bytes are the arguments as the kernel reads them.
+func (a MoESumArgs) Bytes() []byte { return argBytes(a) }
+
+// Bytes are the arguments as the kernel reads them.
+func (a MoESwiGLUArgs) Bytes() []byte { return argBytes(a) }
 
 // Bytes are the arguments as the kernel reads them.
 func (a RMSNormArgs) Bytes() []byte { return argBytes(a) }

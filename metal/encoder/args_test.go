@@ -19,16 +19,23 @@ import (
 // argTypes maps each `struct <name>_args` of the .metal sources to the Go
 // type the encoder packs it with.
 var argTypes = map[string]reflect.Type{
-	"attn_args":      reflect.TypeFor[AttnArgs](),
-	"copy_rows_args": reflect.TypeFor[CopyRowsArgs](),
-	"ew_args":        reflect.TypeFor[EWArgs](),
-	"ew_scalar_args": reflect.TypeFor[EWScalarArgs](),
-	"get_rows_args":  reflect.TypeFor[GetRowsArgs](),
-	"kv_append_args": reflect.TypeFor[KVAppendArgs](),
-	"mul_mm_args":    reflect.TypeFor[MulMMArgs](),
-	"mul_mv_args":    reflect.TypeFor[MulMVArgs](),
-	"rms_norm_args":  reflect.TypeFor[RMSNormArgs](),
-	"rope_args":      reflect.TypeFor[RoPEArgs](),
+	"attn_args":          reflect.TypeFor[AttnArgs](),
+	"copy_rows_args":     reflect.TypeFor[CopyRowsArgs](),
+	"ew_args":            reflect.TypeFor[EWArgs](),
+	"ew_scalar_args":     reflect.TypeFor[EWScalarArgs](),
+	"get_rows_args":      reflect.TypeFor[GetRowsArgs](),
+	"kv_append_args":     reflect.TypeFor[KVAppendArgs](),
+	"mul_mm_args":        reflect.TypeFor[MulMMArgs](),
+	"mul_mv_args":        reflect.TypeFor[MulMVArgs](),
+	"mul_mv_id_args":     reflect.TypeFor[MulMVIDArgs](),
+	"mul_mm_id_args":     reflect.TypeFor[MulMMIDArgs](),
+	"mul_mm_id_map_args": reflect.TypeFor[MulMMIDMapArgs](),
+	"moe_route_args":     reflect.TypeFor[MoERouteArgs](),
+	"moe_bias_id_args":   reflect.TypeFor[MoEBiasIDArgs](),
+	"moe_sum_args":       reflect.TypeFor[MoESumArgs](),
+	"moe_swiglu_args":    reflect.TypeFor[MoESwiGLUArgs](),
+	"rms_norm_args":      reflect.TypeFor[RMSNormArgs](),
+	"rope_args":          reflect.TypeFor[RoPEArgs](),
 }
 
 // mslScalar is an MSL scalar or vector type of an argument struct: its

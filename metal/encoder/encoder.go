@@ -157,7 +157,18 @@ const stagingSize = 1 << 20
 // upload copies data into a staging buffer now and returns its region,
 // valid until Reset. Offsets are 16-byte aligned.
 func (e *Encoder) upload(data []byte) Region {
-	n := (len(data) + 15) &^ 15
+	r := e.scratch(len(data))
+	if r.Buf != nil {
+		copy(r.Buf.Bytes()[r.Off:], data)
+	}
+	return r
+}
+
+// scratch returns n bytes of a staging buffer for the device to write and
+// read within the list (their contents are undefined until it does),
+// valid until Reset. Offsets are 16-byte aligned.
+func (e *Encoder) scratch(length int) Region {
+	n := (length + 15) &^ 15
 	if n == 0 {
 		n = 16
 	}
@@ -177,15 +188,14 @@ func (e *Encoder) upload(data []byte) Region {
 		if buf == nil {
 			var err error
 			if buf, err = e.dev.NewBuffer(size); err != nil {
-				e.Failf("upload %d bytes: %w", len(data), err)
+				e.Failf("staging %d bytes: %w", n, err)
 				return Region{}
 			}
 		}
 		e.staging = append(e.staging, buf)
 		e.cur, e.curUsed = buf, 0
 	}
-	r := Region{Buf: e.cur, Off: e.curUsed, Len: len(data)}
-	copy(e.cur.Bytes()[r.Off:], data)
+	r := Region{Buf: e.cur, Off: e.curUsed, Len: length}
 	e.curUsed += n
 	return r
 }

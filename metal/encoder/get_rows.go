@@ -13,7 +13,7 @@ import (
 // dequantizer for, so get_rows, mul_mv and mul_mm have a kernel for each.
 var weightTypes = map[ggml.Type]bool{
 	ggml.F32: true, ggml.F16: true, ggml.BF16: true,
-	ggml.Q4_0: true, ggml.Q4_1: true, ggml.Q5_0: true, ggml.Q5_1: true, ggml.Q8_0: true,
+	ggml.Q4_0: true, ggml.Q4_1: true, ggml.Q5_0: true, ggml.Q5_1: true, ggml.Q8_0: true, ggml.MXFP4: true,
 	ggml.Q2_K: true, ggml.Q3_K: true, ggml.Q4_K: true, ggml.Q5_K: true, ggml.Q6_K: true,
 }
 

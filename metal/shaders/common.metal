@@ -25,10 +25,11 @@
 // hand, which needs no bfloat support from the Metal version.
 //
 // A row of a weight is n/qk consecutive blocks; rows are type-size·n/qk
-// bytes apart. Every block's size is even, so blocks stay 2-byte aligned
-// and the dequantizers read their codes as ushort (two bytes a load); the
-// float types read float4/half4, so their rows must start 16-byte aligned
-// (GGUF aligns tensors to 32 bytes).
+// bytes apart. Every block's size but MXFP4's is even, so those blocks stay
+// 2-byte aligned and their dequantizers read codes as ushort (two bytes a
+// load); MXFP4's 17-byte blocks (and so its rows) may start at any byte and
+// are read a byte at a time. The float types read float4/half4, so their
+// rows must start 16-byte aligned (GGUF aligns tensors to 32 bytes).
 #include <metal_stdlib>
 using namespace metal;
 
@@ -72,6 +73,15 @@ struct block_q5_1 {
 struct block_q8_0 {
     half   d;
     int8_t qs[32];
+};
+
+// MXFP4 (the OCP Microscaling spec's E2M1 elements with a shared E8M0
+// scale; ggml's block_mxfp4): element i of the low nibbles (i < 16) and
+// i + 16 of the high nibbles of qs[i], each kvalues_mxfp4[q]·2^(e - 128):
+// the table holds twice E2M1's values, so the scale is halved.
+struct block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[16];
 };
 
 // ---- K-quants: 256 elements per super-block ----
@@ -124,6 +134,7 @@ static_assert(sizeof(block_q4_1) == 20,  "block_q4_1");
 static_assert(sizeof(block_q5_0) == 22,  "block_q5_0");
 static_assert(sizeof(block_q5_1) == 24,  "block_q5_1");
 static_assert(sizeof(block_q8_0) == 34,  "block_q8_0");
+static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4");
 static_assert(sizeof(block_q2_k) == 84,  "block_q2_k");
 static_assert(sizeof(block_q3_k) == 110, "block_q3_k");
 static_assert(sizeof(block_q4_k) == 144, "block_q4_k");
@@ -226,6 +237,28 @@ void dequant16_q8_0(device const block_q8_0 * b, short il, thread T4x4 & out) {
         t[i] = float4(float2(q[2*i]), float2(q[2*i + 1]));
     }
     out = T4x4(t*d);
+}
+
+// common_kvalues_mxfp4 is E2M1's values doubled (ggml's kvalues_mxfp4).
+constant float common_kvalues_mxfp4[16] = {
+    0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 6.0f, 8.0f, 12.0f, 0.0f, -1.0f, -2.0f, -3.0f, -4.0f, -6.0f, -8.0f, -12.0f,
+};
+
+// common_e8m0_half is 2^(e - 128) (ggml's GGML_E8M0_TO_FP32_HALF): a
+// subnormal for e < 2, exact for every e.
+inline float common_e8m0_half(uint8_t e) {
+    return as_type<float>(e < 2 ? uint(0x00200000) << e : uint(e - 1) << 23);
+}
+
+template <typename T4x4>
+void dequant16_mxfp4(device const block_mxfp4 * b, short il, thread T4x4 & out) {
+    const float d = common_e8m0_half(b->e);
+    const short shift = il*4;
+    float4x4 t;
+    for (short i = 0; i < 16; i++) {
+        t[i/4][i%4] = common_kvalues_mxfp4[(b->qs[i] >> shift) & 15]*d;
+    }
+    out = T4x4(t);
 }
 
 template <typename T4x4>
@@ -378,6 +411,12 @@ template <> struct weight_traits<block_q8_0> {
     enum : short { qk = 32, nl = 2 };
     template <typename T4x4>
     static void dequant16(device const block_q8_0 * b, short il, thread T4x4 & out) { dequant16_q8_0(b, il, out); }
+};
+
+template <> struct weight_traits<block_mxfp4> {
+    enum : short { qk = 32, nl = 2 };
+    template <typename T4x4>
+    static void dequant16(device const block_mxfp4 * b, short il, thread T4x4 & out) { dequant16_mxfp4(b, il, out); }
 };
 
 template <> struct weight_traits<block_q2_k> {

@@ -46,6 +46,7 @@ template [[host_name("kernel_get_rows_q4_1")]] kernel get_rows_t kernel_get_rows
 template [[host_name("kernel_get_rows_q5_0")]] kernel get_rows_t kernel_get_rows<block_q5_0>;
 template [[host_name("kernel_get_rows_q5_1")]] kernel get_rows_t kernel_get_rows<block_q5_1>;
 template [[host_name("kernel_get_rows_q8_0")]] kernel get_rows_t kernel_get_rows<block_q8_0>;
+template [[host_name("kernel_get_rows_mxfp4")]] kernel get_rows_t kernel_get_rows<block_mxfp4>;
 template [[host_name("kernel_get_rows_q2_k")]] kernel get_rows_t kernel_get_rows<block_q2_k>;
 template [[host_name("kernel_get_rows_q3_k")]] kernel get_rows_t kernel_get_rows<block_q3_k>;
 template [[host_name("kernel_get_rows_q4_k")]] kernel get_rows_t kernel_get_rows<block_q4_k>;

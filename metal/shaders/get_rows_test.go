@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
-	"nibble/engine/ggml/ggmltest"
-	"nibble/engine/quant"
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 )
@@ -24,14 +22,15 @@ func i32Bytes(v []int32) []byte {
 	return b
 }
 
-// kernel_get_rows_<type> for every weight type against quant.DequantizeRow
+// kernel_get_rows_<type> for every weight type against quant.Dequantize
+// (MXFP4: its twin, dequantMXFP4)
 // (this also tests common.metal's dequant16_<type> for every chunk of every
 // block). Tolerance: none; the dequantizers compute the twin's float32
 // products in the twin's order, and the emulator does not fuse them.
 func TestGetRows(t *testing.T) {
 	d, l := emu(t)
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, typ := range ggmltest.WeightTypes {
+	for _, typ := range weightTypes {
 		p := pipeline(t, l, "kernel_get_rows_"+encoder.KernelSuffix(typ))
 		type shape struct{ n, vocab, rows, threads int }
 		cases := []shape{{256, 7, 1, 32}, {768, 50, 9, 32}, {4096, 40, 5, 256}}
@@ -42,8 +41,7 @@ func TestGetRows(t *testing.T) {
 			cases = append(cases, shape{48, 5, 3, 32})
 		}
 		for _, c := range cases {
-			data := ggmltest.RandomWeights(r, typ, c.vocab, c.n, 1)
-			rb := typ.RowBytes(c.n)
+			data := randomWeights(r, typ, c.vocab, c.n, 1)
 			ids := make([]int32, c.rows)
 			for i := range ids {
 				ids[i] = int32(r.IntN(c.vocab))
@@ -52,12 +50,10 @@ func TestGetRows(t *testing.T) {
 			if c.rows > 2 {
 				ids[2] = ids[1]
 			}
-			m := quant.Matrix{Type: typ, Rows: c.vocab, Cols: c.n, Data: data}
+			rb := typ.RowBytes(c.n)
 			want := make([]float32, c.n*c.rows)
 			for i, id := range ids {
-				if err := quant.DequantizeRow(m, int(id), want[i*c.n:(i+1)*c.n]); err != nil {
-					t.Fatal(err)
-				}
+				dequantize(t, typ, want[i*c.n:(i+1)*c.n], data[int(id)*rb:int(id+1)*rb])
 			}
 			for _, o := range orders {
 				t.Run(fmt.Sprintf("%s_n%d_rows%d_%v", typ, c.n, c.rows, o), func(t *testing.T) {

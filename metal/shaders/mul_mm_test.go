@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
-	"nibble/engine/ggml/ggmltest"
-	"nibble/engine/quant"
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 )
@@ -64,7 +62,7 @@ func runMulMM(t *testing.T, c mmCase, w []byte, x []float32, o int) []float32 {
 func TestMulMM(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	var cases []mmCase
-	for _, typ := range ggmltest.WeightTypes {
+	for _, typ := range weightTypes {
 		// Every type on small shapes (cols a multiple of its block, 2080
 		// and 2304 not powers of two); outputs and rows that are not
 		// multiples of the tiles.
@@ -86,11 +84,9 @@ func TestMulMM(t *testing.T) {
 	)
 	worst := map[ggml.Type]float64{}
 	for _, c := range cases {
-		w := ggmltest.RandomWeights(rng, c.typ, c.outs, c.cols, 1)
+		w := randomWeights(rng, c.typ, c.outs, c.cols, 1)
 		wf := make([]float32, c.outs*c.cols)
-		if err := quant.Dequantize(c.typ, wf, w); err != nil {
-			t.Fatal(err)
-		}
+		dequantize(t, c.typ, wf, w)
 		x := make([]float32, c.rows*c.cols)
 		for j := range x {
 			x[j] = float32(rng.NormFloat64())
@@ -119,7 +115,7 @@ func TestMulMM(t *testing.T) {
 		}
 	}
 	var line strings.Builder
-	for _, typ := range ggmltest.WeightTypes {
+	for _, typ := range weightTypes {
 		fmt.Fprintf(&line, " %v %.3f", typ, worst[typ])
 	}
 	t.Logf("largest error/tolerance:%s", line.String())

@@ -107,6 +107,16 @@ inline float2 mv_codes16(device const block_q8_0 * b, short il, thread float4x4 
     return float2(b->d, 0.0f);
 }
 
+// MXFP4's codes are its table's values (bytes: its blocks are 17 bytes,
+// so only byte-aligned), its map the halved E8M0 scale.
+inline float2 mv_codes16(device const block_mxfp4 * b, short il, thread float4x4 & q) {
+    const short shift = il*4;
+    for (short i = 0; i < 16; i++) {
+        q[i/4][i%4] = common_kvalues_mxfp4[(b->qs[i] >> shift) & 15];
+    }
+    return float2(common_e8m0_half(b->e), 0.0f);
+}
+
 inline float2 mv_codes16(device const block_q2_k * b, short il, thread float4x4 & q) {
     device const ushort * u = (device const ushort *) (b->qs + (il/8)*32 + (il%2)*16);
     const short shift = 2*((il%8)/2);
@@ -252,8 +262,99 @@ template [[host_name("kernel_mul_mv_q4_1")]] kernel mul_mv_t kernel_mul_mv<block
 template [[host_name("kernel_mul_mv_q5_0")]] kernel mul_mv_t kernel_mul_mv<block_q5_0>;
 template [[host_name("kernel_mul_mv_q5_1")]] kernel mul_mv_t kernel_mul_mv<block_q5_1>;
 template [[host_name("kernel_mul_mv_q8_0")]] kernel mul_mv_t kernel_mul_mv<block_q8_0>;
+template [[host_name("kernel_mul_mv_mxfp4")]] kernel mul_mv_t kernel_mul_mv<block_mxfp4>;
 template [[host_name("kernel_mul_mv_q2_k")]] kernel mul_mv_t kernel_mul_mv<block_q2_k>;
 template [[host_name("kernel_mul_mv_q3_k")]] kernel mul_mv_t kernel_mul_mv<block_q3_k>;
 template [[host_name("kernel_mul_mv_q4_k")]] kernel mul_mv_t kernel_mul_mv<block_q4_k>;
 template [[host_name("kernel_mul_mv_q5_k")]] kernel mul_mv_t kernel_mul_mv<block_q5_k>;
 template [[host_name("kernel_mul_mv_q6_k")]] kernel mul_mv_t kernel_mul_mv<block_q6_k>;
+
+// kernel_mul_mv_id_<type>: the mixture-of-experts mat-vec,
+// dst[s] = W_e·x[s/k] (x_per_slot: x[s]) with e = ids[s], for the slots
+// s < slots (grid y). W stacks the experts' matrices of rows rows each
+// (expert_stride bytes apart); ids are floats (backend.Experts). Only the
+// chosen experts' rows are read. The threadgroup's layout is
+// kernel_mul_mv's with one row of x; an id outside [0, experts) is read
+// as the last expert (no read outside W; the router never writes one).
+//
+// Grid: (ceil(rows/(MUL_MV_NR·simdgroups)), slots), threads 32·simdgroups.
+struct mul_mv_id_args {
+    uint  cols;          // elements per row of W and of x
+    uint  rows;          // rows of one expert's matrix
+    uint  experts;       // matrices in W
+    uint  k;             // slots per row of x (x_per_slot = 0)
+    uint  x_per_slot;    // 1: one x row per slot, 0: one per k slots
+    uint  w_stride;      // bytes between rows of W
+    ulong expert_stride; // bytes between experts' matrices
+    uint  x_stride;      // bytes between rows of x, a multiple of 16
+    uint  d_stride;      // bytes between rows of dst (one per slot)
+};
+
+template <typename B>
+kernel void kernel_mul_mv_id(
+        constant mul_mv_id_args & args [[buffer(0)]],
+        device const char       * w    [[buffer(1)]],
+        device const char       * x    [[buffer(2)]],
+        device const float      * ids  [[buffer(3)]],
+        device       char       * dst  [[buffer(4)]],
+        uint3  tg   [[threadgroup_position_in_grid]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort nsg  [[simdgroups_per_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    typedef weight_traits<B> W;
+
+    const uint r0 = (tg.x*nsg + sg)*MUL_MV_NR;
+    if (r0 >= args.rows) {
+        return;
+    }
+    const uint s = tg.y;
+    const uint e = uint(clamp(ids[s], 0.0f, float(args.experts - 1)));
+    device const char * we = w + (ulong) e*args.expert_stride;
+
+    device const B * wr[MUL_MV_NR];
+    for (short k = 0; k < MUL_MV_NR; k++) {
+        wr[k] = (device const B *) (we + (ulong) min(r0 + k, args.rows - 1)*args.w_stride);
+    }
+    device const float4 * xr = (device const float4 *) (x + (ulong) (args.x_per_slot ? s : s/args.k)*args.x_stride);
+
+    float acc[MUL_MV_NR] = {0.0f};
+    const uint nc = args.cols/16;
+    for (uint c = lane; c < nc; c += 32) {
+        device const float4 * xc = xr + 4*c;
+        const float4x4 xv = float4x4(xc[0], xc[1], xc[2], xc[3]);
+        const float xs = dot(xv[0] + xv[1] + xv[2] + xv[3], float4(1.0f));
+        const uint  b  = c/W::nl;
+        const short il = c%W::nl;
+        for (short k = 0; k < MUL_MV_NR; k++) {
+            float4x4 q;
+            const float2 am = mv_codes16(wr[k] + b, il, q);
+            const float qx = dot(q[0], xv[0]) + dot(q[1], xv[1]) + dot(q[2], xv[2]) + dot(q[3], xv[3]);
+            acc[k] += am.x*qx + am.y*xs;
+        }
+    }
+
+    device float * d = (device float *) (dst + (ulong) s*args.d_stride);
+    for (short k = 0; k < MUL_MV_NR; k++) {
+        const float v = simd_sum(acc[k]);
+        if (lane == 0 && r0 + k < args.rows) {
+            d[r0 + k] = v;
+        }
+    }
+}
+
+typedef decltype(kernel_mul_mv_id<block_f32>) mul_mv_id_t;
+
+template [[host_name("kernel_mul_mv_id_f32")]]   kernel mul_mv_id_t kernel_mul_mv_id<block_f32>;
+template [[host_name("kernel_mul_mv_id_f16")]]   kernel mul_mv_id_t kernel_mul_mv_id<block_f16>;
+template [[host_name("kernel_mul_mv_id_bf16")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_bf16>;
+template [[host_name("kernel_mul_mv_id_q4_0")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q4_0>;
+template [[host_name("kernel_mul_mv_id_q4_1")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q4_1>;
+template [[host_name("kernel_mul_mv_id_q5_0")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q5_0>;
+template [[host_name("kernel_mul_mv_id_q5_1")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q5_1>;
+template [[host_name("kernel_mul_mv_id_q8_0")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q8_0>;
+template [[host_name("kernel_mul_mv_id_mxfp4")]] kernel mul_mv_id_t kernel_mul_mv_id<block_mxfp4>;
+template [[host_name("kernel_mul_mv_id_q2_k")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q2_k>;
+template [[host_name("kernel_mul_mv_id_q3_k")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q3_k>;
+template [[host_name("kernel_mul_mv_id_q4_k")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q4_k>;
+template [[host_name("kernel_mul_mv_id_q5_k")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q5_k>;
+template [[host_name("kernel_mul_mv_id_q6_k")]]  kernel mul_mv_id_t kernel_mul_mv_id<block_q6_k>;

@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
-	"nibble/engine/ggml/ggmltest"
-	"nibble/engine/quant"
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 )
@@ -63,14 +61,12 @@ func mulMVRef(wf, x []float32, rows, cols, xrows int) (want, scale []float64) {
 func TestMulMV(t *testing.T) {
 	d, l := emu(t)
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, typ := range ggmltest.WeightTypes {
+	for _, typ := range weightTypes {
 		worst := 0.0
 		for _, c := range mulMVCases(typ) {
-			data := ggmltest.RandomWeights(r, typ, c.rows, c.cols, 0.5)
+			data := randomWeights(r, typ, c.rows, c.cols, 0.5)
 			wf := make([]float32, c.rows*c.cols)
-			if err := quant.Dequantize(typ, wf, data); err != nil {
-				t.Fatal(err)
-			}
+			dequantize(t, typ, wf, data)
 			x := make([]float32, c.xrows*c.cols)
 			for i := range x {
 				x[i] = float32(r.NormFloat64())

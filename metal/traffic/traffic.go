@@ -29,6 +29,37 @@ type Shape struct {
 	FFN, Vocab                              int
 	Weight, Embed, Output                   ggml.Type // Output is read once per step
 	QKVBias                                 bool
+	// Mixture of experts (Experts > 0): each layer's feed-forward block is
+	// an F32 router (Experts×Hidden, as llama.cpp keeps ffn_gate_inp) that
+	// chooses ExpertsUsed experts, each a gate, up and down of ExpertFFN
+	// rows of ExpertWeight; FFN is then a dense feed-forward beside the
+	// experts (a shared expert), 0 for none.
+	Experts, ExpertsUsed, ExpertFFN int       `json:",omitempty"`
+	ExpertWeight                    ggml.Type `json:",omitempty"`
+}
+
+// WeightBytes is the weights of the model: resident (every matrix, every
+// expert: a MoE model's whole file is mapped) and active (what one decode
+// step reads: only the chosen experts' matrices, the output once, one
+// embedding row).
+func WeightBytes(m Shape) (resident, active int64) {
+	mat := func(t ggml.Type, rows, cols int) int64 { return int64(rows) * int64(t.RowBytes(cols)) }
+	h, qd, kd := m.Hidden, m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
+	layer := mat(m.Weight, qd, h) + 2*mat(m.Weight, kd, h) + mat(m.Weight, h, qd) + 3*mat(m.Weight, m.FFN, h)
+	if m.QKVBias {
+		layer += 4 * int64(qd+2*kd)
+	}
+	resLayer, actLayer := layer, layer
+	if m.Experts > 0 {
+		expert := 3 * mat(m.ExpertWeight, m.ExpertFFN, h)
+		router := mat(ggml.F32, m.Experts, h)
+		resLayer += router + int64(m.Experts)*expert
+		actLayer += router + int64(m.ExpertsUsed)*expert
+	}
+	out := mat(m.Output, m.Vocab, h)
+	resident = int64(m.Layers)*resLayer + mat(m.Embed, m.Vocab, h) + out
+	active = int64(m.Layers)*actLayer + int64(m.Embed.RowBytes(h)) + out
+	return resident, active
 }
 
 // Cache is the KV cache: type and metadata group size (q4, q8).
@@ -108,8 +139,9 @@ func (s *Step) Attention(heads, kvHeads, d, n, ctx int, c Cache) {
 
 // DecodeStep is the traffic of one generated token at position ctx-1 (the
 // cache holds ctx positions): embed; per layer norm, q/k/v, RoPE, KV store,
-// attention, o, residual, norm, gate/up, SwiGLU, down, residual; final
-// norm, output, argmax. The dispatches of metal/internal/gpu's decode trace.
+// attention, o, residual, norm, gate/up, SwiGLU, down (or the experts, and
+// a shared expert beside them), residual; final norm, output, argmax. The
+// dispatches of metal/internal/gpu's decode traces.
 func DecodeStep(m Shape, ctx int, c Cache) Step {
 	var s Step
 	h, f := int64(m.Hidden), int64(m.FFN)
@@ -135,16 +167,42 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 		mv(m.Weight, h, qd)
 		s.add("add", 8*h, 4*h, 0)
 		norm()
-		mv(m.Weight, f, h)
-		mv(m.Weight, f, h)
-		s.add("swiglu", 8*f, 4*f, 0)
-		mv(m.Weight, h, f)
+		if m.Experts > 0 {
+			s.experts(m)
+		}
+		if f > 0 {
+			mv(m.Weight, f, h)
+			mv(m.Weight, f, h)
+			s.add("swiglu", 8*f, 4*f, 0)
+			mv(m.Weight, h, f)
+		}
+		if m.Experts > 0 && f > 0 {
+			s.add("add", 8*h, 4*h, 0) // the shared expert's output to the experts'
+		}
 		s.add("add", 8*h, 4*h, 0)
 	}
 	norm()
 	mv(m.Output, int64(m.Vocab), h)
 	s.add("argmax", 4*int64(m.Vocab), 4, 0)
 	return s
+}
+
+// experts adds one layer's decode mixture of experts, the Metal backend's
+// backend.Experts dispatches: the router's matmul (F32), the route kernel
+// (logits in, ids and weights out), gate and up by id (kernel_mul_mv_id:
+// only the k chosen experts' rows, x once), SwiGLU over the k slots, down
+// by id (x per slot), and the weighted sum of the k outputs.
+func (s *Step) experts(m Shape) {
+	h, e, k, f := int64(m.Hidden), int64(m.Experts), int64(m.ExpertsUsed), int64(m.ExpertFFN)
+	s.add("mul_mv_f32", e*int64(ggml.F32.RowBytes(m.Hidden))+4*h, 4*e, 2*e*h)
+	s.add("moe_route", 4*e, 8*k, 0)
+	id := "mul_mv_id_" + encoder.KernelSuffix(m.ExpertWeight)
+	gateUp := k * f * int64(m.ExpertWeight.RowBytes(m.Hidden))
+	s.add(id, gateUp+4*h+4*k, 4*k*f, 2*k*f*h)
+	s.add(id, gateUp+4*h+4*k, 4*k*f, 2*k*f*h)
+	s.add("swiglu", 8*k*f, 4*k*f, 0)
+	s.add(id, k*h*int64(m.ExpertWeight.RowBytes(m.ExpertFFN))+4*k*f+4*k, 4*k*h, 2*k*f*h)
+	s.add("sum_experts", 4*k*h+4*k, 4*h, 0)
 }
 
 // Device is an Apple GPU's unified-memory bandwidth (and, where Apple

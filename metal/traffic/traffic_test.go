@@ -131,3 +131,45 @@ func TestTokensPerSecond(t *testing.T) {
 		t.Error("an empty step has a rate")
 	}
 }
+
+// qwen3MoE is the synth Qwen3-MoE shape of the CPU speed check (8 layers,
+// 2048 wide, 64 experts of which 8 chosen, expert FFN 768, Q4_0).
+var qwen3MoE = Shape{Name: "qwen3moe-synth", Layers: 8, Hidden: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, Vocab: 151936,
+	Weight: ggml.Q4_0, Embed: ggml.Q4_0, Output: ggml.Q4_0, Experts: 64, ExpertsUsed: 8, ExpertFFN: 768, ExpertWeight: ggml.Q4_0}
+
+// A MoE decode step reads only the chosen experts: per layer 8 of 64
+// experts' gate, up and down (Q4_0: 18 bytes per 32), the F32 router, and
+// the weights it reads are WeightBytes' active bytes, far below the
+// resident ones.
+func TestMoEActiveBytes(t *testing.T) {
+	s := DecodeStep(qwen3MoE, 4096, Cache{Type: kv.Q4, GroupSize: 32})
+	expert := int64(3 * 768 * 2048 / 32 * 18)
+	id := s.Filter("mul_mv_id_q4_0")
+	if len(id.Kernels) != 1 || id.Kernels[0].Count != 3*8 {
+		t.Fatalf("mul_mv_id kernels %+v, want 24 dispatches", id.Kernels)
+	}
+	// Weights, plus x and the ids per dispatch.
+	wantID := 8*8*expert + 8*(2*(4*2048+32)+4*8*768+32)
+	if id.Read != wantID {
+		t.Errorf("mul_mv_id reads %d bytes, want %d", id.Read, wantID)
+	}
+	for _, k := range []string{"moe_route", "sum_experts", "mul_mv_f32"} {
+		if n := s.Filter(k); len(n.Kernels) != 1 || n.Kernels[0].Count != 8 {
+			t.Errorf("%s: %+v, want one a layer", k, n.Kernels)
+		}
+	}
+	if got := s.Filter("mul_mv_f32").Read; got != 8*(64*2048*4+4*2048) {
+		t.Errorf("router reads %d bytes", got)
+	}
+	resident, active := WeightBytes(qwen3MoE)
+	if d := resident - active; d != 8*56*expert+int64(151935*ggml.Q4_0.RowBytes(2048)) {
+		t.Errorf("resident %d - active %d = %d, want the unchosen experts and the other embedding rows", resident, active, d)
+	}
+	// Every weight the step reads is active, and the step reads little else
+	// at 4096 positions (activations, KV cache).
+	weights := s.Filter("mul_mv_").Read + s.Filter("get_rows_").Read
+	if weights < active || weights > active+active/50 {
+		t.Errorf("the step's matmuls and embedding read %d bytes, active weights are %d", weights, active)
+	}
+	t.Logf("resident %.1f MB, active %.1f MB, step %.1f MB", float64(resident)/1e6, float64(active)/1e6, float64(s.Bytes())/1e6)
+}
