@@ -1,0 +1,179 @@
+//go:build linux
+
+package metal_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"nibble/engine/backend"
+	"nibble/engine/cpu"
+	"nibble/engine/ggml"
+	"nibble/engine/kv"
+	"nibble/engine/numeric"
+	"nibble/engine/quant"
+	"nibble/engine/synth"
+	"nibble/internal/testdata"
+)
+
+// hfFamilyModels are the tiny random-weight models that transformers made
+// for the mixture-of-experts and Gemma 4 families (engine/testdata/hf,
+// whose README says what each exercises), with the window a second pass
+// gives their sliding-window layers (0: the model has none, and the
+// second pass is a q4 cache instead).
+var hfFamilyModels = []struct {
+	name   string
+	window int
+}{
+	{"tiny-qwen3moe", 0},
+	{"tiny-mixtral", 0},
+	{"tiny-gptoss", 16},
+	{"tiny-gemma4", 16},
+	{"tiny-gemma4-moe", 16},
+}
+
+// MatMulID is the exact reference's expert matmul: float64 products of
+// the chosen experts' dequantized rows and the float activations, as
+// MatMul (the Metal kernels read activations as floats).
+func (e *exactCPU) MatMulID(dst backend.Tensor, w backend.Weight, experts int, x, ids backend.Tensor, rows, k int, xPerSlot bool) {
+	d := w.Desc()
+	deq, ok := e.deq[w]
+	if !ok {
+		deq = make([]float32, d.Rows*d.Cols)
+		if err := quant.Dequantize(d.Type, deq, e.data[w]); err != nil {
+			panic(err)
+		}
+		e.deq[w] = deq
+	}
+	per := d.Rows / experts
+	out, xs, id := dst.(*cpu.Tensor).D, x.(*cpu.Tensor).D, ids.(*cpu.Tensor).D
+	var wg sync.WaitGroup
+	for s := range rows * k {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			xr := s / k
+			if xPerSlot {
+				xr = s
+			}
+			xrow := xs[xr*d.Cols : (xr+1)*d.Cols]
+			ex := int(id[s])
+			for i := range per {
+				row := (ex*per + i) * d.Cols
+				out[s*per+i] = float32(exactDot(deq[row:row+d.Cols], xrow))
+			}
+		}(s)
+	}
+	wg.Wait()
+}
+
+// The acceptance test of the Metal backend for the families of
+// mixture-of-experts and Gemma 4: each tiny model of engine/testdata/hf
+// runs the whole pass (two prefill batches, 8 greedy decode steps) on the
+// emulator and on the CPU backend with float activations (exactCPU, its
+// expert matmuls too). With an f16 cache the last prompt position's logits
+// agree with cosine ≥ 0.99999 and the greedy tokens are the same; a second
+// pass takes the sliding-window layers down to a window of 16 (the prompt's
+// batches wrap their rings) or, for a model without them, a q4 cache
+// (smoothed: cosine ≥ 0.999, as TestForwardMatchesCPU).
+func TestHFFamiliesMatchCPU(t *testing.T) {
+	dir := filepath.Join("..", "engine", "testdata", "hf")
+	emulatorDevice(t)
+	for _, hm := range hfFamilyModels {
+		t.Run(hm.name, func(t *testing.T) {
+			path := filepath.Join(dir, hm.name+".gguf")
+			if _, err := os.Stat(path); err != nil {
+				t.Skipf("skipping: %v", err)
+			}
+			familyPassesMatchCPU(t, path, hm.window)
+		})
+	}
+}
+
+// The same passes for mixture-of-experts models that nibble synth writes
+// (random weights): Qwen3-MoE with Q4_0 weights (the expert kernels on a
+// block type, softmax then top-2 of 8, renormalised) and Mixtral with Q8_0
+// (llama with experts, top-2 of 8).
+func TestSynthMoEMatchesCPU(t *testing.T) {
+	vocab := filepath.Join(testdata.Dir(t), "tokenizer", "ggml-vocab-phi-3.gguf")
+	if _, err := os.Stat(vocab); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	emulatorDevice(t)
+	for _, c := range []struct {
+		arch string
+		typ  ggml.Type
+	}{{"qwen3moe", ggml.Q4_0}, {synth.Mixtral, ggml.Q8_0}} {
+		t.Run(c.arch, func(t *testing.T) {
+			o := synth.DefaultOptions(c.arch)
+			o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF = 2, 128, 4, 2, 256
+			o.Experts, o.ExpertsUsed, o.ExpertFF = 8, 2, 64
+			if c.arch == synth.Mixtral {
+				o.ExpertFF = 0
+			}
+			o.Type, o.Seed, o.VocabFrom = c.typ, 231, vocab
+			path := filepath.Join(t.TempDir(), c.arch+".gguf")
+			if err := synth.Generate(path, o); err != nil {
+				t.Fatal(err)
+			}
+			familyPassesMatchCPU(t, path, 0)
+		})
+	}
+}
+
+// familyPassesMatchCPU runs the model at path on the emulator and on the
+// exact CPU reference: an f16 cache with the model's window, then an f16
+// cache with every sliding-window layer's window set to window (> 0), or a
+// q4 cache (window 0).
+func familyPassesMatchCPU(t *testing.T, path string, window int) {
+	t.Helper()
+	exact, _ := load(t, path, newExactCPU(), false)
+	metal, em := load(t, path, newBackend(t), true)
+	ids := em.EncodePrompt(forwardPrompt)
+	if len(ids) <= forwardBatch {
+		t.Fatalf("the prompt is %d tokens, not two batches of %d", len(ids), forwardBatch)
+	}
+	hp := exact.m.HP
+	t.Logf("%s: %d layers, embd %d, %d heads, %d kv heads, head dim %d, window %d, %d experts (%d used), %d prompt tokens",
+		hp.Arch, hp.Layers, hp.Embd, hp.Heads, hp.KVHeads, hp.HeadDim, hp.Window, hp.Experts, hp.ExpertsUsed, len(ids))
+	type passCase struct {
+		window int
+		kv     kv.Config
+		minCos float64
+	}
+	cases := []passCase{{hp.Window, kv.Config{Type: kv.F16}, 0.99999}}
+	if window > 0 {
+		cases = append(cases, passCase{window, kv.Config{Type: kv.F16}, 0.99999})
+	} else {
+		cases = append(cases, passCase{hp.Window, kv.Config{Type: kv.Q4, GroupSize: 32, Smooth: true}, 0.999})
+	}
+	for _, c := range cases {
+		what := fmt.Sprintf("%v window %d", c.kv.Type, c.window)
+		exact.m.HP.Window, metal.m.HP.Window = c.window, c.window
+		t.Run(what, func(t *testing.T) {
+			want := runPass(t, exact.m, ids, c.kv)
+			got := runPass(t, metal.m, ids, c.kv)
+			cos := numeric.Cosine(got.last, want.last)
+			worstStep := 1.0
+			for i := 0; i < greedySteps && got.greedy[i] == want.greedy[i]; i++ {
+				worstStep = min(worstStep, numeric.Cosine(got.steps[i], want.steps[i]))
+			}
+			t.Logf("1 - cos(last prompt logits) metal/cpu-float %.2g (decode steps ≤ %.2g); greedy metal %v, cpu-float %v; ring layers metal %d, cpu %d",
+				1-cos, 1-worstStep, got.greedy, want.greedy, got.rings, want.rings)
+			if got.rings != want.rings {
+				t.Errorf("ring layers: metal %d, cpu %d", got.rings, want.rings)
+			}
+			if !(cos >= c.minCos) {
+				t.Errorf("cosine of the last-position logits to the CPU with float activations %.7f < %g", cos, c.minCos)
+			}
+			logParting(t, "the reference's", want, got)
+			if !slices.Equal(got.greedy, want.greedy) {
+				t.Errorf("greedy tokens differ: metal %v, cpu with float activations %v", got.greedy, want.greedy)
+			}
+		})
+	}
+}
