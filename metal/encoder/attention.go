@@ -60,11 +60,17 @@ func WorkspaceBytes(cfg kv.Config, heads, maxBatch int) int {
 	return part + staged
 }
 
-// attnLayout: the partials from 0, the staging from part.
+// attnLayout: the partials from 0, the staging from part, sized for the
+// widest layer (the layers' dispatches run in order and share them).
 func attnLayout(cfg kv.Config, heads, maxBatch int) (part, staged int) {
 	s := attnMaxSplitsFor(cfg.Ctx)
-	part = s * heads * (cfg.HeadDim + 2) * 4
-	staged = 2 * max(0, maxBatch) * cfg.KVHeads * cfg.HeadDim * 2
+	d, row := 0, 0
+	for l := range max(cfg.Layers, 1) {
+		c := KVLayer{Cfg: cfg, Layer: l}
+		d, row = max(d, c.HeadDim()), max(row, c.KVHeads()*c.HeadDim())
+	}
+	part = s * heads * (d + 2) * 4
+	staged = 2 * max(0, maxBatch) * row * 2
 	return (part + 15) &^ 15, (staged + 15) &^ 15
 }
 
@@ -153,8 +159,8 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 	switch {
 	case a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0:
 		e.Failf("%s: %d heads not a multiple of %d kv heads", op, a.Heads, a.KVHeads)
-	case a.KVHeads != cfg.KVHeads || d != cfg.HeadDim:
-		e.Failf("%s: %d kv heads of dim %d, the cache has %d of dim %d", op, a.KVHeads, d, cfg.KVHeads, cfg.HeadDim)
+	case a.KVHeads != c.KVHeads() || d != c.HeadDim():
+		e.Failf("%s: %d kv heads of dim %d, the cache's layer %d has %d of dim %d", op, a.KVHeads, d, c.Layer, c.KVHeads(), c.HeadDim())
 	case d%8 != 0 || d > attnMaxD:
 		e.Failf("%s: head dim %d (the kernels take multiples of 8 up to %d)", op, d, attnMaxD)
 	case cfg.Type != kv.F16 && cfg.GroupSize != 32 && cfg.GroupSize != 64:
@@ -172,8 +178,8 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 		e.Failf("%s: K and V planes of %d and %d bytes, the cache needs %d", op, c.K.Len, c.V.Len, c.PlaneBytes())
 	case c.K.Off%16 != 0 || c.V.Off%16 != 0:
 		e.Failf("%s: K and V planes must start 16-byte aligned (offsets %d, %d)", op, c.K.Off, c.V.Off)
-	case attnSmooths(c) && c.Lambda.Len < 4*cfg.KVHeads*d:
-		e.Failf("%s: λ of %d bytes, want %d", op, c.Lambda.Len, 4*cfg.KVHeads*d)
+	case attnSmooths(c) && c.Lambda.Len < 4*c.LambdaFloats():
+		e.Failf("%s: λ of %d bytes, want %d", op, c.Lambda.Len, 4*c.LambdaFloats())
 	default:
 		return attnHeadsPerGroup(a.Heads / a.KVHeads), true
 	}
@@ -192,7 +198,7 @@ func attnConsts(c *KVLayer, a *backend.Attention, hg int, scores bool) []device.
 		gs = 32 // unused: f16 has no groups
 	}
 	return []device.Constant{
-		{Index: fcAttnD, Value: uint32(c.Cfg.HeadDim)},
+		{Index: fcAttnD, Value: uint32(c.HeadDim())},
 		{Index: fcAttnGS, Value: uint32(gs)},
 		{Index: fcAttnHG, Value: uint32(hg)},
 		{Index: fcAttnSmooth, Value: attnSmooths(c)},
@@ -244,7 +250,7 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 	}
 	signs := c.K // unused
 	if c.Cfg.Rotate {
-		signs, _ = e.rotationConstants("attention", c.Cfg.HeadDim)
+		signs, _ = e.rotationConstants("attention", c.HeadDim())
 	}
 	return []device.Binding{c.K.bind(2), km.bind(3), c.V.bind(4), vm.bind(5), lambda.bind(6), signs.bind(7)}
 }
