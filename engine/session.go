@@ -111,8 +111,8 @@ func (o Options) withDefaults(hp model.HParams) Options {
 // NewSession resolves them.
 func (o Options) KVConfig(hp model.HParams) kv.Config {
 	o = o.withDefaults(hp)
-	return kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx,
-		Rotate: o.KVRotated, Smooth: !o.KVNoSmooth, Residual: max(o.KVResidual, 0), Evict: o.Evict}
+	return hp.CacheConfig(kv.Config{Type: o.KV, GroupSize: o.KVGroup, Ctx: o.Ctx,
+		Rotate: o.KVRotated, Smooth: !o.KVNoSmooth, Residual: max(o.KVResidual, 0), Evict: o.Evict}, false)
 }
 
 // KVLabel names the cache a session runs, as its info shows it: "q4 KV
@@ -182,7 +182,7 @@ func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	if o.Evict.Policy != kv.EvictNone && m.HP.Window > 0 {
 		return nil, fmt.Errorf("%s: KV eviction is not available for sliding-window attention (window %d)", m.Name(), m.HP.Window)
 	}
-	o, err := o.ResolveRotate(b, m.HP.HeadDim)
+	o, err := o.ResolveRotate(b, m.HP.MaxHeadDim())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name(), err)
 	}

@@ -22,7 +22,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "bench decode",
-		Usage: "-m MODEL [--depth 0,1024,4096] [--kv q4[,f16,q8]] [--pp 128] [--tg 64] [--reps 3] [--threads N] [--backend cpu|metal|auto] [--expect] [--json]",
+		Usage: "-m MODEL [--depth 0,1024,4096] [--kv q4[,f16,q8]] [--pp 128] [--tg 64] [--reps 3] [--threads N] [--backend cpu|metal|auto] [--expect] [--llama-bench PATH] [--json]",
 		Run:   benchDecodeCmd,
 	})
 }
@@ -35,6 +35,13 @@ type benchDecodeResult struct {
 	// ExpectedTokS is the decode rate the app shows before a load
 	// (--expect): backends.ExpectDecode at the step's mean cache length.
 	ExpectedTokS float64 `json:"expected_tok_s,omitempty"`
+	// With --llama-bench: llama-bench's tg rate on the same file after as
+	// many cached tokens (its -d), its samples, and ours over its.
+	DecodeSamples []float64 `json:"decode_samples_tok_s,omitempty"`
+	LlamaTokS     float64   `json:"llama_tok_s,omitempty"`
+	LlamaSamples  []float64 `json:"llama_samples_tok_s,omitempty"`
+	LlamaBuild    string    `json:"llama_build,omitempty"`
+	Ratio         float64   `json:"ratio,omitempty"`
 }
 
 // parseInts parses the comma-separated list s given to flag (spelled as in the usage line).
@@ -54,7 +61,10 @@ func parseInts(flag, s string) ([]int, error) {
 // rate of a pp-token batch placed after depth cached tokens and the decode
 // rate of tg tokens after that (random token ids, as llama-bench does). With
 // several KV types, their decode repetitions are interleaved so they share
-// the machine's state; each figure is the median of --reps.
+// the machine's state; each figure is the median of --reps. With
+// --llama-bench (one KV type, f16 unless told, llama-bench's default) that
+// binary's tg test runs on the same file after each of our repetitions, at
+// the same cache depth, and the ratio of the medians is printed.
 func benchDecodeCmd(env *Env, args []string) error {
 	fs := NewFlags(env, "bench decode")
 	var mf modelFlags
@@ -66,8 +76,12 @@ func benchDecodeCmd(env *Env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	expect := fs.Bool("expect", false, "print the expected decode rate (the app's figure before a load) beside the measured one")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole benchmark to `FILE`")
+	llamaBench := fs.String("llama-bench", "", "also run this llama-bench `PATH`'s tg test on the model and print the ratio (CPU, one KV type)")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
+	}
+	if *llamaBench != "" && !flagWasSet(fs, "kv") {
+		mf.kvType = "f16" // llama-bench's cache
 	}
 	depths, err := parseInts("--depth", *depthList)
 	if err != nil {
@@ -104,6 +118,9 @@ func benchDecodeCmd(env *Env, args []string) error {
 	threads := 0 // the CPU's worker count; 0 on the GPU
 	if c, ok := b.(*cpu.Backend); ok {
 		threads = c.Threads()
+	}
+	if *llamaBench != "" && (threads == 0 || len(kvTypes) > 1) {
+		return fmt.Errorf("%w: --llama-bench compares CPU decode with one KV type; use --backend cpu and one --kv", ErrUsage)
 	}
 	if !*asJSON {
 		fmt.Fprintf(env.Stderr, "backend %s\n", choice)
@@ -174,6 +191,8 @@ func benchDecodeCmd(env *Env, args []string) error {
 			prefillRates[i] = float64(*pp) / time.Since(t0).Seconds()
 		}
 		decodeRates := make([][]float64, len(sessions))
+		var llamaRates []float64
+		var llamaBuild string
 		for rep := 0; rep < *reps; rep++ {
 			for i, s := range sessions {
 				s.Truncate(len(prompt))
@@ -195,9 +214,21 @@ func benchDecodeCmd(env *Env, args []string) error {
 				}
 				decodeRates[i] = append(decodeRates[i], float64(*tg-1)/time.Since(t1).Seconds())
 			}
+			if *llamaBench != "" {
+				samples, build, err := runLlamaBenchDecode(ctx, *llamaBench, mf.path, *tg, len(prompt), threads)
+				if err != nil {
+					return err
+				}
+				llamaRates, llamaBuild = append(llamaRates, samples...), build
+			}
 		}
 		for i, t := range kvTypes {
 			r := benchDecodeResult{Depth: depth, KV: t.String(), PrefillTokS: prefillRates[i], DecodeTokS: median(decodeRates[i])}
+			if len(llamaRates) > 0 {
+				r.DecodeSamples, r.LlamaSamples, r.LlamaBuild = decodeRates[i], llamaRates, llamaBuild
+				r.LlamaTokS = median(llamaRates)
+				r.Ratio = r.DecodeTokS / r.LlamaTokS
+			}
 			var how string
 			if *expect {
 				e, err := backends.ExpectDecode(desc, len(prompt)+*tg/2, t, choice, threads)
@@ -211,6 +242,9 @@ func benchDecodeCmd(env *Env, args []string) error {
 				fmt.Fprintf(env.Stdout, "depth %6d  kv %-3s  prefill %8.1f tok/s  decode %7.2f tok/s", r.Depth, r.KV, r.PrefillTokS, r.DecodeTokS)
 				if *expect {
 					fmt.Fprintf(env.Stdout, "  expected %7.2f tok/s (%.2f×; %s)", r.ExpectedTokS, r.ExpectedTokS/r.DecodeTokS, how)
+				}
+				if r.LlamaTokS > 0 {
+					fmt.Fprintf(env.Stdout, "  llama-bench %7.2f tok/s (build %s)  ratio %.2f×", r.LlamaTokS, r.LlamaBuild, r.Ratio)
 				}
 				fmt.Fprintln(env.Stdout)
 			}

@@ -56,12 +56,23 @@ type llamaBenchResult struct {
 // records) and returns the prompt-processing samples (tokens/s) of the
 // record with n_prompt = pp and n_gen = 0.
 func parseLlamaBench(out []byte, pp int) ([]float64, string, error) {
+	return parseLlamaBenchRecord(out, pp, 0)
+}
+
+// parseLlamaBenchRecord returns the samples (tokens/s) of the record with
+// n_prompt = pp and n_gen = tg: a pp test when tg is 0, a tg test when pp
+// is 0.
+func parseLlamaBenchRecord(out []byte, pp, tg int) ([]float64, string, error) {
+	name := fmt.Sprintf("pp%d", pp)
+	if tg > 0 {
+		name = fmt.Sprintf("tg%d", tg)
+	}
 	var recs []llamaBenchResult
 	if err := json.Unmarshal(bytes.TrimSpace(out), &recs); err != nil {
 		return nil, "", fmt.Errorf("llama-bench output is not its JSON: %w", err)
 	}
 	for _, r := range recs {
-		if r.NPrompt != pp || r.NGen != 0 {
+		if r.NPrompt != pp || r.NGen != tg {
 			continue
 		}
 		samples := r.SamplesTs
@@ -69,18 +80,41 @@ func parseLlamaBench(out []byte, pp int) ([]float64, string, error) {
 			samples = []float64{r.AvgTs}
 		}
 		if len(samples) == 0 {
-			return nil, "", fmt.Errorf("llama-bench record for pp%d has no samples", pp)
+			return nil, "", fmt.Errorf("llama-bench record for %s has no samples", name)
 		}
 		return samples, r.BuildCommit, nil
 	}
-	return nil, "", fmt.Errorf("llama-bench output has no pp%d record (n_gen 0)", pp)
+	return nil, "", fmt.Errorf("llama-bench output has no %s record (n_prompt %d, n_gen %d)", name, pp, tg)
 }
 
 // runLlamaBench runs llama-bench once on model: one timed pp run after its
 // own warm-up run, on threads threads.
 func runLlamaBench(ctx context.Context, path, model string, pp, threads int) ([]float64, string, error) {
-	cmd := exec.CommandContext(ctx, path, "-m", model, "-p", strconv.Itoa(pp), "-n", "0",
+	out, err := execLlamaBench(ctx, path, "-m", model, "-p", strconv.Itoa(pp), "-n", "0",
 		"-t", strconv.Itoa(threads), "-r", "1", "-o", "json")
+	if err != nil {
+		return nil, "", err
+	}
+	return parseLlamaBench(out, pp)
+}
+
+// runLlamaBenchDecode runs llama-bench once on model: one timed tg run of
+// tg tokens after depth cached ones (its -d; none at 0), on threads threads.
+func runLlamaBenchDecode(ctx context.Context, path, model string, tg, depth, threads int) ([]float64, string, error) {
+	args := []string{"-m", model, "-p", "0", "-n", strconv.Itoa(tg), "-t", strconv.Itoa(threads), "-r", "1", "-o", "json"}
+	if depth > 0 {
+		args = append(args, "-d", strconv.Itoa(depth))
+	}
+	out, err := execLlamaBench(ctx, path, args...)
+	if err != nil {
+		return nil, "", err
+	}
+	return parseLlamaBenchRecord(out, 0, tg)
+}
+
+// execLlamaBench runs llama-bench with args and returns its standard output.
+func execLlamaBench(ctx context.Context, path string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, path, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -89,9 +123,9 @@ func runLlamaBench(ctx context.Context, path, model string, pp, threads int) ([]
 		if len(msg) > 400 {
 			msg = msg[len(msg)-400:]
 		}
-		return nil, "", fmt.Errorf("run %s: %w: %s", path, err, msg)
+		return nil, fmt.Errorf("run %s: %w: %s", path, err, msg)
 	}
-	return parseLlamaBench(out, pp)
+	return out, nil
 }
 
 // benchPrefillCmd times the processing of a pp-token prompt as llama-bench

@@ -148,3 +148,52 @@ func TestBenchPrefillBadArgs(t *testing.T) {
 		}
 	}
 }
+
+// bench decode --llama-bench: a stand-in prints a tg record; the command
+// runs it after each repetition at the same cache depth (-d, prompt
+// included) and reports the medians' ratio.
+func TestBenchDecodeWithLlamaBench(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in is a shell script")
+	}
+	model := tinyQ4Model(t)
+	dir := t.TempDir()
+	canned := filepath.Join(dir, "out.json")
+	tgRecord := strings.ReplaceAll(cannedLlamaBench, `"n_gen": 128`, `"n_gen": 8`)
+	if err := os.WriteFile(canned, []byte(tgRecord), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(dir, "llama-bench")
+	script := "#!/bin/sh\necho \"$@\" >> " + filepath.Join(dir, "args") + "\ncat " + canned + "\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runCLI(t, "bench", "decode", "-m", model, "--pp", "16", "--tg", "8", "--reps", "2", "--threads", "1", "--backend", "cpu", "--llama-bench", fake, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Results []benchDecodeResult `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if len(rep.Results) != 1 {
+		t.Fatalf("results %+v", rep.Results)
+	}
+	r := rep.Results[0]
+	if r.KV != "f16" || r.LlamaTokS != 20.5 || len(r.LlamaSamples) != 2 || len(r.DecodeSamples) != 2 || r.LlamaBuild != "e4868d16" || r.Ratio != r.DecodeTokS/20.5 {
+		t.Fatalf("result %+v", r)
+	}
+	args, err := os.ReadFile(filepath.Join(dir, "args"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantArgs := "-m " + model + " -p 0 -n 8 -t 1 -r 1 -o json -d 16"
+	if lines := strings.Split(strings.TrimSpace(string(args)), "\n"); len(lines) != 2 || lines[0] != wantArgs {
+		t.Fatalf("llama-bench called with %q, want twice %q", args, wantArgs)
+	}
+	if _, stderr, code := runCLI(t, "bench", "decode", "-m", model, "--kv", "f16,q8", "--backend", "cpu", "--llama-bench", fake); code != 2 {
+		t.Fatalf("two KV types with --llama-bench: exit %d (%s)", code, stderr)
+	}
+}

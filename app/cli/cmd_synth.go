@@ -17,14 +17,14 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "synth",
-		Usage: "--arch llama|qwen2|qwen3|gemma2|gemma3|phi3 --layers N --embd N --heads N [--kv-heads N] [--head-dim N] --ff N [--window N] [--vocab-from GGUF] [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] -o OUT.gguf",
+		Usage: "--arch llama|qwen2|qwen3|gemma2|gemma3|gemma4|phi3|qwen3moe|mixtral --layers N --embd N --heads N [--kv-heads N] [--head-dim N] --ff N [--experts N --experts-used K [--expert-ff N]] [--window N] [--vocab-from GGUF] [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] [gemma4: --global-every N --head-dim-global N --kv-heads-global N --shared-kv-layers N --per-layer-embd N --global-v-from-k --partial-rotary F] -o OUT.gguf",
 		Run:   synthCmd,
 	})
 }
 
 func synthCmd(env *Env, args []string) error {
 	fs := NewFlags(env, "synth")
-	arch := fs.String("arch", "llama", "architecture: "+strings.Join(synth.Archs, ", "))
+	arch := fs.String("arch", "llama", "architecture: "+strings.Join(append(append([]string(nil), synth.Archs...), synth.Mixtral), ", ")+" (mixtral: llama with experts)")
 	layers := fs.Int("layers", 0, "number of transformer blocks")
 	embd := fs.Int("embd", 0, "embedding width")
 	heads := fs.Int("heads", 0, "attention heads")
@@ -41,6 +41,16 @@ func synthCmd(env *Env, args []string) error {
 	attnScale := fs.Float64("attn-scale", 0, "factor on q·k written as attention.scale (0: the usual 1/sqrt(head dim))")
 	keyOutliers := fs.Int("key-outliers", 0, "outlier channels per KV head in attn_k (a stress case for quantized KV caches)")
 	keyOutlierGain := fs.Float64("key-outlier-gain", 30, "how much --key-outliers scales those channels")
+	globalEvery := fs.Int("global-every", 0, "gemma4: every Nth layer is global (default 5)")
+	headDimGlobal := fs.Int("head-dim-global", 0, "gemma4: head dim of the global layers (default twice --head-dim)")
+	kvHeadsGlobal := fs.Int("kv-heads-global", 0, "gemma4: kv heads of the global layers (default --kv-heads)")
+	sharedKV := fs.Int("shared-kv-layers", 0, "gemma4: the last N layers read an earlier layer's KV cache")
+	perLayerEmbd := fs.Int("per-layer-embd", 0, "gemma4: per-layer token embedding width (0: none)")
+	globalVFromK := fs.Bool("global-v-from-k", false, "gemma4: global layers have no attn_v (v is k's projection)")
+	partialRotary := fs.Float64("partial-rotary", 0, "gemma4: fraction of a global head RoPE rotates (default 0.25)")
+	experts := fs.Int("experts", 0, "experts per block, a mixture of experts (default: 8 for qwen3moe and mixtral, none otherwise)")
+	expertsUsed := fs.Int("experts-used", 0, "experts chosen per token (default: 2 for qwen3moe and mixtral)")
+	expertFF := fs.Int("expert-ff", 0, "an expert's feed-forward width (qwen3moe; mixtral's experts are --ff wide)")
 	out := fs.String("o", "", "output `FILE.gguf`")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
@@ -64,6 +74,14 @@ func synthCmd(env *Env, args []string) error {
 		intBound{"--ff", *ff, 1},
 		intBound{"--ctx", *ctx, 1},
 		intBound{"--key-outliers", *keyOutliers, 0},
+		intBound{"--global-every", *globalEvery, 0},
+		intBound{"--head-dim-global", *headDimGlobal, 0},
+		intBound{"--kv-heads-global", *kvHeadsGlobal, 0},
+		intBound{"--shared-kv-layers", *sharedKV, 0},
+		intBound{"--per-layer-embd", *perLayerEmbd, 0},
+		intBound{"--experts", *experts, 0},
+		intBound{"--experts-used", *expertsUsed, 0},
+		intBound{"--expert-ff", *expertFF, 0},
 	); err != nil {
 		return err
 	}
@@ -93,6 +111,20 @@ func synthCmd(env *Env, args []string) error {
 		return fmt.Errorf("%w: --key-outlier-gain must be in (0, 1000], got %g", ErrUsage, *keyOutlierGain)
 	}
 	o.AttnScale, o.KeyOutliers, o.KeyOutlierGain = float32(*attnScale), *keyOutliers, float32(*keyOutlierGain)
+	if !(*partialRotary >= 0 && *partialRotary <= 1) {
+		return fmt.Errorf("%w: --partial-rotary must be in [0, 1], got %g", ErrUsage, *partialRotary)
+	}
+	o.Gemma4 = synth.Gemma4Options{GlobalEvery: *globalEvery, HeadDimGlobal: *headDimGlobal, KVHeadsGlobal: *kvHeadsGlobal,
+		SharedKVLayers: *sharedKV, PerLayerEmbd: *perLayerEmbd, GlobalVFromK: *globalVFromK, PartialRotary: float32(*partialRotary)}
+	if *experts > 0 {
+		o.Experts = *experts
+	}
+	if *expertsUsed > 0 {
+		o.ExpertsUsed = *expertsUsed
+	}
+	if *expertFF > 0 {
+		o.ExpertFF = *expertFF
+	}
 	if o.Type, err = parseSynthType(*typ); err != nil {
 		return err
 	}

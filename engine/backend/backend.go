@@ -325,3 +325,13 @@ type Gemma4Ops interface {
 	// inputs). dst and src are different tensors.
 	CopyRows(dst Tensor, dstOff, dstStride int, src Tensor, srcOff, srcStride, rows, n int)
 }
+
+// ExpertScaler is implemented by a backend that runs Gemma 4's
+// mixture of experts, whose router scales each chosen expert's weight by a
+// learned per-expert factor (transformers' per_expert_scale, llama.cpp's
+// ffn_down_exps.scale). A backend without it refuses such files at load.
+type ExpertScaler interface {
+	// ScaleByExpert: x[s] *= w[e], e = ids[s] (floats, as Route writes
+	// them), for the slots s < slots; w is one row of experts floats.
+	ScaleByExpert(x Tensor, w Weight, experts int, ids Tensor, slots int)
+}

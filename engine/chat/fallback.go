@@ -53,6 +53,17 @@ var fallbackSources = map[string]string{
 {% endfor %}{% if add_generation_prompt %}<start_of_turn>model
 {% endif %}`,
 
+	// Gemma 4: turns between <|turn> and <turn|>, a system role of its own, and (thinking
+	// off, as the Gemma 4 template renders by default) an empty thought channel after the
+	// generation prompt.
+	"gemma4": `{{ bos_token }}{% if messages and messages[0].role == 'system' %}<|turn>system
+{{ messages[0].content | trim }}<turn|>
+{% set msgs = messages[1:] %}{% else %}{% set msgs = messages %}{% endif %}{% for m in msgs %}<|turn>{{ 'model' if m.role == 'assistant' else m.role }}
+{{ m.content | trim }}<turn|>
+{% endfor %}{% if add_generation_prompt %}<|turn>model
+<|channel>thought
+<channel|>{% endif %}`,
+
 	// Phi-3 / Phi-3.5.
 	"phi3": `{% for m in messages %}<|{{ m.role }}|>
 {{ m.content }}<|end|>
@@ -79,18 +90,19 @@ const (
 	HintLlama3EOT = "<|eot_id|>"
 	HintChatML    = "<|im_start|>"
 	HintGemma     = "<start_of_turn>"
+	HintGemma4    = "<|turn>"
 	HintPhi3      = "<|assistant|>"
 	HintPhi3User  = "<|user|>"
 	HintPhi3End   = "<|end|>"
 	HintInst      = "[INST]"
 )
 
-var allHints = []string{HintLlama3, HintLlama3EOT, HintChatML, HintGemma, HintPhi3, HintPhi3User, HintPhi3End, HintInst}
+var allHints = []string{HintLlama3, HintLlama3EOT, HintChatML, HintGemma4, HintGemma, HintPhi3, HintPhi3User, HintPhi3End, HintInst}
 
 // Fallback picks a built-in template for a model without a usable one. The rule, first match wins:
 //
 //  1. a hint (a special token present in the vocabulary) decides: "<|start_header_id|>" or
-//     "<|eot_id|>" → llama3, "<|im_start|>" → chatml, "<start_of_turn>" → gemma,
+//     "<|eot_id|>" → llama3, "<|im_start|>" → chatml, "<|turn>" → gemma4, "<start_of_turn>" → gemma,
 //     "<|assistant|>" or both "<|user|>" and "<|end|>" → phi3 ("<|user|>" alone also appears
 //     in other vocabularies);
 //  2. the architecture (general.architecture, any case): a registered family's Chat
@@ -117,6 +129,8 @@ func fallbackName(arch string, hints []string) string {
 		return "llama3"
 	case has(HintChatML):
 		return "chatml"
+	case has(HintGemma4):
+		return "gemma4"
 	case has(HintGemma):
 		return "gemma"
 	case has(HintPhi3) || has(HintPhi3User) && has(HintPhi3End):

@@ -43,6 +43,8 @@ func TestFallbackRule(t *testing.T) {
 		{"falcon", nil, "chatml"},
 		{"", nil, "chatml"},
 		{"unknown", []string{HintGemma}, "gemma"},
+		{"gemma4", nil, "gemma4"},
+		{"gemma4", []string{HintGemma4, HintGemma}, "gemma4"},
 	}
 	for _, c := range cases {
 		tpl := Fallback(c.arch, c.hints...)
@@ -65,6 +67,8 @@ func TestFallbackRender(t *testing.T) {
 		"mistral": "<s>[INST] You are helpful.\n\nHello [/INST]Hi there</s>[INST] How are you? [/INST]",
 		"gemma": "<s><start_of_turn>user\nYou are helpful.\n\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n" +
 			"<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\n",
+		"gemma4": "<s><|turn>system\nYou are helpful.<turn|>\n<|turn>user\nHello<turn|>\n<|turn>model\nHi there<turn|>\n" +
+			"<|turn>user\nHow are you?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>",
 		"phi3": "<|system|>\nYou are helpful.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n" +
 			"<|user|>\nHow are you?<|end|>\n<|assistant|>\n",
 	}

@@ -58,7 +58,7 @@ func (b *Backend) Free(t backend.Tensor) {
 
 type kvCache struct {
 	c      *kv.Cache
-	ws     *attention.Workspace
+	wsBy   []*attention.Workspace  // per layer: the workspace of its geometry (kv.Config.Geometries)
 	scores *attention.ScoreScratch // H2O eviction's score accumulation (nil: none)
 	b      *Backend
 	owned  [][]byte // every allocation of the cache and its workspace
@@ -70,11 +70,20 @@ func (k *kvCache) Close() error {
 	for _, p := range k.owned {
 		k.b.release(p)
 	}
-	k.owned, k.c, k.ws = nil, nil, nil
+	k.owned, k.c, k.wsBy = nil, nil, nil
 	return nil
 }
 
 func (k *kvCache) Config() kv.Config { return k.c.Config() }
+
+// workspace is the attention workspace of layer's geometry (nil outside
+// the cache's layers: the kernels report it).
+func (k *kvCache) workspace(layer int) *attention.Workspace {
+	if layer < 0 || layer >= len(k.wsBy) {
+		return nil
+	}
+	return k.wsBy[layer]
+}
 
 // attnParams is the kernels' view of a layer's attention; the sinks weight
 // (one F32 row of Heads logits) is read in place.
@@ -102,8 +111,19 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		k.Close()
 		return nil, err
 	}
+	// One workspace per head shape: Gemma 4's local and global layers
+	// differ.
+	k.c, k.wsBy = c, make([]*attention.Workspace, cfg.Layers)
+	byGeometry := map[kv.Geometry]*attention.Workspace{}
+	for l := range cfg.Layers {
+		g := kv.Geometry{KVHeads: cfg.KVHeadsOf(l), HeadDim: cfg.HeadDimOf(l)}
+		if byGeometry[g] == nil {
+			p := attention.Params{Heads: heads, KVHeads: g.KVHeads, HeadDim: g.HeadDim}
+			byGeometry[g] = attention.NewWorkspace(p, cfg.Slots(), maxBatch, b.pool.Threads(), alloc)
+		}
+		k.wsBy[l] = byGeometry[g]
+	}
 	geometry := attention.Params{Heads: heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim}
-	k.c, k.ws = c, attention.NewWorkspace(geometry, cfg.Slots(), maxBatch, b.pool.Threads(), alloc)
 	if cfg.Evict.Policy == kv.EvictH2O {
 		if k.scores, err = attention.NewScoreScratch(geometry, cfg.Slots(), maxBatch, alloc); err != nil {
 			k.Close()
@@ -285,7 +305,7 @@ func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, 
 		b.fail(fmt.Errorf("attention decode: %w", err))
 		return
 	}
-	b.fail(attention.DecodeAccumulate(b.pool, kc.ws, kc.scores, f(out), f(q), kc.c, layer, n, b.attnParams(a)))
+	b.fail(attention.DecodeAccumulate(b.pool, kc.workspace(layer), kc.scores, f(out), f(q), kc.c, layer, n, b.attnParams(a)))
 }
 
 func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, layer, past, rows int, a *backend.Attention) {
@@ -295,7 +315,7 @@ func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, 
 		b.fail(fmt.Errorf("attention prefill: %w", err))
 		return
 	}
-	b.fail(attention.PrefillAccumulate(b.pool, kc.ws, kc.scores, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, b.attnParams(a)))
+	b.fail(attention.PrefillAccumulate(b.pool, kc.workspace(layer), kc.scores, f(out), f(q), f(k), f(v), rows, kc.c, layer, past, b.attnParams(a)))
 }
 
 // physical maps a logical position count to the cache's slots; an evicting

@@ -56,8 +56,11 @@ func (footprint) WorkspaceBytes(cfg kv.Config, heads, maxBatch, threads int) int
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0) // what New(0) runs
 	}
+	var n int64
+	for _, g := range cfg.Geometries() { // one workspace per head shape, as NewKVCache makes them
+		n += attention.WorkspaceBytes(attention.Params{Heads: heads, KVHeads: g.KVHeads, HeadDim: g.HeadDim}, cfg.Slots(), maxBatch, threads)
+	}
 	geometry := attention.Params{Heads: heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim}
-	n := attention.WorkspaceBytes(geometry, cfg.Slots(), maxBatch, threads)
 	if cfg.Evict.Policy == kv.EvictH2O {
 		n += attention.ScoreScratchBytes(geometry, cfg.Slots(), maxBatch)
 	}

@@ -48,3 +48,26 @@ func (b *Backend) CopyRows(dst backend.Tensor, dstOff, dstStride int, src backen
 		copy(d[dstOff+r*dstStride:dstOff+r*dstStride+n], s[srcOff+r*srcStride:srcOff+r*srcStride+n])
 	}
 }
+
+var _ backend.ExpertScaler = (*Backend)(nil)
+
+// ScaleByExpert multiplies each slot's value by its expert's factor
+// (backend.ExpertScaler).
+func (b *Backend) ScaleByExpert(x backend.Tensor, w backend.Weight, experts int, ids backend.Tensor, slots int) {
+	id, err := expertIDs(ids, slots, experts)
+	v := b.vector(w)
+	if err == nil && len(v) != experts {
+		err = fmt.Errorf("%d factors for %d experts", len(v), experts)
+	}
+	if err == nil && slots > len(f(x)) {
+		err = fmt.Errorf("%d slots in a tensor of %d", slots, len(f(x)))
+	}
+	if err != nil {
+		b.fail(fmt.Errorf("scale-by-expert %s: %w", w.Desc().Name, err))
+		return
+	}
+	d := f(x)
+	for s, e := range id {
+		d[s] *= v[int(e)]
+	}
+}

@@ -16,9 +16,10 @@ import (
 )
 
 // headerOptions skips every metadata array longer than this: the estimate
-// needs only the vocabulary's length, and skipping the token and merge
-// strings avoids allocating tens of MB for them.
-var headerOptions = gguf.HeaderOptions{SkipArraysLongerThan: 64}
+// needs only the vocabulary's length and the per-layer arrays (Gemma 4's
+// window pattern and head counts, one per layer), and skipping the token
+// and merge strings avoids allocating tens of MB for them.
+var headerOptions = gguf.HeaderOptions{SkipArraysLongerThan: 1024}
 
 // FromGGUF describes a parsed GGUF header: hyper-parameters and the exact
 // weight bytes (the sum of its tensors' sizes, as the loader maps them).

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,7 +128,7 @@ func TestFromFileTestModels(t *testing.T) {
 			t.Errorf("%s: weights %d, want %d (llama.cpp's type sizes)", m.name, d.WeightsBytes, want)
 		}
 		h := d.HParams
-		if h != hp || h.Vocab != m.vocab || h.Embd != m.embd || h.Layers != 2 || h.Heads != m.heads || h.KVHeads != m.kvHeads ||
+		if !reflect.DeepEqual(h, hp) || h.Vocab != m.vocab || h.Embd != m.embd || h.Layers != 2 || h.Heads != m.heads || h.KVHeads != m.kvHeads ||
 			h.HeadDim != m.headDim || h.FF != m.ff || h.CtxTrain != m.ctx || h.TiedOutput != m.tied || h.QKVBias != m.qkvBias {
 			t.Errorf("%s: header %+v, loader %+v", m.name, h, hp)
 		}
@@ -256,7 +257,7 @@ func TestFromURLReadsOnlyTheHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.HParams != local.HParams || d.WeightsBytes != local.WeightsBytes || d.WeightsBytes < 4e9 {
+	if !reflect.DeepEqual(d.HParams, local.HParams) || d.WeightsBytes != local.WeightsBytes || d.WeightsBytes < 4e9 {
 		t.Fatalf("remote %+v %d, local %+v %d", d.HParams, d.WeightsBytes, local.HParams, local.WeightsBytes)
 	}
 	t.Logf("header %d bytes: %d requests %v, %d bytes served", dataOff, len(log.ranges), log.ranges, log.bytes)

@@ -151,11 +151,11 @@ func (e *Estimate) Allocated() int64 { return e.Weights + e.KV + e.Scratch }
 // a registered footprint.
 func KVConfig(hp model.HParams, o Options) kv.Config {
 	o = o.withDefaults(hp)
-	cfg := kv.Config{Type: o.KV, GroupSize: o.KVGroup, Layers: hp.Layers, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Ctx: o.Ctx, Residual: max(o.KVResidual, 0), Evict: o.Evict}
-	if _, err := footprint(o.Backend); err == nil && !cfg.Evicts() {
-		cfg.LayerWindow = hp.LayerWindows()
-	}
-	return cfg
+	cfg := kv.Config{Type: o.KV, GroupSize: o.KVGroup, Ctx: o.Ctx, Residual: max(o.KVResidual, 0), Evict: o.Evict}
+	// One cache layer per layer that stores K/V (Gemma 4's shared layers
+	// read another's: counted once), each in its head shape.
+	_, err := footprint(o.Backend)
+	return hp.CacheConfig(cfg, err == nil)
 }
 
 // Compute is the breakdown for d under o, without a budget.

@@ -25,13 +25,12 @@ func MaxContext(d Desc, o Options, budget int64) int {
 	// exceeds what is left after the weights. Only layers without a
 	// sliding-window ring grow with the context.
 	cfg := KVConfig(d.HParams, o)
-	growing := 0
+	var perToken int64
 	for l := range cfg.Layers {
 		if l >= len(cfg.LayerWindow) || cfg.LayerWindow[l] == 0 {
-			growing++
+			perToken += int64(cfg.KVHeadsOf(l)) * 2 * int64(kv.BytesPerTokenHead(cfg.Type, cfg.HeadDimOf(l), cfg.GroupSize))
 		}
 	}
-	perToken := int64(growing) * int64(cfg.KVHeads) * 2 * int64(kv.BytesPerTokenHead(cfg.Type, cfg.HeadDim, cfg.GroupSize))
 	hi := maxCtxSearch
 	if perToken > 0 {
 		if n := (budget-d.WeightsBytes)/perToken + 1; n < int64(hi) {

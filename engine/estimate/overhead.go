@@ -20,7 +20,7 @@ func footprint(name string) (backend.Footprint, error) {
 
 // shape is what a backend's footprint needs of hp.
 func shape(hp model.HParams) backend.Shape {
-	return backend.Shape{Embd: hp.Embd, Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, FF: hp.FF, Vocab: hp.Vocab}
+	return backend.Shape{Embd: hp.Embd, Heads: hp.Heads, KVHeads: hp.MaxKVHeads(), HeadDim: hp.MaxHeadDim(), FF: hp.MaxFF(), Vocab: hp.Vocab}
 }
 
 // BackendOverhead checks the backend name and returns its base overhead

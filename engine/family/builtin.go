@@ -78,6 +78,27 @@ var builtin = []Family{
 		Chat:   Chat{Template: "chatml"},
 		Synth:  Synth{RopeBase: 1000000, RMSEps: 1e-6, Untied: true, Experts: 8, ExpertsUsed: 2, ExpertFF: 64},
 	},
+	{
+		// Gemma 4 (llama.cpp's gemma4, transformers' Gemma4ForCausalLM):
+		// Gemma 3's block with norms stored as the weight itself (no 1+w:
+		// applied alike), q·k scaled by 1, v RMS-normalised without a
+		// weight (and taken from k's projection where attn_v is absent),
+		// sliding and global layers named per layer by the file
+		// (sliding_window_pattern), each with its own head dim
+		// (key_length_swa, key_length), RoPE base (freq_base_swa, freq_base)
+		// and rotated dims; the global layers' proportional RoPE is
+		// rope_freqs (1 on the rotated pairs, 1e30 on the others). The last
+		// shared_kv_layers layers read the cache of the last earlier layer of
+		// their kind. E models add per-layer token embeddings; every layer
+		// may scale the residual stream (layer_output_scale); output logits
+		// soft-capped at 30.
+		Name: "gemma4",
+		Traits: Traits{RopeNeox: true, QKNorm: true, PostNorms: true, GeluFFN: true, EmbdScale: true,
+			FinalSoftcap: 30, RopeBaseLocal: 10000, AttnScale: 1, VNorm: true, RopeFreqsGlobal: true},
+		Tensors: Layout{RopeFactors: RopeFreqs, OptionalV: true, LayerOutScale: true, PerLayerInputs: true},
+		Chat:    Chat{Template: "gemma4"},
+		Synth:   Synth{RopeBase: 1000000, RMSEps: 1e-6, Window: 512},
+	},
 }
 
 func init() {

@@ -56,6 +56,15 @@ type Traits struct {
 	// RopeBaseLocal is the RoPE base of sliding-window layers when the file
 	// does not say (0 = the file's base).
 	RopeBaseLocal float32
+	// AttnScale fixes the q·k scale whatever the file says (0 = the file's
+	// attention.scale, else 1/sqrt(head dim)); Gemma 4 scales by 1.
+	AttnScale float32
+	// VNorm: each head of v is RMS-normalised without a weight before it
+	// is cached (Gemma 4).
+	VNorm bool
+	// RopeFreqsGlobal: rope_freqs applies to the global layers only
+	// (Gemma 4's proportional RoPE); sliding layers rotate plainly.
+	RopeFreqsGlobal bool
 	// Experts are the mixture-of-experts defaults, used by the files of the
 	// family that have experts (expert_count > 0).
 	Experts Experts
@@ -128,6 +137,16 @@ type Layout struct {
 	FusedQKV bool
 	// FusedGateUp: ffn_up holds [gate | up] rows and there is no ffn_gate.
 	FusedGateUp bool
+	// OptionalV: a layer without attn_v takes v from k's projection
+	// (Gemma 4's global layers in its larger sizes).
+	OptionalV bool
+	// LayerOutScale: blk.N.layer_output_scale, one float multiplying the
+	// residual stream after the block (Gemma 4), optional.
+	LayerOutScale bool
+	// PerLayerInputs: per-layer token embeddings and their projection
+	// (Gemma 4's E models), present when the file gives
+	// embedding_length_per_layer_input.
+	PerLayerInputs bool
 	// The layout of the experts, in files with expert_count > 0 (besides
 	// ffn_gate_inp and ffn_{gate,up,down}_exps, which every such file has;
 	// shared experts ffn_*_shexp where expert_shared_feed_forward_length is

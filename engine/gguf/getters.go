@@ -231,3 +231,13 @@ func sliceLen(s any) int {
 	}
 	return -1
 }
+
+// Bools returns a bool array.
+func (f *File) Bools(key string) ([]bool, bool) {
+	v, ok := f.KV[key]
+	if !ok || v.Type != Array || v.Elem != Bool {
+		return nil, false
+	}
+	s, ok := v.Data.([]bool)
+	return s, ok
+}

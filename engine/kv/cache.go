@@ -69,26 +69,33 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 	if alloc == nil {
 		alloc = func(n int) []byte { return make([]byte, n) }
 	}
-	bpth := BytesPerTokenHead(cfg.Type, cfg.HeadDim, cfg.GroupSize)
-	// Divisions, not products, so absurd counts cannot overflow the check.
-	if int64(cfg.Slots()) > maxCacheBytes/2/int64(bpth)/int64(cfg.Layers)/int64(cfg.KVHeads) {
-		return nil, fmt.Errorf("kv: cache of %d layers × %d heads × %d positions is too large", cfg.Layers, cfg.KVHeads, cfg.Ctx)
+	for _, g := range cfg.Geometries() {
+		bpth := BytesPerTokenHead(cfg.Type, g.HeadDim, cfg.GroupSize)
+		// Divisions, not products, so absurd counts cannot overflow the check.
+		if int64(cfg.Slots()) > maxCacheBytes/2/int64(bpth)/int64(cfg.Layers)/int64(g.KVHeads) {
+			return nil, fmt.Errorf("kv: cache of %d layers × %d heads × %d positions is too large", cfg.Layers, g.KVHeads, cfg.Ctx)
+		}
 	}
 	c := &Cache{cfg: cfg, layers: make([]LayerView, cfg.Layers), lambda: make([][]float32, cfg.Layers)}
-	var rot *Rotation
+	rots := map[int]*Rotation{} // by head dim
 	if cfg.Rotate {
-		var err error
-		if rot, err = NewRotation(cfg.HeadDim); err != nil {
-			return nil, err
+		for _, g := range cfg.Geometries() {
+			if rots[g.HeadDim] == nil {
+				rot, err := NewRotation(g.HeadDim)
+				if err != nil {
+					return nil, err
+				}
+				rots[g.HeadDim] = rot
+			}
 		}
 	}
 	if cfg.Rotate || cfg.Smooth {
-		c.keyBuf = make([]float32, cfg.HeadDim)
+		c.keyBuf = make([]float32, cfg.MaxHeadDim())
 	}
 	for l := range c.layers {
 		lv := &c.layers[l]
-		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, GroupSize: cfg.GroupSize, Ctx: cfg.LayerSlots(l), Rot: rot,
-			Window: cfg.LayerResidual(l), Ring: cfg.LayerRing(l)}
+		*lv = LayerView{Type: cfg.Type, KVHeads: cfg.KVHeadsOf(l), HeadDim: cfg.HeadDimOf(l), GroupSize: cfg.GroupSize, Ctx: cfg.LayerSlots(l),
+			Rot: rots[cfg.HeadDimOf(l)], Window: cfg.LayerResidual(l), Ring: cfg.LayerRing(l)}
 		planeBytes := cfg.LayerPlaneBytes(l)
 		if lv.Window > 0 {
 			lv.tailPos = NewTailRing(lv.Window)
@@ -102,7 +109,7 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 				return nil, fmt.Errorf("kv: layer %d plane %d: allocation is not 4-byte aligned", l, i)
 			}
 			c.bytes += int64(planeBytes)
-			*p = carve(cfg, lv.Ctx, lv.Window, raw)
+			*p = carve(cfg, lv.KVHeads, lv.HeadDim, lv.Ctx, lv.Window, raw)
 		}
 	}
 	if cfg.Evict.Policy != EvictNone {
@@ -118,9 +125,9 @@ func New(cfg Config, alloc func(nbytes int) []byte) (*Cache, error) {
 
 // carve splits one plane allocation of slots positions per kv head into
 // codes, metadata and the residual window's ring of window rows.
-func carve(cfg Config, slots, window int, raw []byte) Plane {
+func carve(cfg Config, kvHeads, headDim, slots, window int, raw []byte) Plane {
 	p := Plane{Raw: raw}
-	elems := cfg.KVHeads * slots * cfg.HeadDim
+	elems := kvHeads * slots * headDim
 	var codeBytes int
 	switch cfg.Type {
 	case F16:
@@ -133,10 +140,10 @@ func carve(cfg Config, slots, window int, raw []byte) Plane {
 		codeBytes = elems / 2
 		p.Q4 = unsafe.Slice((*uint32)(unsafe.Pointer(&raw[0])), elems/8)
 	}
-	metaHalves := cfg.KVHeads * slots * 2 * (cfg.HeadDim / cfg.GroupSize)
+	metaHalves := kvHeads * slots * 2 * (headDim / cfg.GroupSize)
 	p.Meta = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes])), metaHalves)
 	if window > 0 {
-		p.Tail = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes+2*metaHalves])), cfg.KVHeads*window*cfg.HeadDim)
+		p.Tail = unsafe.Slice((*uint16)(unsafe.Pointer(&raw[codeBytes+2*metaHalves])), kvHeads*window*headDim)
 	}
 	return p
 }
@@ -160,7 +167,7 @@ func (c *Cache) SetLambda(layer int, lambda []float32) error {
 		return fmt.Errorf("kv smoothing: layer %d outside [0, %d)", layer, c.cfg.Layers)
 	}
 	if lambda != nil {
-		if err := CheckLambda(lambda, c.cfg.KVHeads, c.cfg.HeadDim); err != nil {
+		if err := CheckLambda(lambda, c.cfg.KVHeadsOf(layer), c.cfg.HeadDimOf(layer)); err != nil {
 			return fmt.Errorf("layer %d: %w", layer, err)
 		}
 	}
@@ -183,7 +190,7 @@ func (c *Cache) SetLambda(layer int, lambda []float32) error {
 // to make room, and stores the rows at their physical slots (evict.go).
 func (c *Cache) Append(layer, pos int, k, v []float32, n int) error {
 	cfg := c.cfg
-	row := cfg.KVHeads * cfg.HeadDim
+	row := cfg.KVHeadsOf(layer) * cfg.HeadDimOf(layer)
 	switch {
 	case layer < 0 || layer >= cfg.Layers:
 		return fmt.Errorf("kv append: layer %d outside [0, %d)", layer, cfg.Layers)
@@ -214,15 +221,15 @@ func (c *Cache) appendAt(layer, pos int, k, v []float32, n int) {
 		// Rows the batch's own later rows push out of the window never
 		// enter the ring.
 		inTail := t >= n-lv.Window
-		for h := 0; h < cfg.KVHeads; h++ {
-			src := (t*cfg.KVHeads + h) * cfg.HeadDim
+		for h := 0; h < lv.KVHeads; h++ {
+			src := (t*lv.KVHeads + h) * lv.HeadDim
 			slot := h*lv.Ctx + lv.Slot(pos+t)
-			key := lv.TransformKey(c.keyBuf, k[src:src+cfg.HeadDim], h)
-			lv.K.store(cfg, slot, key)
-			lv.V.store(cfg, slot, v[src:src+cfg.HeadDim])
+			key := lv.TransformKey(c.keyBuf, k[src:src+lv.HeadDim], h)
+			lv.K.store(cfg, lv.HeadDim, slot, key)
+			lv.V.store(cfg, lv.HeadDim, slot, v[src:src+lv.HeadDim])
 			if inTail {
 				lv.storeTail(&lv.K, h, pos+t, key)
-				lv.storeTail(&lv.V, h, pos+t, v[src:src+cfg.HeadDim])
+				lv.storeTail(&lv.V, h, pos+t, v[src:src+lv.HeadDim])
 			}
 		}
 		if inTail {
@@ -233,8 +240,8 @@ func (c *Cache) appendAt(layer, pos int, k, v []float32, n int) {
 }
 
 // store quantizes one head vector into slot = head·Ctx + position.
-func (p *Plane) store(cfg Config, slot int, x []float32) {
-	d, ng := cfg.HeadDim, 0
+func (p *Plane) store(cfg Config, d, slot int, x []float32) {
+	ng := 0
 	if cfg.Type != F16 {
 		ng = d / cfg.GroupSize
 	}

@@ -6,6 +6,7 @@ package kv
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -70,6 +71,53 @@ type Config struct {
 	// layer's window w > 0 makes its planes a ring of min(w, Ctx) slots,
 	// position p in slot p mod w (ring.go); 0 keeps every position.
 	LayerWindow []int
+	// LayerHeadDim and LayerKVHeads, when set, have one entry per layer:
+	// that layer's head dim and kv heads (Gemma 4's global layers have
+	// wider heads, and in some sizes fewer kv heads, than its local ones).
+	// nil: HeadDim and KVHeads for every layer.
+	LayerHeadDim []int
+	LayerKVHeads []int
+}
+
+// HeadDimOf is layer l's head dim.
+func (c Config) HeadDimOf(l int) int {
+	if l >= 0 && l < len(c.LayerHeadDim) {
+		return c.LayerHeadDim[l]
+	}
+	return c.HeadDim
+}
+
+// KVHeadsOf is layer l's kv head count.
+func (c Config) KVHeadsOf(l int) int {
+	if l >= 0 && l < len(c.LayerKVHeads) {
+		return c.LayerKVHeads[l]
+	}
+	return c.KVHeads
+}
+
+// Geometry is the shape of one layer's heads.
+type Geometry struct{ KVHeads, HeadDim int }
+
+// Geometries lists the distinct head shapes of the cache's layers, in the
+// order of the first layer of each.
+func (c Config) Geometries() []Geometry {
+	var gs []Geometry
+	for l := range max(c.Layers, 1) {
+		g := Geometry{c.KVHeadsOf(l), c.HeadDimOf(l)}
+		if !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+// MaxHeadDim is the widest head of any layer.
+func (c Config) MaxHeadDim() int {
+	d := 0
+	for _, g := range c.Geometries() {
+		d = max(d, g.HeadDim)
+	}
+	return d
 }
 
 // MaxResidual bounds the residual window: a few hundred positions already
@@ -137,27 +185,46 @@ func BytesPerTokenHead(t Type, headDim, groupSize int) int {
 
 // Validate reports a config the cache cannot store.
 func (c Config) Validate() error {
-	if _, err := TokenHeadLayout(c.Type, c.HeadDim, max(c.GroupSize, 1)); err != nil {
-		return err
-	}
 	switch {
 	case c.Layers <= 0 || c.KVHeads <= 0 || c.Ctx <= 0:
 		return fmt.Errorf("kv: layers %d, kv heads %d and context %d must be positive", c.Layers, c.KVHeads, c.Ctx)
-	case c.HeadDim <= 0 || c.HeadDim%8 != 0:
-		return fmt.Errorf("kv: head dim %d must be a positive multiple of 8", c.HeadDim)
+	case c.LayerHeadDim != nil && len(c.LayerHeadDim) != c.Layers:
+		return fmt.Errorf("kv: %d layer head dims for %d layers", len(c.LayerHeadDim), c.Layers)
+	case c.LayerKVHeads != nil && len(c.LayerKVHeads) != c.Layers:
+		return fmt.Errorf("kv: %d layer kv head counts for %d layers", len(c.LayerKVHeads), c.Layers)
+	case len(c.Geometries()) > 1 && c.Evicts():
+		return fmt.Errorf("kv: a cache that evicts needs one head shape for every layer")
 	case c.Type != F16 && c.GroupSize != 32 && c.GroupSize != 64:
 		return fmt.Errorf("kv: group size %d not supported (32 or 64)", c.GroupSize)
-	case c.Rotate && c.HeadDim > MaxRotationDim:
-		return fmt.Errorf("kv: rotation of a head dim of %d (at most %d)", c.HeadDim, MaxRotationDim)
 	case c.Residual < 0 || c.Residual > MaxResidual:
 		return fmt.Errorf("kv: residual window %d outside [0, %d]", c.Residual, MaxResidual)
-	case c.Type != F16 && c.HeadDim%c.GroupSize != 0:
-		return fmt.Errorf("kv: head dim %d is not a multiple of group size %d", c.HeadDim, c.GroupSize)
+	}
+	for _, g := range c.Geometries() {
+		if err := c.validateGeometry(g); err != nil {
+			return err
+		}
 	}
 	if err := c.validateRings(); err != nil {
 		return err
 	}
 	return c.Evict.validate(c)
+}
+
+func (c Config) validateGeometry(g Geometry) error {
+	if _, err := TokenHeadLayout(c.Type, g.HeadDim, max(c.GroupSize, 1)); err != nil {
+		return err
+	}
+	switch {
+	case g.KVHeads <= 0:
+		return fmt.Errorf("kv: kv heads %d must be positive", g.KVHeads)
+	case g.HeadDim <= 0 || g.HeadDim%8 != 0:
+		return fmt.Errorf("kv: head dim %d must be a positive multiple of 8", g.HeadDim)
+	case c.Rotate && g.HeadDim > MaxRotationDim:
+		return fmt.Errorf("kv: rotation of a head dim of %d (at most %d)", g.HeadDim, MaxRotationDim)
+	case c.Type != F16 && g.HeadDim%c.GroupSize != 0:
+		return fmt.Errorf("kv: head dim %d is not a multiple of group size %d", g.HeadDim, c.GroupSize)
+	}
+	return nil
 }
 
 // Bytes is the exact size of the cache: per layer
@@ -182,5 +249,6 @@ func (c Config) PlaneBytes() int {
 // LayerPlaneBytes is the size of one plane of layer l: PlaneBytes, or for a
 // sliding-window ring its window's slots and residual rows.
 func (c Config) LayerPlaneBytes(l int) int {
-	return c.KVHeads * (c.LayerSlots(l)*BytesPerTokenHead(c.Type, c.HeadDim, c.GroupSize) + c.LayerResidual(l)*2*c.HeadDim)
+	d := c.HeadDimOf(l)
+	return c.KVHeadsOf(l) * (c.LayerSlots(l)*BytesPerTokenHead(c.Type, d, c.GroupSize) + c.LayerResidual(l)*2*d)
 }

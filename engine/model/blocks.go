@@ -1,6 +1,10 @@
 package model
 
-import "nibble/engine/backend"
+import (
+	"math"
+
+	"nibble/engine/backend"
+)
 
 // The blocks every family's forward pass is made of. Each issues backend
 // ops on the state's activations: x is the residual stream, h the block's
@@ -18,43 +22,119 @@ func (s *State) embed(p *pass) {
 
 // attention is block li's attention on x, leaving Wo·attention in h:
 // attn_norm, the q/k/v projections (and biases), the per-head q/k norms
-// where the layer has them, RoPE, the cache and the attention op.
+// where the layer has them (and v's, Gemma 4), RoPE, the cache and the
+// attention op. A layer that shares K/V attends over its source layer's
+// cache, and the source's K and V of a prefill batch, and stores nothing.
 func (s *State) attention(p *pass, li int) error {
 	b, hp, l, ls := s.b, &s.m.HP, &s.m.Layers[li], &s.specs[li]
 	n, pos := p.n, p.pos
+	hd, kvh := ls.HeadDim, ls.KVHeads
 	b.RMSNorm(s.h, s.x, l.AttnNorm, hp.RMSEps, n)
 	b.MatMul(s.q, l.Wq, s.h, n)
-	b.MatMul(s.k, l.Wk, s.h, n)
-	b.MatMul(s.v, l.Wv, s.h, n)
 	if l.Bq != nil {
 		b.AddBias(s.q, l.Bq, n)
-		b.AddBias(s.k, l.Bk, n)
-		b.AddBias(s.v, l.Bv, n)
 	}
 	if ls.QKNorm {
 		// Rows of one head: the norm weights are head_dim wide.
 		b.RMSNorm(s.q, s.q, l.QNorm, hp.RMSEps, n*hp.Heads)
-		b.RMSNorm(s.k, s.k, l.KNorm, hp.RMSEps, n*hp.KVHeads)
 	}
-	b.RoPE(s.q, hp.Heads, hp.HeadDim, n, s.pos[:n], &ls.Rope)
-	b.RoPE(s.k, hp.KVHeads, hp.HeadDim, n, s.pos[:n], &ls.Rope)
+	b.RoPE(s.q, hp.Heads, hd, n, s.pos[:n], &ls.Rope)
+	if src := ls.KVSource; src != li {
+		if n == 1 {
+			b.AttendDecode(s.att, s.q, s.Cache, src, pos+1, &s.attn[li])
+		} else {
+			kv := s.saved[src]
+			b.AttendPrefill(s.att, s.q, kv[0], kv[1], s.Cache, src, pos, n, &s.attn[li])
+		}
+		b.MatMul(s.h, l.Wo, s.att, n)
+		return nil
+	}
+	k, v := s.k, s.v
+	saved, deferred := s.saved[li]
+	deferred = deferred && n > 1
+	if deferred {
+		k, v = saved[0], saved[1]
+	}
+	b.MatMul(k, l.Wk, s.h, n)
+	if l.Wv != nil {
+		b.MatMul(v, l.Wv, s.h, n)
+	} else {
+		// Gemma 4 without attn_v: v is k's projection, before k's norm and
+		// RoPE.
+		b.Copy(v, 0, k, 0, n*kvh*hd)
+	}
+	if l.Bk != nil {
+		b.AddBias(k, l.Bk, n)
+		b.AddBias(v, l.Bv, n)
+	}
+	if ls.QKNorm {
+		b.RMSNorm(k, k, l.KNorm, hp.RMSEps, n*kvh)
+	}
+	if ls.VNorm {
+		s.b.(backend.Gemma4Ops).RMSNormPlain(v, v, hp.RMSEps, n*kvh, hd)
+	}
+	b.RoPE(k, kvh, hd, n, s.pos[:n], &ls.Rope)
 	if pos == 0 && s.calib != nil {
-		lambda, err := s.calibrate(n)
+		lambda, err := s.calibrate(k, n, kvh, hd)
 		if err != nil {
 			return err
 		}
 		b.KVSetSmoothing(s.Cache, li, lambda)
 	}
 	if n == 1 {
-		b.KVStore(s.Cache, li, s.k, s.v, pos, 1)
+		b.KVStore(s.Cache, li, k, v, pos, 1)
 		b.AttendDecode(s.att, s.q, s.Cache, li, pos+1, &s.attn[li])
 	} else {
-		// Hybrid prefill: attend in float over the new rows, then quantize them into the cache.
-		b.AttendPrefill(s.att, s.q, s.k, s.v, s.Cache, li, pos, n, &s.attn[li])
-		b.KVStore(s.Cache, li, s.k, s.v, pos, n)
+		// Hybrid prefill: attend in float over the new rows, then quantize
+		// them into the cache (for a layer others read, once they have
+		// attended: storeDeferred).
+		b.AttendPrefill(s.att, s.q, k, v, s.Cache, li, pos, n, &s.attn[li])
+		if !deferred {
+			b.KVStore(s.Cache, li, k, v, pos, n)
+		}
 	}
 	b.MatMul(s.h, l.Wo, s.att, n)
 	return nil
+}
+
+// storeDeferred stores the prefill batch's K and V of the layers others
+// read, after every layer has attended (a sliding layer's ring would
+// otherwise lose positions the sharing layers still see).
+func (s *State) storeDeferred(p *pass) {
+	if p.n == 1 {
+		return
+	}
+	for _, src := range s.m.HP.KVShareSources() {
+		kv := s.saved[src]
+		s.b.KVStore(s.Cache, src, kv[0], kv[1], p.pos, p.n)
+	}
+}
+
+// perLayerInputs makes Gemma 4's per-layer inputs of the batch from the
+// scaled embeddings in x: (RMSNorm(W·x/sqrt(n_embd)) + E_tok·sqrt(width))/sqrt(2)
+// for every layer's slice, as llama.cpp and transformers compute them.
+func (s *State) perLayerInputs(p *pass) {
+	m, b, hp := s.m, s.b, &s.m.HP
+	n, all := p.n, p.n*hp.Layers*hp.PerLayerEmbd
+	b.MatMul(s.pl, m.PerLayerModelProj, s.x, n)
+	b.Scale(s.pl, float32(1/math.Sqrt(float64(hp.Embd))), all)
+	b.RMSNorm(s.pl, s.pl, m.PerLayerProjNorm, hp.RMSEps, n*hp.Layers)
+	b.Embed(s.plTok, m.PerLayerTokEmbd, p.tokens)
+	b.Scale(s.plTok, float32(math.Sqrt(float64(hp.PerLayerEmbd))), all)
+	b.Add(s.pl, s.plTok, all)
+	b.Scale(s.pl, float32(1/math.Sqrt2), all)
+}
+
+// perLayerInput is block li's use of its per-layer input, leaving
+// RMSNorm(proj(gelu_tanh(gate·x) ∘ input)) in h.
+func (s *State) perLayerInput(p *pass, li int) {
+	b, hp, l := s.b, &s.m.HP, &s.m.Layers[li]
+	n, w := p.n, hp.PerLayerEmbd
+	b.MatMul(s.plg, l.PerLayerInpGate, s.x, n)
+	b.(backend.Gemma4Ops).CopyRows(s.pli, 0, w, s.pl, li*w, hp.Layers*w, n, w)
+	b.GeluGLU(s.plg, s.plg, s.pli, n*w)
+	b.MatMul(s.h, l.PerLayerProj, s.plg, n)
+	b.RMSNorm(s.h, s.h, l.PerLayerPostNorm, hp.RMSEps, n)
 }
 
 // feedForward is block li's gated feed-forward on x, leaving
@@ -62,7 +142,7 @@ func (s *State) attention(p *pass, li int) error {
 func (s *State) feedForward(p *pass, li int) {
 	hp, l := &s.m.HP, &s.m.Layers[li]
 	s.b.RMSNorm(s.h, s.x, l.FFNNorm, hp.RMSEps, p.n)
-	s.gatedFFN(p.n, s.h, s.h, l.Gate, l.Up, l.Down, hp.FF, s.specs[li].Act)
+	s.gatedFFN(p.n, s.h, s.h, l.Gate, l.Up, l.Down, s.specs[li].FF, s.specs[li].Act)
 }
 
 // postNorm normalises the block output h in place (Gemma's post norms).

@@ -23,7 +23,8 @@ func FamilyHParams(arch string) HParams {
 		Arch: arch, RopeScale: 1, Window: t.Window,
 		RopeNeox: t.RopeNeox, QKVBias: t.QKVBias, QKNorm: t.QKNorm, PostNorms: t.PostNorms,
 		GeluFFN: t.GeluFFN, EmbdScale: t.EmbdScale, AttnSoftcap: t.AttnSoftcap, FinalSoftcap: t.FinalSoftcap,
-		SWAPattern: t.SWAPattern, RopeBaseLocal: t.RopeBaseLocal,
+		SWAPattern: t.SWAPattern, RopeBaseLocal: t.RopeBaseLocal, AttnScale: t.AttnScale,
+		VNorm: t.VNorm, RopeFreqsGlobal: t.RopeFreqsGlobal,
 		ExpertNorm: t.Experts.Norm, ExpertGating: gating,
 	}
 }
@@ -34,6 +35,9 @@ func FamilyHParams(arch string) HParams {
 // the output (soft-capped where it caps).
 func forward(s *State, p *pass) error {
 	s.embed(p)
+	if s.pl != nil {
+		s.perLayerInputs(p)
+	}
 	for li := range s.m.Layers {
 		l, ls := &s.m.Layers[li], &s.specs[li]
 		if err := s.attention(p, li); err != nil {
@@ -52,7 +56,15 @@ func forward(s *State, p *pass) error {
 			s.postNorm(p, l.FFNPostNorm)
 		}
 		s.residual(p)
+		if s.pl != nil {
+			s.perLayerInput(p, li)
+			s.residual(p)
+		}
+		if l.OutScale != 0 {
+			s.b.Scale(s.x, l.OutScale, p.n*s.m.HP.Embd)
+		}
 	}
+	s.storeDeferred(p)
 	return s.output(p)
 }
 
@@ -76,6 +88,13 @@ type LayerSpec struct {
 	QKNorm    bool         // per-head RMSNorm of q and k before RoPE
 	PostNorms bool         // RMSNorm of the attention and feed-forward outputs before the residual add
 	Act       Activation
+	// HeadDim, KVHeads and FF are this layer's (Gemma 4's differ between
+	// sliding and global layers).
+	HeadDim, KVHeads, FF int
+	// KVSource is the layer whose cache this one attends over: itself, or
+	// for a layer that shares K/V, the layer it reads (HParams.KVSource).
+	KVSource int
+	VNorm    bool // v RMS-normalised per head without a weight
 
 	// MoE makes the block's feed-forward a mixture of experts: Router
 	// chooses them, ExpertAct is their gate (with ClampAlpha and ClampLimit
@@ -91,8 +110,9 @@ type LayerSpec struct {
 func (hp HParams) Layer(il int) LayerSpec {
 	ls := LayerSpec{
 		Scale: hp.QKScale(), Softcap: hp.AttnSoftcap, QKNorm: hp.QKNorm, PostNorms: hp.PostNorms,
-		Rope: backend.RoPE{Neox: hp.RopeNeox, Dims: hp.RopeDims, Base: hp.RopeBase, PosScale: hp.RopeScale, AttnFactor: hp.RopeAttnFactor,
+		Rope: backend.RoPE{Neox: hp.RopeNeox, Dims: hp.RopeDimsOf(il), Base: hp.RopeBase, PosScale: hp.RopeScale, AttnFactor: hp.RopeAttnFactor,
 			ExtFactor: hp.RopeExtFactor, BetaFast: hp.RopeBetaFast, BetaSlow: hp.RopeBetaSlow, OrigCtx: hp.RopeCtxOrig},
+		HeadDim: hp.HeadDimOf(il), KVHeads: hp.KVHeadsOf(il), FF: hp.FFOf(il), KVSource: hp.KVSource(il), VNorm: hp.VNorm,
 	}
 	if hp.SlidingLayer(il) {
 		ls.Window = hp.Window

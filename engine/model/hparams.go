@@ -5,10 +5,12 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"nibble/engine/backend"
 	"nibble/engine/family"
 	"nibble/engine/gguf"
+	"nibble/engine/kv"
 )
 
 // HParams are the architecture numbers a forward pass and the memory
@@ -68,6 +70,31 @@ type HParams struct {
 	// context). RopeExtFactor 0 = no YaRN.
 	RopeExtFactor, RopeBetaFast, RopeBetaSlow float32
 
+	// Per-layer shapes (Gemma 4); zero values mean the model-wide fields.
+
+	// HeadDimLocal is the head dim of sliding-window layers
+	// (attention.key_length_swa); HeadDim is then the global layers'.
+	HeadDimLocal int
+	// RopeDimsLocal is the rotated dims of sliding-window layers
+	// (rope.dimension_count_swa).
+	RopeDimsLocal int
+	// LayerKVHeads and LayerFF are attention.head_count_kv and
+	// feed_forward_length where the file gives one per layer.
+	LayerKVHeads, LayerFF []int
+	// SlidingLayers is attention.sliding_window_pattern where the file
+	// names each layer (true: sliding); nil: SWAPattern.
+	SlidingLayers []bool
+	// SharedKVLayers is attention.shared_kv_layers: the last that many
+	// layers store no K/V and attend over the cache of the last earlier
+	// layer of their kind (sliding or global).
+	SharedKVLayers int
+	// PerLayerEmbd is embedding_length_per_layer_input: the width of each
+	// layer's slice of the per-layer token embeddings (0: none).
+	PerLayerEmbd int
+	VNorm        bool // v RMS-normalised per head without a weight (family trait)
+	// RopeFreqsGlobal: rope_freqs apply to global layers only (trait).
+	RopeFreqsGlobal bool
+
 	// Mixture of experts (docs/ARCHITECTURE.md, "Mixture of experts"):
 	// Experts > 0 makes every block's feed-forward a router over Experts
 	// experts of which ExpertsUsed run per token.
@@ -77,6 +104,121 @@ type HParams struct {
 	ExpertGating         backend.Gating // expert_gating_func, else the family's
 	ExpertNorm           bool           // chosen weights divided by their sum (expert_weights_norm, else the family's)
 	ExpertScale          float32        // on the chosen weights (expert_weights_scale); 0 = 1
+}
+
+// HeadDimOf is layer il's head dim.
+func (hp HParams) HeadDimOf(il int) int {
+	if hp.HeadDimLocal > 0 && hp.SlidingLayer(il) {
+		return hp.HeadDimLocal
+	}
+	return hp.HeadDim
+}
+
+// KVHeadsOf is layer il's kv head count.
+func (hp HParams) KVHeadsOf(il int) int {
+	if il >= 0 && il < len(hp.LayerKVHeads) {
+		return hp.LayerKVHeads[il]
+	}
+	return hp.KVHeads
+}
+
+// FFOf is layer il's feed-forward width.
+func (hp HParams) FFOf(il int) int {
+	if il >= 0 && il < len(hp.LayerFF) {
+		return hp.LayerFF[il]
+	}
+	return hp.FF
+}
+
+// RopeDimsOf is layer il's rotated dims per head.
+func (hp HParams) RopeDimsOf(il int) int {
+	if hp.RopeDimsLocal > 0 && hp.SlidingLayer(il) {
+		return hp.RopeDimsLocal
+	}
+	return hp.RopeDims
+}
+
+// KVLayers is the number of layers that store K/V: the first
+// Layers − SharedKVLayers; the rest read one of theirs.
+func (hp HParams) KVLayers() int { return hp.Layers - hp.SharedKVLayers }
+
+// KVSource is the layer whose cache layer il attends over: il itself, or
+// for a layer that shares, the last layer before the sharing starts of the
+// same kind (sliding or global), as transformers' Gemma 4 does; -1 when
+// there is none.
+func (hp HParams) KVSource(il int) int {
+	first := hp.KVLayers()
+	if il < first {
+		return il
+	}
+	for j := first - 1; j >= 0; j-- {
+		if hp.SlidingLayer(j) == hp.SlidingLayer(il) {
+			return j
+		}
+	}
+	return -1
+}
+
+// KVShareSources lists the layers whose cache later layers read, in
+// order.
+func (hp HParams) KVShareSources() []int {
+	var src []int
+	for il := hp.KVLayers(); il < hp.Layers; il++ {
+		if j := hp.KVSource(il); j >= 0 && !slices.Contains(src, j) {
+			src = append(src, j)
+		}
+	}
+	slices.Sort(src)
+	return src
+}
+
+// CacheConfig is cfg (type, context, residual window, rotation, smoothing,
+// eviction) shaped for hp: one cache layer per layer that stores K/V, each
+// with its head shape and, unless cfg evicts or rings is false, the ring
+// of its sliding window. Model.NewState and the estimator both call it.
+func (hp HParams) CacheConfig(cfg kv.Config, rings bool) kv.Config {
+	n := hp.KVLayers()
+	cfg.Layers, cfg.KVHeads, cfg.HeadDim = n, hp.KVHeadsOf(0), hp.HeadDimOf(0)
+	cfg.LayerHeadDim, cfg.LayerKVHeads = nil, nil
+	for il := range n {
+		if hp.KVHeadsOf(il) != cfg.KVHeads || hp.HeadDimOf(il) != cfg.HeadDim {
+			cfg.LayerHeadDim, cfg.LayerKVHeads = make([]int, n), make([]int, n)
+			for j := range n {
+				cfg.LayerHeadDim[j], cfg.LayerKVHeads[j] = hp.HeadDimOf(j), hp.KVHeadsOf(j)
+			}
+			break
+		}
+	}
+	if len(cfg.LayerWindow) == hp.Layers {
+		cfg.LayerWindow = cfg.LayerWindow[:n] // a caller's windows for every layer: the cache's layers are the first n
+	}
+	if rings && cfg.LayerWindow == nil && !cfg.Evicts() {
+		if w := hp.LayerWindows(); w != nil {
+			cfg.LayerWindow = w[:n]
+		}
+	}
+	return cfg
+}
+
+// MaxHeadDim, MaxKVHeads and MaxFF are the widest of any layer: the
+// activations are sized for them.
+func (hp HParams) MaxHeadDim() int { return max(hp.HeadDim, hp.HeadDimLocal) }
+
+func (hp HParams) MaxKVHeads() int {
+	n := hp.KVHeads
+	for _, v := range hp.LayerKVHeads {
+		n = max(n, v)
+	}
+	return n
+}
+
+func (hp HParams) MaxFF() int {
+	n := hp.FF
+	for _, v := range hp.LayerFF {
+		n = max(n, v)
+	}
+	return n
+
 }
 
 // MoE reports whether the blocks' feed-forward is a mixture of experts.
@@ -111,6 +253,9 @@ func (hp HParams) QKScale() float32 {
 func (hp HParams) SlidingLayer(il int) bool {
 	if hp.Window <= 0 {
 		return false
+	}
+	if hp.SlidingLayers != nil {
+		return il >= 0 && il < len(hp.SlidingLayers) && hp.SlidingLayers[il]
 	}
 	p := hp.SWAPattern
 	return p == 0 || il%p < p-1
@@ -149,16 +294,23 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 		dst *int
 	}{
 		{"block_count", &hp.Layers}, {"embedding_length", &hp.Embd},
-		{"attention.head_count", &hp.Heads}, {"feed_forward_length", &hp.FF},
-		{"context_length", &hp.CtxTrain},
+		{"attention.head_count", &hp.Heads}, {"context_length", &hp.CtxTrain},
 	} {
 		if err := need(k.key, k.dst); err != nil {
 			return HParams{}, err
 		}
 	}
-	hp.KVHeads = hp.Heads
-	if v, ok := f.Uint(arch + ".attention.head_count_kv"); ok {
-		hp.KVHeads = int(v)
+	// feed_forward_length and head_count_kv may give one value per layer
+	// (llama.cpp's get_key_or_arr): the first is then the model-wide one.
+	var err error
+	if hp.FF, hp.LayerFF, err = perLayer(f, arch+".feed_forward_length", hp.Layers, true); err != nil {
+		return HParams{}, err
+	}
+	if hp.KVHeads, hp.LayerKVHeads, err = perLayer(f, arch+".attention.head_count_kv", hp.Layers, false); err != nil {
+		return HParams{}, err
+	}
+	if hp.KVHeads == 0 {
+		hp.KVHeads = hp.Heads
 	}
 	hp.HeadDim = hp.Embd / hp.Heads
 	if v, ok := f.Uint(arch + ".attention.key_length"); ok {
@@ -167,9 +319,39 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	if v, ok := f.Uint(arch + ".attention.value_length"); ok && int(v) != hp.HeadDim {
 		return HParams{}, fmt.Errorf("model %s: value length %d differs from key length %d, which this engine does not support", arch, v, hp.HeadDim)
 	}
+	if v, ok := f.Uint(arch + ".attention.key_length_swa"); ok {
+		hp.HeadDimLocal = int(v)
+		if w, ok := f.Uint(arch + ".attention.value_length_swa"); ok && w != v {
+			return HParams{}, fmt.Errorf("model %s: sliding layers' value length %d differs from their key length %d, which this engine does not support", arch, w, v)
+		}
+	}
 	hp.RopeDims = hp.HeadDim
 	if v, ok := f.Uint(arch + ".rope.dimension_count"); ok {
 		hp.RopeDims = int(v)
+	}
+	if v, ok := f.Uint(arch + ".rope.dimension_count_swa"); ok {
+		hp.RopeDimsLocal = int(v)
+	} else if hp.HeadDimLocal > 0 {
+		hp.RopeDimsLocal = hp.HeadDimLocal
+	}
+	if v, ok := f.Float(arch + ".rope.freq_base_swa"); ok {
+		hp.RopeBaseLocal = float32(v)
+	}
+	if v, ok := f.Uint(arch + ".attention.shared_kv_layers"); ok {
+		hp.SharedKVLayers = int(min(v, 1<<24))
+	}
+	if fam, _ := family.Lookup(arch); fam.Tensors.PerLayerInputs {
+		if v, ok := f.Uint(arch + ".embedding_length_per_layer_input"); ok {
+			hp.PerLayerEmbd = int(min(v, 1<<24))
+		}
+	}
+	if pat, ok := f.Bools(arch + ".attention.sliding_window_pattern"); ok {
+		if len(pat) != hp.Layers {
+			return HParams{}, fmt.Errorf("model %s: sliding_window_pattern names %d layers of %d", arch, len(pat), hp.Layers)
+		}
+		hp.SlidingLayers = pat
+	} else if v, ok := f.Uint(arch + ".attention.sliding_window_pattern"); ok {
+		hp.SWAPattern = int(min(v, 1<<24))
 	}
 	hp.RopeBase = 10000
 	if v, ok := f.Float(arch + ".rope.freq_base"); ok {
@@ -209,6 +391,9 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 		hp.FinalSoftcap = float32(v)
 	}
 	fam, _ := family.Lookup(arch)
+	if fam.Traits.AttnScale > 0 {
+		hp.AttnScale = fam.Traits.AttnScale // llama.cpp fixes it whatever the file says
+	}
 	if fam.Quirks.IgnoresWindow {
 		hp.Window = 0
 	}
@@ -344,6 +529,12 @@ func (hp HParams) Validate() error {
 		hp.RopeBetaFast <= 0 || hp.RopeBetaSlow <= 0 || hp.RopeCtxOrig <= 0):
 		return fmt.Errorf("model %s: YaRN ext factor %g, betas %g and %g, original context %d invalid",
 			hp.Arch, hp.RopeExtFactor, hp.RopeBetaFast, hp.RopeBetaSlow, hp.RopeCtxOrig)
+	case hp.LayerKVHeads != nil && len(hp.LayerKVHeads) != hp.Layers || hp.LayerFF != nil && len(hp.LayerFF) != hp.Layers:
+		return fmt.Errorf("model %s: per-layer kv heads (%d) or feed-forward widths (%d) for %d layers", hp.Arch, len(hp.LayerKVHeads), len(hp.LayerFF), hp.Layers)
+	case hp.SharedKVLayers < 0 || hp.SharedKVLayers >= hp.Layers:
+		return fmt.Errorf("model %s: %d layers share K/V of %d", hp.Arch, hp.SharedKVLayers, hp.Layers)
+	case hp.PerLayerEmbd < 0:
+		return fmt.Errorf("model %s: per-layer embedding width %d invalid", hp.Arch, hp.PerLayerEmbd)
 	case hp.Experts < 0 || hp.Experts > 0 && (hp.ExpertsUsed <= 0 || hp.ExpertsUsed > hp.Experts):
 		return fmt.Errorf("model %s: %d experts with %d used per token: want 1 ≤ used ≤ experts", hp.Arch, hp.Experts, hp.ExpertsUsed)
 	case hp.Experts > 0 && (hp.ExpertFF <= 0 || hp.SharedFF < 0):
@@ -351,7 +542,54 @@ func (hp HParams) Validate() error {
 	case hp.ExpertScale < 0 || !finite(hp.ExpertScale):
 		return fmt.Errorf("model %s: expert weights scale %g invalid", hp.Arch, hp.ExpertScale)
 	}
+	for il := range hp.Layers {
+		d, kvh, ff, rd := hp.HeadDimOf(il), hp.KVHeadsOf(il), hp.FFOf(il), hp.RopeDimsOf(il)
+		switch {
+		case d <= 0 || d%8 != 0 || d > 512:
+			return fmt.Errorf("model %s: layer %d: head dim %d not supported (multiple of 8, at most 512)", hp.Arch, il, d)
+		case kvh <= 0 || hp.Heads%kvh != 0:
+			return fmt.Errorf("model %s: layer %d: %d heads is not a multiple of %d kv heads", hp.Arch, il, hp.Heads, kvh)
+		case ff <= 0:
+			return fmt.Errorf("model %s: layer %d: feed-forward width %d must be positive", hp.Arch, il, ff)
+		case rd <= 0 || rd > d || rd%2 != 0:
+			return fmt.Errorf("model %s: layer %d: rope dims %d invalid for head dim %d", hp.Arch, il, rd, d)
+		case hp.KVSource(il) < 0:
+			return fmt.Errorf("model %s: layer %d shares K/V but no earlier layer of its kind stores them", hp.Arch, il)
+		}
+	}
 	return nil
+}
+
+// perLayer reads key as one value or one per layer: the first value and,
+// for an array whose values differ, the array. required: absent is an
+// error; else (0, nil).
+func perLayer(f *gguf.File, key string, layers int, required bool) (int, []int, error) {
+	if v, ok := f.Uint(key); ok {
+		if v == 0 || v > 1<<24 {
+			return 0, nil, fmt.Errorf("metadata %s = %d is out of range", key, v)
+		}
+		return int(v), nil, nil
+	}
+	if a, ok := f.Int32s(key); ok {
+		if len(a) != layers {
+			return 0, nil, fmt.Errorf("metadata %s has %d values for %d layers", key, len(a), layers)
+		}
+		out, same := make([]int, layers), true
+		for i, v := range a {
+			if v <= 0 || v > 1<<24 {
+				return 0, nil, fmt.Errorf("metadata %s[%d] = %d is out of range", key, i, v)
+			}
+			out[i], same = int(v), same && v == a[0]
+		}
+		if same {
+			return out[0], nil, nil
+		}
+		return out[0], out, nil
+	}
+	if required {
+		return 0, nil, fmt.Errorf("metadata %s is missing", key)
+	}
+	return 0, nil, nil
 }
 
 // QDim is the width of the query projection (all heads).

@@ -27,14 +27,21 @@ const (
 	FFNDown
 	OutputNorm
 	Output
-	AttnQNorm        // per-head RMSNorm of q (Qwen3, Gemma 3), [head dim]
-	AttnKNorm        // per-head RMSNorm of k
-	AttnPostNorm     // Gemma's post_attention_norm
-	FFNPostNorm      // Gemma's post_ffw_norm
-	AttnQKV          // Phi-3's fused q|k|v projection, bound as three views
-	FFNGateUp        // Phi-3's fused gate|up projection, bound as two views
-	RopeFactorsLong  // Phi-3 LongRoPE per-pair divisors for long contexts
-	RopeFactorsShort // and for contexts within the trained one
+	AttnQNorm         // per-head RMSNorm of q (Qwen3, Gemma 3), [head dim]
+	AttnKNorm         // per-head RMSNorm of k
+	AttnPostNorm      // Gemma's post_attention_norm
+	FFNPostNorm       // Gemma's post_ffw_norm
+	AttnQKV           // Phi-3's fused q|k|v projection, bound as three views
+	FFNGateUp         // Phi-3's fused gate|up projection, bound as two views
+	RopeFactorsLong   // Phi-3 LongRoPE per-pair divisors for long contexts
+	RopeFactorsShort  // and for contexts within the trained one
+	PerLayerTokEmbd   // Gemma 4: per-layer token embeddings, [layers·per-layer width, vocab]
+	PerLayerModelProj // Gemma 4: the embeddings' projection to every layer's input, [embd, layers·width]
+	PerLayerProjNorm  // Gemma 4: RMSNorm of each layer's slice of that projection, [width]
+	PerLayerInpGate   // Gemma 4: a block's gate on its per-layer input, [embd, width]
+	PerLayerProj      // Gemma 4: the gated input's projection back, [width, embd]
+	PerLayerPostNorm  // Gemma 4: RMSNorm of that projection, [embd]
+	LayerOutScale     // Gemma 4: one float scaling the residual stream after the block, read on the host
 
 	// Mixture of experts: the router, the experts' 3-D weights (one matrix
 	// per expert, stacked) and biases (one row per expert), shared experts.
@@ -57,7 +64,7 @@ const (
 // IsNorm reports whether k is an RMSNorm weight.
 func (k TensorKind) IsNorm() bool {
 	switch k {
-	case AttnNorm, FFNNorm, OutputNorm, AttnQNorm, AttnKNorm, AttnPostNorm, FFNPostNorm:
+	case AttnNorm, FFNNorm, OutputNorm, AttnQNorm, AttnKNorm, AttnPostNorm, FFNPostNorm, PerLayerProjNorm, PerLayerPostNorm:
 		return true
 	}
 	return false
@@ -127,6 +134,12 @@ func TensorLayout(hp HParams) []TensorSpec {
 		t.ropeFactors("rope_factors_short.weight", RopeFactorsShort)
 	}
 	t.embedding()
+	if lay.PerLayerInputs && hp.PerLayerEmbd > 0 {
+		w := uint64(hp.Layers * hp.PerLayerEmbd)
+		t.add("per_layer_token_embd.weight", PerLayerTokEmbd, -1, w, uint64(hp.Vocab))
+		t.add("per_layer_model_proj.weight", PerLayerModelProj, -1, t.embd(), w)
+		t.add("per_layer_proj_norm.weight", PerLayerProjNorm, -1, uint64(hp.PerLayerEmbd))
+	}
 	for l := range hp.Layers {
 		if lay.FusedQKV {
 			t.fusedAttention(l)
@@ -146,6 +159,15 @@ func TensorLayout(hp HParams) []TensorSpec {
 		}
 		if hp.PostNorms {
 			t.add("post_ffw_norm.weight", FFNPostNorm, l, t.embd())
+		}
+		if lay.PerLayerInputs && hp.PerLayerEmbd > 0 {
+			w := uint64(hp.PerLayerEmbd)
+			t.add("inp_gate.weight", PerLayerInpGate, l, t.embd(), w)
+			t.add("proj.weight", PerLayerProj, l, w, t.embd())
+			t.add("post_norm.weight", PerLayerPostNorm, l, t.embd())
+		}
+		if lay.LayerOutScale {
+			t.add("layer_output_scale.weight", LayerOutScale, l, 1).Optional = true
 		}
 	}
 	return t.output()
@@ -183,27 +205,39 @@ func (t *table) embedding() { t.add("token_embd.weight", TokEmbd, -1, t.embd(), 
 
 // attention adds a block's attention weights: norm, q/k/v (with biases
 // where hp has them, each after its weight), q/k norms where hp has them,
-// and the output projection.
+// and the output projection, in the layer's head shape. A layer that reads
+// another's K/V (Gemma 4) may leave out k, v and k's norm; a family whose v
+// may come from k's projection (Layout.OptionalV) may leave out v.
 func (t *table) attention(l int) {
 	hp := t.hp
+	lay := t.layout()
+	hd := uint64(hp.HeadDimOf(l))
+	q, kv := uint64(hp.Heads)*hd, uint64(hp.KVHeadsOf(l))*hd
+	shares := hp.KVSource(l) != l
 	t.add("attn_norm.weight", AttnNorm, l, t.embd())
-	t.add("attn_q.weight", AttnQ, l, t.embd(), t.qDim())
+	t.add("attn_q.weight", AttnQ, l, t.embd(), q)
 	if hp.QKVBias {
-		t.add("attn_q.bias", AttnQBias, l, t.qDim())
+		t.add("attn_q.bias", AttnQBias, l, q)
 	}
-	t.add("attn_k.weight", AttnK, l, t.embd(), t.kvDim())
+	t.add("attn_k.weight", AttnK, l, t.embd(), kv).Optional = shares
 	if hp.QKVBias {
-		t.add("attn_k.bias", AttnKBias, l, t.kvDim())
+		t.add("attn_k.bias", AttnKBias, l, kv)
 	}
-	t.add("attn_v.weight", AttnV, l, t.embd(), t.kvDim())
+	t.add("attn_v.weight", AttnV, l, t.embd(), kv).Optional = shares || lay.OptionalV
 	if hp.QKVBias {
-		t.add("attn_v.bias", AttnVBias, l, t.kvDim())
+		t.add("attn_v.bias", AttnVBias, l, kv)
 	}
 	if hp.QKNorm {
-		t.add("attn_q_norm.weight", AttnQNorm, l, uint64(hp.HeadDim))
-		t.add("attn_k_norm.weight", AttnKNorm, l, uint64(hp.HeadDim))
+		t.add("attn_q_norm.weight", AttnQNorm, l, hd)
+		t.add("attn_k_norm.weight", AttnKNorm, l, hd).Optional = shares
 	}
-	t.add("attn_output.weight", AttnOutput, l, t.qDim(), t.embd())
+	t.add("attn_output.weight", AttnOutput, l, q, t.embd())
+}
+
+// layout is the family's tensor layout (llama's for an unregistered arch).
+func (t *table) layout() family.Layout {
+	fam, _ := family.Lookup(t.hp.Arch)
+	return fam.Tensors
 }
 
 // fusedAttention adds a block's attention with q, k and v in one attn_qkv
@@ -219,10 +253,11 @@ func (t *table) fusedAttention(l int) {
 
 // feedForward adds a block's gated feed-forward weights.
 func (t *table) feedForward(l int) {
+	ff := uint64(t.hp.FFOf(l))
 	t.add("ffn_norm.weight", FFNNorm, l, t.embd())
-	t.add("ffn_gate.weight", FFNGate, l, t.embd(), t.ff())
-	t.add("ffn_up.weight", FFNUp, l, t.embd(), t.ff())
-	t.add("ffn_down.weight", FFNDown, l, t.ff(), t.embd())
+	t.add("ffn_gate.weight", FFNGate, l, t.embd(), ff)
+	t.add("ffn_up.weight", FFNUp, l, t.embd(), ff)
+	t.add("ffn_down.weight", FFNDown, l, ff, t.embd())
 }
 
 // fusedFeedForward adds a block's feed-forward with gate and up in one
@@ -345,6 +380,18 @@ func (m *Model) weight(k TensorKind, layer int) *backend.Weight {
 		return &l.Down
 	case FFNPostNorm:
 		return &l.FFNPostNorm
+	case PerLayerTokEmbd:
+		return &m.PerLayerTokEmbd
+	case PerLayerModelProj:
+		return &m.PerLayerModelProj
+	case PerLayerProjNorm:
+		return &m.PerLayerProjNorm
+	case PerLayerInpGate:
+		return &l.PerLayerInpGate
+	case PerLayerProj:
+		return &l.PerLayerProj
+	case PerLayerPostNorm:
+		return &l.PerLayerPostNorm
 	case FFNGateInp:
 		return &l.GateInp
 	case FFNGateInpBias:

@@ -26,6 +26,8 @@ type Model struct {
 	RopeFreqs  []float32 // Llama 3.1 per-pair divisors, or nil
 	// Phi-3 LongRoPE per-pair divisors (rope_factors_long/short), or nil.
 	RopeFactorsLong, RopeFactorsShort []float32
+	// Gemma 4's per-layer inputs (nil without them).
+	PerLayerTokEmbd, PerLayerModelProj, PerLayerProjNorm backend.Weight
 }
 
 // Layer holds one transformer block's weights; a family leaves the ones it
@@ -37,6 +39,10 @@ type Layer struct {
 	AttnPostNorm             backend.Weight // gemma2, gemma3
 	FFNNorm, Gate, Up, Down  backend.Weight
 	FFNPostNorm              backend.Weight // gemma2, gemma3
+	// Gemma 4: the per-layer input's gate, projection and norm, and the
+	// factor on the residual stream after the block (0: none).
+	PerLayerInpGate, PerLayerProj, PerLayerPostNorm backend.Weight
+	OutScale                                        float32
 
 	// Mixture of experts: the router (and its bias), the experts' stacked
 	// matrices and biases, the shared experts and their gate.
@@ -107,6 +113,17 @@ func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 			}
 			d.Rows, d.Cols = d.Rows*d.Cols/s.Cols, s.Cols
 		}
+		if s.Kind == LayerOutScale {
+			if t.Type != ggml.F32 {
+				return nil, fmt.Errorf("tensor %q has type %s, want F32", s.Name, t.Type)
+			}
+			v := float32s(f.TensorData(t))[0]
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("tensor %q holds %g", s.Name, v)
+			}
+			m.Layers[s.Layer].OutScale = v
+			continue
+		}
 		if s.Kind.IsRopeFactors() {
 			// Read on the host: the RoPE op takes the divisors as floats.
 			// Converters write them as F32; divisors of another type are not applied.
@@ -142,6 +159,10 @@ func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 	m.weights = mapped
 	if hp.TiedOutput {
 		m.Output = m.TokEmbd
+	}
+	if err := m.checkFamilyOps(); err != nil {
+		mapped.Close()
+		return nil, err
 	}
 	return m, nil
 }
@@ -189,4 +210,19 @@ func float32s(b []byte) []float32 {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return v
+}
+
+// checkFamilyOps refuses a model whose forward pass needs ops b lacks.
+func (m *Model) checkFamilyOps() error {
+	if m.HP.VNorm || m.PerLayerTokEmbd != nil {
+		if _, ok := m.Backend.(backend.Gemma4Ops); !ok {
+			return fmt.Errorf("the %s backend cannot run %s yet (it lacks Gemma 4's ops)", m.Backend.Name(), m.HP.Arch)
+		}
+	}
+	for li := range m.Layers {
+		if m.HP.KVSource(li) == li && m.Layers[li].Wk == nil {
+			return fmt.Errorf("layer %d stores K/V but has no attn_k", li)
+		}
+	}
+	return nil
 }

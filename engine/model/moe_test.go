@@ -11,6 +11,7 @@ import (
 	"nibble/catalog/vocab"
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
+	"nibble/engine/family"
 	"nibble/engine/ggml"
 	"nibble/engine/gguf"
 	"nibble/engine/kv"
@@ -177,38 +178,143 @@ func (r *refModel) step(tok int) []float64 {
 			x[i] += o
 		}
 		h = rmsNorm(x, p("ffn_norm.weight"), eps)
-		logits := matVec(p("ffn_gate_inp.weight"), 0, hp.Experts, h)
-		ids := make([]int, hp.Experts)
-		for i := range ids {
-			ids[i] = i
-		}
-		sort.SliceStable(ids, func(a, b int) bool { return logits[ids[a]] > logits[ids[b]] })
-		ids = ids[:hp.ExpertsUsed]
-		m, z := math.Inf(-1), 0.0
-		for _, v := range logits {
-			m = math.Max(m, v)
-		}
-		for _, v := range logits {
-			z += math.Exp(v - m)
-		}
-		wts, wsum := make([]float64, len(ids)), 0.0
-		for j, e := range ids {
-			wts[j] = math.Exp(logits[e]-m) / z
-			wsum += wts[j]
-		}
-		ff := hp.ExpertFF
-		for j, e := range ids {
-			g, u := matVec(p("ffn_gate_exps.weight"), e*ff, ff, h), matVec(p("ffn_up_exps.weight"), e*ff, ff, h)
-			for i := range g {
-				g[i] = silu(g[i]) * u[i]
-			}
-			y := matVec(p("ffn_down_exps.weight"), e*E, E, g)
-			for i := range x {
-				x[i] += wts[j] / wsum * y[i]
-			}
+		for i, y := range r.moe(l, h) {
+			x[i] += y
 		}
 	}
 	return matVec(r.w["output.weight"], 0, hp.Vocab, rmsNorm(x, r.w["output_norm.weight"], eps))
+}
+
+// moe is block l's feed-forward on the normed row h by its definition
+// (llama.cpp's build_moe_ffn): the router and its gating, the chosen
+// experts (separate or fused gate|up, biases, the family's activation)
+// summed by weight, plus a dense feed-forward beside them or the shared
+// experts (sigmoid-gated where the family gates them).
+func (r *refModel) moe(l int, h []float64) []float64 {
+	hp := r.hp
+	fam, _ := family.Lookup(hp.Arch)
+	p := func(name string) []float64 { return r.w[fmt.Sprintf("blk.%d.%s", l, name)] }
+	E, ff := hp.Embd, hp.ExpertFF
+	logits := matVec(p("ffn_gate_inp.weight"), 0, hp.Experts, h)
+	if b := p("ffn_gate_inp.bias"); b != nil {
+		for i := range logits {
+			logits[i] += b[i]
+		}
+	}
+	ids := make([]int, hp.Experts)
+	for i := range ids {
+		ids[i] = i
+	}
+	sort.SliceStable(ids, func(a, b int) bool { return logits[ids[a]] > logits[ids[b]] })
+	ids = ids[:hp.ExpertsUsed]
+	softmax := func(of []int) []float64 {
+		m, z := math.Inf(-1), 0.0
+		for _, e := range of {
+			m = math.Max(m, logits[e])
+		}
+		for _, e := range of {
+			z += math.Exp(logits[e] - m)
+		}
+		out := make([]float64, len(ids))
+		for j, e := range ids {
+			out[j] = math.Exp(logits[e]-m) / z
+		}
+		return out
+	}
+	var wts []float64
+	switch hp.ExpertGating {
+	case backend.GatingSoftmax:
+		all := make([]int, hp.Experts)
+		for i := range all {
+			all[i] = i
+		}
+		wts = softmax(all)
+	case backend.GatingSoftmaxTopK:
+		wts = softmax(ids)
+	case backend.GatingSigmoid:
+		for _, e := range ids {
+			wts = append(wts, 1/(1+math.Exp(-logits[e])))
+		}
+	}
+	if hp.ExpertNorm {
+		var s float64
+		for _, v := range wts {
+			s += v
+		}
+		for j := range wts {
+			wts[j] /= s
+		}
+	}
+	ls := hp.Layer(l)
+	act := func(act model.Activation, g, u []float64) {
+		for i := range g {
+			switch act {
+			case model.SwiGLUClamped:
+				a, lim := float64(ls.ClampAlpha), float64(ls.ClampLimit)
+				gg, uu := math.Min(g[i], lim), math.Max(-lim, math.Min(u[i], lim))
+				g[i] = gg / (1 + math.Exp(-a*gg)) * (uu + 1)
+			case model.GeluTanhGLU:
+				x := g[i]
+				g[i] = 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) * u[i]
+			default:
+				g[i] = silu(g[i]) * u[i]
+			}
+		}
+	}
+	out := make([]float64, E)
+	for j, e := range ids {
+		var g, u []float64
+		if fam.Tensors.FusedGateUpExperts {
+			g, u = matVec(p("ffn_gate_up_exps.weight"), 2*e*ff, ff, h), matVec(p("ffn_gate_up_exps.weight"), 2*e*ff+ff, ff, h)
+			if b := p("ffn_gate_up_exps.bias"); b != nil {
+				for i := range g {
+					g[i] += b[2*e*ff+i]
+					u[i] += b[2*e*ff+ff+i]
+				}
+			}
+		} else {
+			g, u = matVec(p("ffn_gate_exps.weight"), e*ff, ff, h), matVec(p("ffn_up_exps.weight"), e*ff, ff, h)
+			if b := p("ffn_gate_exps.bias"); b != nil {
+				bu := p("ffn_up_exps.bias")
+				for i := range g {
+					g[i] += b[e*ff+i]
+					u[i] += bu[e*ff+i]
+				}
+			}
+		}
+		act(ls.ExpertAct, g, u)
+		y := matVec(p("ffn_down_exps.weight"), e*E, E, g)
+		if b := p("ffn_down_exps.bias"); b != nil {
+			for i := range y {
+				y[i] += b[e*E+i]
+			}
+		}
+		for i := range out {
+			out[i] += wts[j] * y[i]
+		}
+	}
+	dense := func(gate, up, down string, width int) []float64 {
+		g, u := matVec(p(gate), 0, width, h), matVec(p(up), 0, width, h)
+		act(ls.Act, g, u)
+		return matVec(p(down), 0, E, g)
+	}
+	var side []float64
+	switch {
+	case hp.SharedFF > 0:
+		side = dense("ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight", hp.SharedFF)
+		if gw := p("ffn_gate_inp_shexp.weight"); gw != nil {
+			s := 1 / (1 + math.Exp(-matVec(gw, 0, 1, h)[0]))
+			for i := range side {
+				side[i] *= s
+			}
+		}
+	case fam.Tensors.DenseBesideExperts:
+		side = dense("ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", hp.FF)
+	}
+	for i := range side {
+		out[i] += side[i]
+	}
+	return out
 }
 
 func cosine(a []float32, b []float64) float64 {
@@ -249,49 +355,93 @@ func TestMoEFamiliesMatchReferenceForward(t *testing.T) {
 	for _, arch := range []string{"qwen3moe", synth.Mixtral} {
 		t.Run(arch, func(t *testing.T) {
 			path := synthMoE(t, arch, ggml.F16, nil)
-			b := cpu.New(2)
-			defer b.Close()
-			m, err := model.Open(path, b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
 			wantArch := map[string]string{synth.Mixtral: "llama"}[arch]
 			if wantArch == "" {
 				wantArch = arch
 			}
-			if hp := m.HP; hp.Arch != wantArch || hp.Experts != 8 || hp.ExpertsUsed != 3 || !hp.ExpertNorm || hp.ExpertGating != backend.GatingSoftmax {
-				t.Fatalf("hparams %+v", hp)
-			}
-			st, err := m.NewState(kv.Config{Type: kv.F16, Ctx: 64}, 16)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			ref := newRefModel(t, path)
-			prompt := []int32{1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203}
-			var want []float64
-			for _, tok := range prompt {
-				want = ref.step(int(tok))
-			}
-			logits := make([]float32, m.HP.Vocab)
-			if err := st.Forward(prompt, 0, logits); err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < 8; i++ {
-				if c := cosine(logits, want); c < 0.9999 {
-					t.Fatalf("step %d: cosine %.6f with the reference, want ≥ 0.9999", i, c)
-				}
-				g, w := argmax32(logits), argmax64(want)
-				if g != w {
-					t.Fatalf("step %d: greedy token %d, reference %d", i, g, w)
-				}
-				if err := st.Forward([]int32{int32(g)}, len(prompt)+i, logits); err != nil {
-					t.Fatal(err)
-				}
-				want = ref.step(g)
-			}
+			matchReference(t, path, func(hp model.HParams) bool {
+				return hp.Arch == wantArch && hp.Experts == 8 && hp.ExpertsUsed == 3 && hp.ExpertNorm && hp.ExpertGating == backend.GatingSoftmax
+			})
 		})
+	}
+}
+
+// The layouts a family's table entry can ask for, each against the
+// reference: fused gate|up experts with biases on the router and every
+// expert matrix, top-k softmax and the clamped SwiGLU (gpt-oss's
+// choices), sigmoid-gated shared experts; and a dense GELU feed-forward
+// beside sigmoid-routed, renormalised experts (Gemma 4's arrangement).
+func TestMoELayoutsMatchReferenceForward(t *testing.T) {
+	for _, c := range []struct {
+		arch     string
+		sharedFF int
+	}{{"moetestfused", 96}, {"moetestdense", 0}} {
+		t.Run(c.arch, func(t *testing.T) {
+			path := synthMoE(t, c.arch, ggml.F16, func(o *synth.Options) { o.SharedFF = c.sharedFF })
+			matchReference(t, path, func(hp model.HParams) bool { return hp.SharedFF == c.sharedFF })
+		})
+	}
+}
+
+func init() {
+	family.Register(family.Family{
+		Name: "moetestfused",
+		Traits: family.Traits{RopeNeox: true, Experts: family.Experts{Gating: family.GatingSoftmaxWeight,
+			Act: family.ExpertSwiGLUClamped, ClampAlpha: 1.702, ClampLimit: 0.5, FFPerUsed: true}},
+		Tensors: family.Layout{FusedGateUpExperts: true, ExpertBiases: true, SharedExpertGate: true},
+		Synth:   family.Synth{RopeBase: 10000, RMSEps: 1e-5, Experts: 8, ExpertsUsed: 3, ExpertFF: 64},
+	})
+	family.Register(family.Family{
+		Name: "moetestdense",
+		Traits: family.Traits{GeluFFN: true, Experts: family.Experts{Gating: family.GatingSigmoid, Norm: true,
+			FFPerUsed: true}},
+		Tensors: family.Layout{DenseBesideExperts: true},
+		Synth:   family.Synth{RopeBase: 10000, RMSEps: 1e-5, Experts: 8, ExpertsUsed: 3, ExpertFF: 64},
+	})
+}
+
+// matchReference opens the model at path on the CPU, checks its hparams
+// with ok, then prefills a prompt and decodes 8 greedy tokens beside the
+// float64 reference: cosine ≥ 0.9999 and the same token at every step.
+func matchReference(t *testing.T, path string, ok func(model.HParams) bool) {
+	t.Helper()
+	b := cpu.New(2)
+	defer b.Close()
+	m, err := model.Open(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !ok(m.HP) {
+		t.Fatalf("hparams %+v", m.HP)
+	}
+	st, err := m.NewState(kv.Config{Type: kv.F16, Ctx: 64}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ref := newRefModel(t, path)
+	prompt := []int32{1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203}
+	var want []float64
+	for _, tok := range prompt {
+		want = ref.step(int(tok))
+	}
+	logits := make([]float32, m.HP.Vocab)
+	if err := st.Forward(prompt, 0, logits); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 8; i++ {
+		if c := cosine(logits, want); c < 0.9999 {
+			t.Fatalf("step %d: cosine %.6f with the reference, want ≥ 0.9999", i, c)
+		}
+		g, w := argmax32(logits), argmax64(want)
+		if g != w {
+			t.Fatalf("step %d: greedy token %d, reference %d", i, g, w)
+		}
+		if err := st.Forward([]int32{int32(g)}, len(prompt)+i, logits); err != nil {
+			t.Fatal(err)
+		}
+		want = ref.step(g)
 	}
 }
 

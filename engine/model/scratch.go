@@ -7,17 +7,22 @@ import "nibble/engine/kv"
 // Model.NewState in state.go) and the memory estimator sums them, so both
 // use this table.
 func activations(hp HParams, batch int) []int {
+	q, kv := hp.Heads*hp.MaxHeadDim(), hp.MaxKVHeads()*hp.MaxHeadDim()
+	ff := hp.DenseFF()
+	for _, v := range hp.LayerFF {
+		ff = max(ff, v)
+	}
 	a := []int{
-		batch * hp.Embd,      // x: residual stream
-		batch * hp.Embd,      // h: normed input / projections out
-		batch * hp.QDim(),    // q
-		batch * hp.KVDim(),   // k
-		batch * hp.KVDim(),   // v
-		batch * hp.QDim(),    // attn: attention output
-		batch * hp.DenseFF(), // gate
-		batch * hp.DenseFF(), // up
-		hp.Embd,              // last: final row, normed
-		hp.Vocab,             // logits
+		batch * hp.Embd, // x: residual stream
+		batch * hp.Embd, // h: normed input / projections out
+		batch * q,       // q
+		batch * kv,      // k
+		batch * kv,      // v
+		batch * q,       // attn: attention output
+		batch * ff,      // gate
+		batch * ff,      // up
+		hp.Embd,         // last: final row, normed
+		hp.Vocab,        // logits
 	}
 	if hp.MoE() {
 		slots := batch * hp.ExpertsUsed
@@ -31,6 +36,17 @@ func activations(hp HParams, batch int) []int {
 			slots*hp.Embd,            // experts' outputs
 			batch*hp.Embd,            // the feed-forward's normed input
 		)
+	}
+	if hp.PerLayerEmbd > 0 {
+		all := batch * hp.Layers * hp.PerLayerEmbd
+		a = append(a, all, all, // per-layer inputs of every layer, and the token part while they are made
+			batch*hp.PerLayerEmbd, batch*hp.PerLayerEmbd) // one layer's input, and its gate
+	}
+	for _, src := range hp.KVShareSources() {
+		// A prefill batch's K and V of a layer others read, kept until
+		// they have attended (the cache stores them after).
+		n := batch * hp.KVHeadsOf(src) * hp.HeadDimOf(src)
+		a = append(a, n, n)
 	}
 	return a
 }

@@ -16,18 +16,26 @@ type State struct {
 	Cache    backend.KVCache
 	maxBatch int
 	specs    []LayerSpec         // per layer, from the model's HParams when the state was made
-	attn     []backend.Attention // per layer: the spec's scale, window and soft-cap
+	attn     []backend.Attention // per layer: the spec's geometry, scale, window and soft-cap
 	ex       backend.Experts     // the backend's experts ops (nil without experts)
 	lay      family.Layout       // the family's tensor layout (for the experts' block)
 
 	x, h, q, k, v, att, gate, up, last, logits backend.Tensor
 	allLogits                                  backend.Tensor // maxBatch×vocab, made on first ForwardAll
 	moe                                        moeScratch     // a mixture of experts' tensors (nil without experts)
-	pos                                        []int32
+	// Gemma 4's per-layer inputs (nil without them): every layer's for the
+	// batch, the token part while they are made, one layer's, its gate.
+	pl, plTok, pli, plg backend.Tensor
+	// saved holds, per layer others read the cache of, a prefill batch's K
+	// and V until those layers have attended (kSaved, vSaved by layer).
+	saved  map[int][2]backend.Tensor
+	extras []backend.Tensor // the tensors above, for Close
+	pos    []int32
 	// Channel smoothing calibration (nil when the cache does not smooth):
 	// the K rows of a batch at position 0 are read back one at a time into
-	// kRow and summed in calib; lambda receives the factors.
-	calib        *kv.Calibration
+	// kRow and summed in a calibration per head shape; lambda receives the
+	// factors.
+	calib        map[kv.Geometry]*kv.Calibration
 	kRow, lambda []float32
 }
 
@@ -38,20 +46,22 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 	if maxBatch <= 0 {
 		return nil, fmt.Errorf("batch size %d must be positive", maxBatch)
 	}
-	kvc.Layers, kvc.KVHeads, kvc.HeadDim = hp.Layers, hp.KVHeads, hp.HeadDim
-	if kvc.LayerWindow == nil && !kvc.Evicts() {
-		kvc.LayerWindow = hp.LayerWindows()
-	}
+	kvc = hp.CacheConfig(kvc, true)
 	if err := kvc.Validate(); err != nil {
 		return nil, err
+	}
+	if kvc.Evicts() && hp.SharedKVLayers > 0 {
+		return nil, fmt.Errorf("a cache that evicts cannot serve layers that share K/V (%d of %d here)", hp.SharedKVLayers, hp.Layers)
 	}
 	s := &State{m: m, b: b, maxBatch: maxBatch, specs: make([]LayerSpec, hp.Layers), attn: make([]backend.Attention, hp.Layers)}
 	factors := m.ropeFactorsFor(kvc.Ctx)
 	for il := range s.specs {
 		ls := hp.Layer(il)
-		ls.Rope.FreqFactors = factors
+		if !hp.RopeFreqsGlobal || !hp.SlidingLayer(il) {
+			ls.Rope.FreqFactors = factors
+		}
 		s.specs[il] = ls
-		s.attn[il] = backend.Attention{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
+		s.attn[il] = backend.Attention{Heads: hp.Heads, KVHeads: ls.KVHeads, HeadDim: ls.HeadDim,
 			Scale: ls.Scale, Window: ls.Window, Softcap: ls.Softcap}
 	}
 	cache, err := b.NewKVCache(kvc, hp.Heads, maxBatch)
@@ -59,22 +69,37 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 		return nil, err
 	}
 	s.Cache = cache
-	t := make([]backend.Tensor, 0, 18)
-	for _, n := range activations(hp, maxBatch) {
+	sizes := activations(hp, maxBatch)
+	t := make([]backend.Tensor, 0, len(sizes))
+	for _, n := range sizes {
 		t = append(t, b.Alloc(n))
 	}
 	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits = t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]
+	rest := t[10:]
 	if hp.MoE() {
 		// FromFile refused a backend without experts.
 		s.ex = b.(backend.Experts)
-		s.moe = moeScratch{router: t[10], ids: t[11], weights: t[12], ids2: t[13], gate: t[14], up: t[15], y: t[16], in: t[17]}
+		s.moe = moeScratch{router: rest[0], ids: rest[1], weights: rest[2], ids2: rest[3], gate: rest[4], up: rest[5], y: rest[6], in: rest[7]}
 		fam, _ := family.Lookup(hp.Arch)
 		s.lay = fam.Tensors
+		rest = rest[8:]
+	}
+	s.extras = rest
+	if hp.PerLayerEmbd > 0 {
+		s.pl, s.plTok, s.pli, s.plg = rest[0], rest[1], rest[2], rest[3]
+		rest = rest[4:]
+	}
+	if src := hp.KVShareSources(); len(src) > 0 {
+		s.saved = map[int][2]backend.Tensor{}
+		for i, l := range src {
+			s.saved[l] = [2]backend.Tensor{rest[2*i], rest[2*i+1]}
+		}
 	}
 	s.pos = make([]int32, maxBatch)
 	if kvc.Smooths() {
-		s.calib = kv.NewCalibration(hp.KVHeads, hp.HeadDim)
-		s.kRow, s.lambda = make([]float32, hp.KVDim()), make([]float32, hp.KVDim())
+		s.calib = map[kv.Geometry]*kv.Calibration{}
+		w := hp.MaxKVHeads() * hp.MaxHeadDim()
+		s.kRow, s.lambda = make([]float32, w), make([]float32, w)
 	}
 	return s, nil
 }
@@ -103,12 +128,13 @@ func (s *State) Close() error {
 		return nil
 	}
 	err := s.Cache.Close()
-	for _, t := range append([]backend.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits}, s.moe.tensors()...) {
+	for _, t := range append(append([]backend.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits}, s.moe.tensors()...), s.extras...) {
 		if t != nil {
 			s.b.Free(t)
 		}
 	}
-	s.Cache = nil
+	s.Cache, s.extras, s.saved = nil, nil, nil
+	s.pl, s.plTok, s.pli, s.plg = nil, nil, nil, nil
 	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 	s.moe = moeScratch{}
 	return err
@@ -167,17 +193,24 @@ func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int
 // "Channel smoothing"): it syncs the backend, reads the rows back and
 // computes λ here, so every backend smooths alike. It costs one sync per
 // layer, on the first batch of a sequence only.
-func (s *State) calibrate(n int) ([]float32, error) {
+func (s *State) calibrate(k backend.Tensor, n, kvHeads, headDim int) ([]float32, error) {
 	if n < kv.MinCalibrationRows {
 		return nil, nil
 	}
 	if err := s.b.Sync(); err != nil {
 		return nil, err
 	}
-	s.calib.Reset()
-	for r := 0; r < n; r++ {
-		s.b.Read(s.kRow, s.k, r*len(s.kRow))
-		s.calib.Add(s.kRow)
+	g := kv.Geometry{KVHeads: kvHeads, HeadDim: headDim}
+	c := s.calib[g]
+	if c == nil {
+		c = kv.NewCalibration(kvHeads, headDim)
+		s.calib[g] = c
 	}
-	return s.calib.Lambda(s.lambda), nil
+	c.Reset()
+	row := s.kRow[:kvHeads*headDim]
+	for r := 0; r < n; r++ {
+		s.b.Read(row, k, r*len(row))
+		c.Add(row)
+	}
+	return c.Lambda(s.lambda[:len(row)]), nil
 }

@@ -12,7 +12,8 @@ import (
 type idScratch struct {
 	count, start []int
 	order        []int     // slots sorted by expert, in slot order within one
-	x, y         []float32 // one expert's input rows and results
+	x, y         []float32 // gathered input rows (and one expert's results)
+	tiles        []idTile
 }
 
 var idScratchPool = sync.Pool{New: func() any { return new(idScratch) }}
@@ -65,11 +66,104 @@ func matMulID(pool *parallel.Pool, dst []float32, w Matrix, experts int, x []flo
 	if pool == nil {
 		pool = parallel.Default()
 	}
-	if rows == 1 {
+	switch {
+	case rows == 1:
 		matVecID(pool, dst, w, rb, m, x, ids[:slots], nx, k, xPerSlot, &tbl[w.Type])
-		return nil
+	case tbl[w.Type].gemm != nil:
+		return matMatID(pool, dst, w, rb, m, experts, x, ids[:slots], k, xPerSlot, tbl)
+	default:
+		matRowsID(pool, dst, w, rb, m, experts, x, ids[:slots], k, xPerSlot, &tbl[w.Type])
 	}
-	return matMatID(pool, dst, w, rb, m, experts, x, ids[:slots], k, xPerSlot, tbl)
+	return nil
+}
+
+// group sorts a batch's slots by expert: sc.order lists them expert by
+// expert (slot order within one), sc.start[e] is where expert e's begin
+// and sc.count[e] how many; it returns the largest count.
+func (sc *idScratch) group(ids []int32, experts int) int {
+	sc.count, sc.start = grow(sc.count, experts), grow(sc.start, experts)
+	clear(sc.count)
+	for _, e := range ids {
+		sc.count[e]++
+	}
+	most, at := 0, 0
+	for e, c := range sc.count {
+		sc.start[e] = at
+		at += c
+		most = max(most, c)
+	}
+	sc.order = grow(sc.order, len(ids))
+	for s, e := range ids {
+		sc.order[sc.start[e]] = s
+		sc.start[e]++
+	}
+	for e, c := range sc.count {
+		sc.start[e] -= c
+	}
+	return most
+}
+
+// idTile is one work item of matRowsID: rows [r0, r1) of expert e against
+// its grouped activation rows [i0, i1).
+type idTile struct{ e, r0, r1, i0, i1 int }
+
+// matRowsID is a batch without a GEMM: the input rows gathered in expert
+// order and converted once, then every chosen expert's tiles of weight
+// rows × its activation rows in one parallel loop (matMatRows' tiling: a
+// weight tile small enough for L2 reused across up to 64 rows, dot4 reading
+// each weight block once for four), the results written to their slots.
+func matRowsID(pool *parallel.Pool, dst []float32, w Matrix, rb, m, experts int, x []float32, ids []int32, k int, xPerSlot bool, kern *kernel) {
+	sc := idScratchPool.Get().(*idScratch)
+	defer idScratchPool.Put(sc)
+	sc.group(ids, experts)
+	slots, c := len(ids), w.Cols
+	sc.x = grow(sc.x, slots*c)
+	pool.For(slots, 0, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xi := sc.order[i] / k
+			if xPerSlot {
+				xi = sc.order[i]
+			}
+			copy(sc.x[i*c:(i+1)*c], x[xi*c:(xi+1)*c])
+		}
+	})
+	kc := *kern
+	kc.gemm = nil
+	a := scratch.Get().(*acts)
+	a.prepare(pool, &kc, sc.x, slots, m, c)
+	const xTile = 64
+	rowTile := min(m, 256, max(4, (256<<10)/rb))
+	sc.tiles = sc.tiles[:0]
+	for e, n := range sc.count {
+		for i0 := sc.start[e]; i0 < sc.start[e]+n; i0 += xTile {
+			for r0 := 0; r0 < m; r0 += rowTile {
+				sc.tiles = append(sc.tiles, idTile{e, r0, min(r0+rowTile, m), i0, min(i0+xTile, sc.start[e]+n)})
+			}
+		}
+	}
+	order := sc.order
+	pool.For(len(sc.tiles), 1, func(lo, hi int) {
+		var out [4]float32
+		for _, t := range sc.tiles[lo:hi] {
+			base := t.e * m
+			i := t.i0
+			if kc.dot4 != nil {
+				for ; i+4 <= t.i1; i += 4 {
+					s0, s1, s2, s3 := order[i]*m, order[i+1]*m, order[i+2]*m, order[i+3]*m
+					for r := t.r0; r < t.r1; r++ {
+						kc.dot4(w.Data[(base+r)*rb:(base+r+1)*rb], a, i, out[:], 1)
+						dst[s0+r], dst[s1+r], dst[s2+r], dst[s3+r] = out[0], out[1], out[2], out[3]
+					}
+				}
+			}
+			for ; i < t.i1; i++ {
+				s := order[i] * m
+				kc.dotRows(w.Data[(base+t.r0)*rb:(base+t.r1)*rb], rb, a, i, dst[s+t.r0:s+t.r1])
+			}
+		}
+	})
+	a.f = nil
+	scratch.Put(a)
 }
 
 // matVecID is one token's slots: its input rows converted once, then every
@@ -98,30 +192,16 @@ func matVecID(pool *parallel.Pool, dst []float32, w Matrix, rb, m int, x []float
 	scratch.Put(a)
 }
 
-// matMatID groups a batch's slots by expert and multiplies each chosen
-// expert's matrix by its gathered input rows in one dense matmul.
+// matMatID is a batch where the weight type has a GEMM: each chosen
+// expert's matrix times its gathered input rows in one dense matmul (the
+// GEMM for groups of 16 rows or more).
 func matMatID(pool *parallel.Pool, dst []float32, w Matrix, rb, m, experts int, x []float32, ids []int32, k int, xPerSlot bool, tbl *kernelTable) error {
 	sc := idScratchPool.Get().(*idScratch)
 	defer idScratchPool.Put(sc)
-	sc.count, sc.start = grow(sc.count, experts), grow(sc.start, experts)
-	clear(sc.count)
-	for _, e := range ids {
-		sc.count[e]++
-	}
-	most, at := 0, 0
-	for e, c := range sc.count {
-		sc.start[e] = at
-		at += c
-		most = max(most, c)
-	}
-	sc.order = grow(sc.order, len(ids))
-	for s, e := range ids {
-		sc.order[sc.start[e]] = s
-		sc.start[e]++
-	}
+	most := sc.group(ids, experts)
 	c := w.Cols
 	sc.x, sc.y = grow(sc.x, most*c), grow(sc.y, most*m)
-	at = 0
+	at := 0
 	for e, n := range sc.count {
 		if n == 0 {
 			continue

@@ -1,10 +1,13 @@
 package quant
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
+	"nibble/engine/ggml"
 	"nibble/engine/ggml/ggmltest"
 	"nibble/engine/parallel"
 )
@@ -59,34 +62,42 @@ func TestMatMulIDMatchesReference(t *testing.T) {
 				if err := MatMulID(pool, dst, w, experts, x, ids, rows, k, perSlot); err != nil {
 					t.Fatalf("%s rows %d: %v", typ, rows, err)
 				}
-				for s, e := range ids {
-					xi := s / k
-					if perSlot {
-						xi = s
-					}
-					xrow := x[xi*cols : (xi+1)*cols]
-					x64 := make([]float64, cols)
-					for j, v := range xrow {
-						x64[j] = float64(v)
-					}
-					var one []float32
-					if rows == 1 {
-						one = make([]float32, m)
-						sub := Matrix{Type: typ, Rows: m, Cols: cols, Data: w.Data[int(e)*m*rb : (int(e)+1)*m*rb]}
-						if err := MatMul(pool, one, sub, xrow, 1); err != nil {
-							t.Fatal(err)
+				// The per-expert path that machines with a GEMM take, whether
+				// or not this one has it.
+				grouped := make([]float32, rows*k*m)
+				if err := matMatID(pool, grouped, w, rb, m, experts, x, ids, k, perSlot, &kernelsActive); err != nil {
+					t.Fatal(err)
+				}
+				for _, dst := range [][]float32{dst, grouped} {
+					for s, e := range ids {
+						xi := s / k
+						if perSlot {
+							xi = s
 						}
-					}
-					for r := 0; r < m; r++ {
-						wr := deq[int(e)*m+r]
-						want := dot64(wr, x64)
-						tol := activationErrorBound(typ, wr, xrow) + 4e-3*absDot(wr, x64) + 1e-30
-						got := dst[s*m+r]
-						if math.Abs(float64(got)-want) > tol {
-							t.Fatalf("%s rows %d perSlot %v: slot %d (expert %d) row %d: got %g, want %g (tol %.3g)", typ, rows, perSlot, s, e, r, got, want, tol)
+						xrow := x[xi*cols : (xi+1)*cols]
+						x64 := make([]float64, cols)
+						for j, v := range xrow {
+							x64[j] = float64(v)
 						}
-						if one != nil && got != one[r] {
-							t.Fatalf("%s: slot %d row %d: %g, MatMul of the expert %g", typ, s, r, got, one[r])
+						var one []float32
+						if rows == 1 {
+							one = make([]float32, m)
+							sub := Matrix{Type: typ, Rows: m, Cols: cols, Data: w.Data[int(e)*m*rb : (int(e)+1)*m*rb]}
+							if err := MatMul(pool, one, sub, xrow, 1); err != nil {
+								t.Fatal(err)
+							}
+						}
+						for r := 0; r < m; r++ {
+							wr := deq[int(e)*m+r]
+							want := dot64(wr, x64)
+							tol := activationErrorBound(typ, wr, xrow) + 4e-3*absDot(wr, x64) + 1e-30
+							got := dst[s*m+r]
+							if math.Abs(float64(got)-want) > tol {
+								t.Fatalf("%s rows %d perSlot %v: slot %d (expert %d) row %d: got %g, want %g (tol %.3g)", typ, rows, perSlot, s, e, r, got, want, tol)
+							}
+							if one != nil && got != one[r] {
+								t.Fatalf("%s: slot %d row %d: %g, MatMul of the expert %g", typ, s, r, got, one[r])
+							}
 						}
 					}
 				}
@@ -114,6 +125,44 @@ func TestMatMulIDRejectsBadInput(t *testing.T) {
 	} {
 		if err := f(); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// BenchmarkMatMulID runs one thread on a Qwen3-MoE-shaped expert stack
+// (64 experts of 768×2048 Q4_0, 8 chosen per token): decode (one token) and
+// a 512-token batch, the batch by the one-pass tiles and by the per-expert
+// matmuls; best-GMAC/s is of the fastest call (robust on a shared machine),
+// to set beside BenchmarkMatMul's dense rates.
+func BenchmarkMatMulID(b *testing.B) {
+	const experts, m, cols, k = 64, 768, 2048, 8
+	rng := rand.New(rand.NewPCG(5, 6))
+	pool := parallel.NewPool(1)
+	defer pool.Close()
+	w := Matrix{Type: ggml.Q4_0, Rows: experts * m, Cols: cols, Data: ggmltest.RandomWeights(rng, ggml.Q4_0, experts*m, cols, 0.1)}
+	rb := ggml.Q4_0.RowBytes(cols)
+	for _, rows := range []int{1, 512} {
+		ids := chooseExperts(rng, rows, k, experts+1, false)
+		x := randomVector(rng, rows*cols, 1)
+		dst := make([]float32, rows*k*m)
+		run := map[string]func() error{
+			"auto": func() error { return MatMulID(pool, dst, w, experts, x, ids, rows, k, false) },
+		}
+		if rows > 1 {
+			run["per-expert"] = func() error { return matMatID(pool, dst, w, rb, m, experts, x, ids, k, false, &kernelsActive) }
+		}
+		for name, f := range run {
+			b.Run(fmt.Sprintf("rows=%d/%s", rows, name), func(b *testing.B) {
+				best := time.Hour
+				for b.Loop() {
+					t0 := time.Now()
+					if err := f(); err != nil {
+						b.Fatal(err)
+					}
+					best = min(best, time.Since(t0))
+				}
+				b.ReportMetric(float64(rows*k*m*cols)/best.Seconds()/1e9, "best-GMAC/s")
+			})
 		}
 	}
 }

@@ -128,9 +128,43 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 		if fam.Traits.Experts.FFPerUsed {
 			add("expert_feed_forward_length", uint32(o.ExpertFF))
 		}
+		if o.SharedFF > 0 {
+			add("expert_shared_feed_forward_length", uint32(o.SharedFF))
+		}
 	}
 	if fam.Quirks.IgnoresWindow {
 		add("attention.sliding_window", uint32(0))
+	}
+	if o.gemma4() {
+		g, hdg := o.Gemma4, uint32(o.headDimGlobal())
+		set := func(key string, v any) {
+			for i := range kvs {
+				if kvs[i].key == a+key {
+					kvs[i].v = v
+					return
+				}
+			}
+			add(key, v)
+		}
+		// As llama.cpp's converter writes them: the global layers' head dim
+		// as key_length, the sliding layers' as key_length_swa.
+		set("attention.key_length", hdg)
+		set("attention.value_length", hdg)
+		set("rope.dimension_count", hdg)
+		set("attention.key_length_swa", hd)
+		set("attention.value_length_swa", hd)
+		set("rope.dimension_count_swa", hd)
+		set("rope.freq_base_swa", fam.Traits.RopeBaseLocal)
+		set("attention.sliding_window_pattern", o.slidingLayers())
+		set("attention.shared_kv_layers", uint32(g.SharedKVLayers))
+		set("embedding_length_per_layer_input", uint32(g.PerLayerEmbd))
+		if kvh := o.layerKVHeads(); kvh != nil {
+			a32 := make([]int32, len(kvh))
+			for i, v := range kvh {
+				a32[i] = int32(v)
+			}
+			set("attention.head_count_kv", a32)
+		}
 	}
 	if fam.Tensors.RopeFactors == family.RopeLongShort {
 		if o.LongRoPEOrigCtx > 0 {
@@ -171,6 +205,9 @@ func fillTensor(pool *parallel.Pool, dst []byte, s *tensorSpec, seed uint64) err
 		row := make([]float32, cols)
 		for r := lo; r < hi; r++ {
 			fillRow(row, tseed, r, s.d)
+			if s.values != nil {
+				copy(row, s.values)
+			}
 			if g := s.rowGain(r); g != 1 {
 				for i := range row {
 					row[i] *= g

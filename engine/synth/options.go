@@ -58,7 +58,125 @@ type Options struct {
 	// (ffn_gate_inp, F32 as llama.cpp's quantizer keeps it) and the
 	// experts' 3-D weights in place of the dense feed-forward.
 	Experts, ExpertsUsed, ExpertFF int
-	Progress                       func(done, total int64) // bytes of tensor data written; may be nil
+	// SharedFF > 0 adds shared experts of that width (ffn_*_shexp,
+	// expert_shared_feed_forward_length) to a mixture of experts.
+	SharedFF int
+	// Gemma4 shapes a gemma4 model beyond the common sizes (HeadDim is
+	// then the sliding layers' head dim).
+	Gemma4   Gemma4Options
+	Progress func(done, total int64) // bytes of tensor data written; may be nil
+}
+
+// Gemma4Options are the shapes of a synthetic Gemma 4 (arch gemma4). The
+// zero value is an E model's: every fifth layer global with heads twice as
+// wide as the sliding layers', no sharing and no per-layer inputs unless
+// asked for.
+type Gemma4Options struct {
+	// GlobalEvery p makes layer il global iff il%p == p−1 (0: 5, as E2B);
+	// with SharedKVLayers the last layer that stores K/V must be global
+	// and the one before it sliding (llama.cpp's rule for which layer a
+	// shared one reads then agrees with transformers').
+	GlobalEvery int
+	// HeadDimGlobal is the global layers' head dim (0: twice HeadDim).
+	HeadDimGlobal int
+	// KVHeadsGlobal is the global layers' kv heads (0: KVHeads), written as
+	// a per-layer head_count_kv.
+	KVHeadsGlobal int
+	// SharedKVLayers: the last that many layers read an earlier layer's
+	// cache and have no K/V weights.
+	SharedKVLayers int
+	// PerLayerEmbd is the per-layer input width (0: none).
+	PerLayerEmbd int
+	// GlobalVFromK leaves attn_v out of the global layers: v is k's
+	// projection (the 31B and 26B-A4B models).
+	GlobalVFromK bool
+	// PartialRotary is the fraction of a global head that RoPE rotates
+	// (proportional RoPE; 0: 0.25, the real models').
+	PartialRotary float32
+}
+
+func (g Gemma4Options) globalEvery() int {
+	if g.GlobalEvery > 0 {
+		return g.GlobalEvery
+	}
+	return 5
+}
+
+func (g Gemma4Options) partialRotary() float32 {
+	if g.PartialRotary > 0 {
+		return g.PartialRotary
+	}
+	return 0.25
+}
+
+// gemma4 reports whether o writes a gemma4 model.
+func (o *Options) gemma4() bool { return o.Arch == "gemma4" }
+
+// headDimGlobal is a gemma4 model's global head dim.
+func (o *Options) headDimGlobal() int {
+	if o.Gemma4.HeadDimGlobal > 0 {
+		return o.Gemma4.HeadDimGlobal
+	}
+	return 2 * o.headDim()
+}
+
+// slidingLayers is a gemma4 model's sliding_window_pattern.
+func (o *Options) slidingLayers() []bool {
+	p := o.Gemma4.globalEvery()
+	s := make([]bool, o.Layers)
+	for il := range s {
+		s[il] = il%p != p-1
+	}
+	return s
+}
+
+// ropeFreqs are a gemma4 model's rope_freqs: proportional RoPE on the
+// global layers as llama.cpp's converter writes it, 1 for the pairs it
+// rotates and 1e30 (no rotation) for the rest.
+func (o *Options) ropeFreqs() []float32 {
+	hd := o.headDimGlobal()
+	rot := int(float32(hd) * o.Gemma4.partialRotary() / 2)
+	f := make([]float32, hd/2)
+	for j := range f {
+		f[j] = 1
+		if j >= rot {
+			f[j] = 1e30
+		}
+	}
+	return f
+}
+
+// checkGemma4 validates the Gemma 4 options.
+func (o *Options) checkGemma4() error {
+	g := o.Gemma4
+	if !o.gemma4() {
+		if g != (Gemma4Options{}) {
+			return fmt.Errorf("synth: Gemma 4 options for arch %s", o.Arch)
+		}
+		return nil
+	}
+	hd, kvh := o.headDimGlobal(), max(g.KVHeadsGlobal, o.KVHeads)
+	switch {
+	case g.GlobalEvery < 0 || g.GlobalEvery > o.Layers:
+		return fmt.Errorf("synth: gemma4 global layer period %d: want 1..%d", g.GlobalEvery, o.Layers)
+	case hd%8 != 0 || hd < 8 || hd > 512:
+		return fmt.Errorf("synth: gemma4 global head dim %d is not a multiple of 8 in [8, 512]", hd)
+	case g.KVHeadsGlobal < 0 || o.Heads%kvh != 0:
+		return fmt.Errorf("synth: gemma4 global kv heads %d do not divide %d heads", g.KVHeadsGlobal, o.Heads)
+	case g.SharedKVLayers < 0 || g.SharedKVLayers > o.Layers-2:
+		return fmt.Errorf("synth: gemma4 shared layers %d: want 0..%d", g.SharedKVLayers, o.Layers-2)
+	case g.PerLayerEmbd < 0 || g.PerLayerEmbd > maxEmbd:
+		return fmt.Errorf("synth: gemma4 per-layer width %d: want 0..%d", g.PerLayerEmbd, maxEmbd)
+	case !(g.PartialRotary >= 0 && g.PartialRotary <= 1):
+		return fmt.Errorf("synth: gemma4 partial rotary factor %g: want [0, 1]", g.PartialRotary)
+	}
+	if n := o.Layers - g.SharedKVLayers; g.SharedKVLayers > 0 {
+		sl := o.slidingLayers()
+		if sl[n-1] || !sl[n-2] {
+			return fmt.Errorf("synth: gemma4 with %d shared layers: layer %d (the last that stores K/V) must be global and layer %d sliding; choose the period so", g.SharedKVLayers, n-1, n-2)
+		}
+	}
+	return nil
 }
 
 // Mixtral is the name synth and the CLI give a llama model with experts
@@ -190,7 +308,7 @@ func (o *Options) check() error {
 	if o.VocabFrom == "" && o.VocabData == nil {
 		return fmt.Errorf("synth: VocabFrom (a GGUF with tokenizer metadata) is required")
 	}
-	return nil
+	return o.checkGemma4()
 }
 
 // maxExperts is llama.cpp's LLAMA_MAX_EXPERTS.
@@ -199,8 +317,11 @@ const maxExperts = 512
 // checkExperts validates the experts of o, filling ExpertFF where the
 // family's experts are FF wide.
 func (o *Options) checkExperts(fam family.Family) error {
-	if o.Experts == 0 && o.ExpertsUsed == 0 {
+	if o.Experts == 0 && o.ExpertsUsed == 0 && o.SharedFF == 0 {
 		return nil
+	}
+	if o.SharedFF < 0 || o.SharedFF > maxFF || o.SharedFF%32 != 0 && o.Type != ggml.F16 {
+		return fmt.Errorf("synth: shared expert ff = %d: want 0..%d (a multiple of 32 for %s)", o.SharedFF, maxFF, o.Type)
 	}
 	if o.Experts < 1 || o.Experts > maxExperts || o.ExpertsUsed < 1 || o.ExpertsUsed > o.Experts {
 		return fmt.Errorf("synth: %d experts, %d used per token: want 1 ≤ used ≤ experts ≤ %d", o.Experts, o.ExpertsUsed, maxExperts)

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"nibble/engine/backend"
+	"nibble/engine/ggml"
 )
 
 // testGemma4Ops checks backend.Gemma4Ops where the backend has it:
@@ -52,4 +53,28 @@ func testGemma4Ops(h *harness) {
 		}
 	}
 	closeTo(h.t, "copy rows", h.read(dst, 0, len(ds)), want, 0, 0)
+}
+
+// testExpertScaler checks backend.ExpertScaler where the backend has it:
+// every slot's value times its expert's factor, exact.
+func testExpertScaler(h *harness) {
+	es, ok := h.b.(backend.ExpertScaler)
+	if !ok {
+		h.t.Skipf("backend %s does not scale by expert", h.b.Name())
+	}
+	const experts, slots = 7, 40
+	factors := h.normals(experts, 1)
+	w := h.weight("per_expert_scale", ggml.F32, 1, experts, f32Bytes(factors))
+	xs := h.normals(slots, 1)
+	ids := make([]float32, slots)
+	for i := range ids {
+		ids[i] = float32(h.rng.IntN(experts))
+	}
+	x, id := h.upload(xs, slots), h.upload(ids, slots)
+	es.ScaleByExpert(x, w, experts, id, slots)
+	want := make([]float64, slots)
+	for s := range want {
+		want[s] = float64(xs[s] * factors[int(ids[s])])
+	}
+	closeTo(h.t, "scale by expert", h.read(x, 0, slots), want, 0, 0)
 }

@@ -61,6 +61,7 @@ func Run(t *testing.T, newBackend Factory) {
 	t.Run("AttendDecode", func(t *testing.T) { testAttendDecode(start(t, newBackend)) })
 	t.Run("AttendPrefill", func(t *testing.T) { testAttendPrefill(start(t, newBackend)) })
 	t.Run("Gemma4Ops", func(t *testing.T) { testGemma4Ops(start(t, newBackend)) })
+	t.Run("ExpertScaler", func(t *testing.T) { testExpertScaler(start(t, newBackend)) })
 	t.Run("HostSlicesCopied", func(t *testing.T) { testHostSlicesCopied(start(t, newBackend)) })
 	t.Run("ErrorsAtSync", func(t *testing.T) { testErrorsAtSync(start(t, newBackend)) })
 }

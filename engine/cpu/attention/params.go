@@ -108,8 +108,9 @@ func (p Params) checkCache(c *kv.Cache, layer int) error {
 	switch {
 	case layer < 0 || layer >= cfg.Layers:
 		return fmt.Errorf("attention: layer %d outside [0, %d)", layer, cfg.Layers)
-	case cfg.KVHeads != p.KVHeads || cfg.HeadDim != p.HeadDim:
-		return fmt.Errorf("attention: cache has %d kv heads of dim %d, params want %d of dim %d", cfg.KVHeads, cfg.HeadDim, p.KVHeads, p.HeadDim)
+	case cfg.KVHeadsOf(layer) != p.KVHeads || cfg.HeadDimOf(layer) != p.HeadDim:
+		return fmt.Errorf("attention: layer %d of the cache has %d kv heads of dim %d, params want %d of dim %d",
+			layer, cfg.KVHeadsOf(layer), cfg.HeadDimOf(layer), p.KVHeads, p.HeadDim)
 	}
 	return nil
 }
