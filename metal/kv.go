@@ -72,8 +72,6 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		return nil, fmt.Errorf("metal: %d query heads for %d kv heads", heads, cfg.KVHeads)
 	case maxBatch <= 0:
 		return nil, fmt.Errorf("metal: prefill batch of %d rows", maxBatch)
-	case len(cfg.Geometries()) > 1:
-		return nil, fmt.Errorf("metal: layers of different head shapes (Gemma 4) are not supported yet")
 	case cfg.Evicts():
 		// Eviction maps logical positions to slots, moves codes and keeps
 		// scores on the host side of the CPU cache; the Metal cache has

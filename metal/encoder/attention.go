@@ -26,7 +26,12 @@ const (
 	// double the DRAM traffic wherever the cache is small: K/V stay read
 	// once per group.
 	attnMaxHG     = 8
-	attnMaxD      = 256 // largest head dim (ATTN_MAXD)
+	attnMaxD      = 512 // largest head dim (ATTN_MAXD)
+	attnMaxGroups = 16  // metadata groups a head (ATTN_MAXG)
+	// attnWideD: past this head dim a lane takes two words of a token in V
+	// and a threadgroup serves at most attnMaxHG/2 query heads (their
+	// accumulators fill the state of attnMaxHG).
+	attnWideD     = 256
 	attnMinChunk  = 256 // fewest tokens a split owns
 	attnTargetTGs = 256 // pass 1 threadgroups to aim for: several per GPU core
 	attnMaxSplits = 64  // most splits per kv head (the workspace holds this many)
@@ -74,10 +79,15 @@ func attnLayout(cfg kv.Config, heads, maxBatch int) (part, staged int) {
 	return (part + 15) &^ 15, (staged + 15) &^ 15
 }
 
-// attnHeadsPerGroup is the query heads one threadgroup serves: the largest
-// divisor of G up to attnMaxHG (G > 8 reads the group's K/V G/hg times).
-func attnHeadsPerGroup(g int) int {
-	for hg := min(g, attnMaxHG); hg > 1; hg-- {
+// attnHeadsPerGroup is the query heads one threadgroup serves for head dim
+// d: the largest divisor of G up to attnMaxHG, or half that past attnWideD
+// (G > 8 reads the group's K/V G/hg times).
+func attnHeadsPerGroup(g, d int) int {
+	most := attnMaxHG
+	if d > attnWideD {
+		most /= 2
+	}
+	for hg := min(g, most); hg > 1; hg-- {
 		if g%hg == 0 {
 			return hg
 		}
@@ -94,12 +104,12 @@ func attnSplits(nTok, kvTGs, maxSplits int) int {
 }
 
 // DecodeGrid is how AttendDecode lays out decode attention for heads query
-// heads over kvHeads kv heads, n visible positions of a cache of ctx: hg
-// query heads a threadgroup and splits splits per (kv head, head chunk).
-// attendDecode takes its splits from here, so metal/traffic's model of the
-// kernels' traffic follows the same layout.
-func DecodeGrid(heads, kvHeads, n, ctx int) (hg, splits int) {
-	hg = attnHeadsPerGroup(heads / kvHeads)
+// heads of dim d over kvHeads kv heads, n visible positions of a cache of
+// ctx: hg query heads a threadgroup and splits splits per (kv head, head
+// chunk). attendDecode takes its splits from here, so metal/traffic's
+// model of the kernels' traffic follows the same layout.
+func DecodeGrid(heads, kvHeads, d, n, ctx int) (hg, splits int) {
+	hg = attnHeadsPerGroup(heads/kvHeads, d)
 	return hg, attnSplits(n, kvHeads*(heads/kvHeads/hg), attnMaxSplitsFor(ctx))
 }
 
@@ -161,8 +171,8 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 		e.Failf("%s: %d heads not a multiple of %d kv heads", op, a.Heads, a.KVHeads)
 	case a.KVHeads != c.KVHeads() || d != c.HeadDim():
 		e.Failf("%s: %d kv heads of dim %d, the cache's layer %d has %d of dim %d", op, a.KVHeads, d, c.Layer, c.KVHeads(), c.HeadDim())
-	case d%8 != 0 || d > attnMaxD:
-		e.Failf("%s: head dim %d (the kernels take multiples of 8 up to %d)", op, d, attnMaxD)
+	case d <= 0 || d%8 != 0 || d > attnMaxD || d > attnWideD && d%16 != 0:
+		e.Failf("%s: head dim %d (the kernels take multiples of 8 up to %d, of 16 up to %d)", op, d, attnWideD, attnMaxD)
 	case cfg.Type != kv.F16 && cfg.GroupSize != 32 && cfg.GroupSize != 64:
 		e.Failf("%s: group size %d", op, cfg.GroupSize)
 	case !(a.Scale > 0) || math.IsInf(float64(a.Scale), 0):
@@ -181,7 +191,7 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 	case attnSmooths(c) && c.Lambda.Len < 4*c.LambdaFloats():
 		e.Failf("%s: λ of %d bytes, want %d", op, c.Lambda.Len, 4*c.LambdaFloats())
 	default:
-		return attnHeadsPerGroup(a.Heads / a.KVHeads), true
+		return attnHeadsPerGroup(a.Heads/a.KVHeads, d), true
 	}
 	return 0, false
 }
@@ -260,7 +270,7 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 // simdgroups' merge.
 func attnSharedBytes(hg, d int) int {
 	const nsg = attnThreads / 32
-	floats := hg*d + hg*8 + max(nsg*hg*attnBlock, nsg*d) + 2*nsg
+	floats := hg*d + hg*attnMaxGroups + max(nsg*hg*attnBlock, nsg*d) + 2*nsg
 	return (4*floats + 15) &^ 15
 }
 
@@ -317,7 +327,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	}
 	g := a.Heads / a.KVHeads
 	chunks := g / hg
-	_, s := DecodeGrid(a.Heads, a.KVHeads, n-lo, c.Cfg.Ctx)
+	_, s := DecodeGrid(a.Heads, a.KVHeads, d, n-lo, c.Cfg.Ctx)
 	maxS := attnMaxSplitsFor(c.Cfg.Ctx)
 	chunk := (n - lo + s - 1) / s
 	args := AttnArgs{Heads: u32(a.Heads), Group: u32(g), Chunks: u32(chunks), Ctx: u32(c.Slots()), Lo: u32(lo), N: u32(n),

@@ -68,10 +68,10 @@ type KVLayer struct {
 
 // HeadDim is the layer's head dim (its kv.Config entry: Gemma 4's global
 // layers have wider heads than its local ones).
-func (c *KVLayer) HeadDim() int { return c.Cfg.HeadDim }
+func (c *KVLayer) HeadDim() int { return c.Cfg.HeadDimOf(c.Layer) }
 
 // KVHeads is the layer's kv head count.
-func (c *KVLayer) KVHeads() int { return c.Cfg.KVHeads }
+func (c *KVLayer) KVHeads() int { return c.Cfg.KVHeadsOf(c.Layer) }
 
 // LambdaFloats is the layer's smoothing factors: KVHeads()·HeadDim().
 func (c *KVLayer) LambdaFloats() int { return c.KVHeads() * c.HeadDim() }

@@ -25,7 +25,8 @@
 // each query value read from threadgroup memory serves both tokens), one
 // online-softmax update per block in the exp2 domain, then the simdgroup
 // accumulates V, each lane owning 8 consecutive elements (one q4 word) of
-// every head for one of the 256/D tokens a step covers. At the end the
+// every head for one of the 256/D tokens a step covers (past D 256, two
+// words of one token, and half as many heads a threadgroup). At the end the
 // lanes' and then the simdgroups' (m, l, o) are merged.
 //
 // Shape choices were measured on an H200 with a hand CUDA port of the q4
@@ -39,7 +40,7 @@
 #include <metal_stdlib>
 using namespace metal;
 
-constant uint attn_d      [[function_constant(100)]]; // head dim: a multiple of 8 up to 256
+constant uint attn_d      [[function_constant(100)]]; // head dim: a multiple of 8 up to 256, of 16 up to 512
 constant uint attn_gs     [[function_constant(101)]]; // metadata group (q4, q8): 32 or 64
 constant uint attn_hg     [[function_constant(102)]]; // query heads per threadgroup: 1..ATTN_MAXH
 constant bool attn_smooth [[function_constant(103)]]; // queries meet K as q∘λ
@@ -63,7 +64,8 @@ constant bool attn_sinks [[function_constant(107)]];
 #define ATTN_TPL  2   // tokens per lane in a block: a simdgroup's block is ATTN_BT tokens
 #define ATTN_BT   (32*ATTN_TPL)
 #define ATTN_MAXH 8   // query heads per threadgroup
-#define ATTN_MAXD 256 // head dim
+#define ATTN_MAXD 512 // head dim
+#define ATTN_MAXG 16  // metadata groups a head (ATTN_MAXD/32)
 #define ATTN_EV   8   // elements of a head a lane owns in V (one q4 word)
 #define ATTN_LOG2E 1.4426950408889634f
 // The "minus infinity" of the online softmax: finite, because Metal
@@ -75,7 +77,11 @@ constant bool attn_sinks [[function_constant(107)]];
 // Macros, not program-scope constants computed from the function
 // constants: those are evaluated for every dispatch of the library (in the
 // emulator), where attn_gs may be unset and zero.
-#define attn_lpt (attn_d/ATTN_EV) // lanes per token in V
+// Past 256 a lane takes attn_cpl = 2 words of a token in V (words li and
+// attn_lpt + li), in the state's slots of heads attn_hg..2·attn_hg−1 (the
+// encoder halves attn_hg there).
+#define attn_cpl ((attn_d + 32*ATTN_EV - 1)/(32*ATTN_EV))
+#define attn_lpt (attn_d/ATTN_EV/attn_cpl) // lanes per token in V
 #define attn_tpi (32/attn_lpt)    // tokens per V step of a simdgroup (lanes from attn_tpi·attn_lpt on idle)
 #define attn_lpt_pow2 ((attn_lpt & (attn_lpt - 1)) == 0)
 #define attn_ng  (attn_d/attn_gs) // metadata groups per head
@@ -532,10 +538,13 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
             }
             st.l[j] = st.l[j]*alpha + simd_sum(sum);
             st.m[j] = mnew;
-            for (uint e = 0; e < ATTN_EV; ++e) {
-                st.o[j*ATTN_EV + e] *= alpha;
+            for (uint c = 0; c < attn_cpl; ++c) {
+                const uint jc = c*attn_hg + j;
+                for (uint e = 0; e < ATTN_EV; ++e) {
+                    st.o[jc*ATTN_EV + e] *= alpha;
+                }
+                st.ob[jc] *= alpha;
             }
-            st.ob[j] *= alpha;
         }
         simdgroup_barrier(mem_flags::mem_threadgroup);
         // V: lane = sub·attn_lpt + li takes word li of token t+sub, so
@@ -546,12 +555,18 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
             // A whole block: a constant trip count the compiler can unroll,
             // so that several tokens' V loads are in flight.
             for (uint t = 0; t < ATTN_BT; t += attn_tpi) {
-                KV::accumulate(st.o, st.ob, v, base + b + t + sub, li, p + t + sub);
+                for (uint c = 0; c < attn_cpl; ++c) {
+                    KV::accumulate(st.o + c*attn_hg*ATTN_EV, st.ob + c*attn_hg, v, base + b + t + sub,
+                                   c*attn_lpt + li, p + t + sub);
+                }
             }
         } else if (sub < attn_tpi) {
             for (uint t = 0; t < nb; t += attn_tpi) {
                 if (t + sub < nb) {
-                    KV::accumulate(st.o, st.ob, v, base + b + t + sub, li, p + t + sub);
+                    for (uint c = 0; c < attn_cpl; ++c) {
+                        KV::accumulate(st.o + c*attn_hg*ATTN_EV, st.ob + c*attn_hg, v, base + b + t + sub,
+                                       c*attn_lpt + li, p + t + sub);
+                    }
                 }
             }
         }
@@ -602,7 +617,7 @@ inline void attn_fold(thread attn_state & st, ushort lane) {
         // attn_tpi partials a word, not a power of two: one shuffle each.
         for (uint k = 1; k < attn_tpi; ++k) {
             const ushort from = ushort(min(uint(lane) + k*attn_lpt, 31u));
-            for (uint j = 0; j < attn_hg; ++j) {
+            for (uint j = 0; j < attn_cpl*attn_hg; ++j) {
                 for (uint e = 0; e < ATTN_EV; ++e) {
                     const float x = simd_shuffle(st.o[j*ATTN_EV + e], from);
                     if (lane < attn_lpt) {
@@ -618,7 +633,7 @@ inline void attn_fold(thread attn_state & st, ushort lane) {
         return;
     }
     for (uint off = 16; off >= attn_lpt; off /= 2) {
-        for (uint j = 0; j < attn_hg; ++j) {
+        for (uint j = 0; j < attn_cpl*attn_hg; ++j) {
             for (uint e = 0; e < ATTN_EV; ++e) {
                 st.o[j*ATTN_EV + e] += simd_shuffle_down(st.o[j*ATTN_EV + e], ushort(off));
             }
@@ -631,7 +646,7 @@ inline void attn_fold(thread attn_state & st, ushort lane) {
 // blocks of another format may continue it.
 template <typename KV>
 inline void attn_settle(thread attn_state & st) {
-    for (uint j = 0; j < attn_hg; ++j) {
+    for (uint j = 0; j < attn_cpl*attn_hg; ++j) {
         for (uint e = 0; e < ATTN_EV; ++e) {
             st.o[j*ATTN_EV + e] = KV::finish(st.o[j*ATTN_EV + e], st.ob[j], e);
         }
@@ -648,8 +663,11 @@ template <typename KV>
 inline void attn_merge_head(thread attn_state & st, uint j, threadgroup float * comb, threadgroup float * cml,
                             ushort sg, ushort lane, thread float & m, thread float & l, thread float * w) {
     if (lane < attn_lpt) {
-        for (uint e = 0; e < ATTN_EV; ++e) {
-            comb[sg*attn_d + lane*ATTN_EV + e] = KV::finish(st.o[j*ATTN_EV + e], st.ob[j], e);
+        for (uint c = 0; c < attn_cpl; ++c) {
+            const uint jc = c*attn_hg + j;
+            for (uint e = 0; e < ATTN_EV; ++e) {
+                comb[sg*attn_d + (c*attn_lpt + lane)*ATTN_EV + e] = KV::finish(st.o[jc*ATTN_EV + e], st.ob[jc], e);
+            }
         }
     }
     if (lane == 0) {
@@ -683,7 +701,7 @@ inline float attn_merged(threadgroup const float * comb, thread const float * w,
 // sizes [[threadgroup(0)]] the same way): sized by the function constants,
 // not the largest shape, so that small heads leave room for more
 // threadgroups per core.
-//   attn_hg·D + attn_hg·8 + max(ATTN_NSG·attn_hg·ATTN_BT, ATTN_NSG·D) + 2·ATTN_NSG
+//   attn_hg·D + attn_hg·ATTN_MAXG + max(ATTN_NSG·attn_hg·ATTN_BT, ATTN_NSG·D) + 2·ATTN_NSG
 
 template <typename KV>
 kernel void kernel_attn_decode(
@@ -705,8 +723,8 @@ kernel void kernel_attn_decode(
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
     threadgroup float * qs   = shmem;               // attn_hg×D prepared queries
-    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ 8) Σq' per group
-    threadgroup float * p    = qsum + attn_hg*8;    // ATTN_NSG×attn_hg×ATTN_BT probabilities,
+    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ ATTN_MAXG) Σq' per group
+    threadgroup float * p    = qsum + attn_hg*ATTN_MAXG; // ATTN_NSG×attn_hg×ATTN_BT probabilities,
     threadgroup float * comb = p;                   // then ATTN_NSG×D for the merge
     threadgroup float * cml  = p + max(uint(ATTN_NSG*attn_hg*ATTN_BT), uint(ATTN_NSG*attn_d)); // ATTN_NSG×{m, l}
 
@@ -896,8 +914,8 @@ kernel void kernel_attn_prefill(
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
     threadgroup float * qs   = shmem;               // attn_hg×D prepared queries
-    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ 8) Σq' per group
-    threadgroup float * p    = qsum + attn_hg*8;    // ATTN_NSG×attn_hg×ATTN_BT probabilities,
+    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ ATTN_MAXG) Σq' per group
+    threadgroup float * p    = qsum + attn_hg*ATTN_MAXG; // ATTN_NSG×attn_hg×ATTN_BT probabilities,
     threadgroup float * comb = p;                   // then ATTN_NSG×D for the merge
     threadgroup float * cml  = p + max(uint(ATTN_NSG*attn_hg*ATTN_BT), uint(ATTN_NSG*attn_d)); // ATTN_NSG×{m, l}
 
