@@ -17,14 +17,15 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "synth",
-		Usage: "--arch llama|qwen2|qwen3|gemma2|gemma3|gemma4|phi3|qwen3moe|mixtral --layers N --embd N --heads N [--kv-heads N] [--head-dim N] --ff N [--experts N --experts-used K [--expert-ff N]] [--window N] [--vocab-from GGUF] [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] [gemma4: --global-every N --head-dim-global N --kv-heads-global N --shared-kv-layers N --per-layer-embd N --global-v-from-k --partial-rotary F] -o OUT.gguf",
+		Usage: "--arch llama|qwen2|qwen3|gemma2|gemma3|gemma4|phi3|qwen3moe|mixtral|gptoss --layers N --embd N --heads N [--kv-heads N] [--head-dim N] --ff N [--experts N --experts-used K [--expert-ff N]] [--window N] [--vocab-from GGUF] [--type f16|q8_0|q4_0] [--seed S] [--ctx N] [--rope-base F] [--tied=true|false] [gemma4: --global-every N --head-dim-global N --kv-heads-global N --shared-kv-layers N --per-layer-embd N --global-v-from-k --partial-rotary F] -o OUT.gguf",
 		Run:   synthCmd,
 	})
 }
 
 func synthCmd(env *Env, args []string) error {
 	fs := NewFlags(env, "synth")
-	arch := fs.String("arch", "llama", "architecture: "+strings.Join(append(append([]string(nil), synth.Archs...), synth.Mixtral), ", ")+" (mixtral: llama with experts)")
+	arch := fs.String("arch", "llama", "architecture: "+strings.Join(append(append([]string(nil), synth.Archs...), synth.Mixtral, synth.GptOss), ", ")+
+		" (mixtral: llama with experts; gptoss: gpt-oss, its experts MXFP4)")
 	layers := fs.Int("layers", 0, "number of transformer blocks")
 	embd := fs.Int("embd", 0, "embedding width")
 	heads := fs.Int("heads", 0, "attention heads")
@@ -48,9 +49,9 @@ func synthCmd(env *Env, args []string) error {
 	perLayerEmbd := fs.Int("per-layer-embd", 0, "gemma4: per-layer token embedding width (0: none)")
 	globalVFromK := fs.Bool("global-v-from-k", false, "gemma4: global layers have no attn_v (v is k's projection)")
 	partialRotary := fs.Float64("partial-rotary", 0, "gemma4: fraction of a global head RoPE rotates (default 0.25)")
-	experts := fs.Int("experts", 0, "experts per block, a mixture of experts (default: 8 for qwen3moe and mixtral, none otherwise)")
-	expertsUsed := fs.Int("experts-used", 0, "experts chosen per token (default: 2 for qwen3moe and mixtral)")
-	expertFF := fs.Int("expert-ff", 0, "an expert's feed-forward width (qwen3moe; mixtral's experts are --ff wide)")
+	experts := fs.Int("experts", 0, "experts per block, a mixture of experts (default: 8 for qwen3moe, mixtral and gptoss, none otherwise)")
+	expertsUsed := fs.Int("experts-used", 0, "experts chosen per token (default: 2 for qwen3moe, mixtral and gptoss)")
+	expertFF := fs.Int("expert-ff", 0, "an expert's feed-forward width (qwen3moe, gptoss; mixtral's experts are --ff wide)")
 	out := fs.String("o", "", "output `FILE.gguf`")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {

@@ -63,6 +63,24 @@ var fallbackSources = map[string]string{
 {% endfor %}{% if add_generation_prompt %}<|turn>model
 <|channel>thought
 <channel|>{% endif %}`,
+	// gpt-oss's harmony format for plain turns, as its own template renders them: the system
+	// header (identity, knowledge cutoff, date, reasoning effort medium, channels), a system
+	// prompt as the developer's instructions, each answer on the final channel (the last one
+	// closed with <|return|> when no generation prompt follows).
+	"harmony": `<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.
+Knowledge cutoff: 2024-06
+Current date: {{ strftime_now('%Y-%m-%d') }}
+
+Reasoning: medium
+
+# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>
+{%- if messages and messages[0].role in ['system', 'developer'] %}{% set msgs = messages[1:] %}{% if messages[0].content %}<|start|>developer<|message|># Instructions
+
+{{ messages[0].content }}
+
+<|end|>{% endif %}{% else %}{% set msgs = messages %}{% endif %}
+{%- for m in msgs %}{% if m.role == 'assistant' %}<|start|>assistant<|channel|>final<|message|>{{ m.content }}{{ '<|return|>' if loop.last and not add_generation_prompt else '<|end|>' }}{% elif m.role == 'user' %}<|start|>user<|message|>{{ m.content }}<|end|>{% endif %}{% endfor %}
+{%- if add_generation_prompt %}<|start|>assistant{% endif %}`,
 
 	// Phi-3 / Phi-3.5.
 	"phi3": `{% for m in messages %}<|{{ m.role }}|>
@@ -95,16 +113,17 @@ const (
 	HintPhi3User  = "<|user|>"
 	HintPhi3End   = "<|end|>"
 	HintInst      = "[INST]"
+	HintHarmony   = "<|channel|>"
 )
 
-var allHints = []string{HintLlama3, HintLlama3EOT, HintChatML, HintGemma4, HintGemma, HintPhi3, HintPhi3User, HintPhi3End, HintInst}
+var allHints = []string{HintLlama3, HintLlama3EOT, HintChatML, HintGemma4, HintGemma, HintPhi3, HintPhi3User, HintPhi3End, HintInst, HintHarmony}
 
 // Fallback picks a built-in template for a model without a usable one. The rule, first match wins:
 //
 //  1. a hint (a special token present in the vocabulary) decides: "<|start_header_id|>" or
 //     "<|eot_id|>" → llama3, "<|im_start|>" → chatml, "<|turn>" → gemma4, "<start_of_turn>" → gemma,
-//     "<|assistant|>" or both "<|user|>" and "<|end|>" → phi3 ("<|user|>" alone also appears
-//     in other vocabularies);
+//     "<|channel|>" → harmony (gpt-oss), "<|assistant|>" or both "<|user|>" and "<|end|>" →
+//     phi3 ("<|user|>" alone also appears in other vocabularies);
 //  2. the architecture (general.architecture, any case): a registered family's Chat
 //     (engine/family): its InstTemplate when "[INST]" is a single token and it has one
 //     (llama → mistral: Mistral's vocabularies have it, Llama 2's does not), else its Template;
@@ -133,6 +152,8 @@ func fallbackName(arch string, hints []string) string {
 		return "gemma4"
 	case has(HintGemma):
 		return "gemma"
+	case has(HintHarmony):
+		return "harmony"
 	case has(HintPhi3) || has(HintPhi3User) && has(HintPhi3End):
 		return "phi3"
 	}

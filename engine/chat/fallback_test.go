@@ -70,7 +70,11 @@ func TestFallbackRender(t *testing.T) {
 		"gemma4": "<s><|turn>system\nYou are helpful.<turn|>\n<|turn>user\nHello<turn|>\n<|turn>model\nHi there<turn|>\n" +
 			"<|turn>user\nHow are you?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>",
 		"phi3": "<|system|>\nYou are helpful.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n" +
-			"<|user|>\nHow are you?<|end|>\n<|assistant|>\n",
+			"<|user|>\nHow are you?<|end|>\n<|assistant|>\n", "harmony": "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n" +
+			"Knowledge cutoff: 2024-06\nCurrent date: 2024-09-05\n\nReasoning: medium\n\n" +
+			"# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>" +
+			"<|start|>developer<|message|># Instructions\n\nYou are helpful.\n\n<|end|><|start|>user<|message|>Hello<|end|>" +
+			"<|start|>assistant<|channel|>final<|message|>Hi there<|end|><|start|>user<|message|>How are you?<|end|><|start|>assistant",
 	}
 	if len(want) != len(fallbackSources) {
 		t.Fatalf("test covers %d of %d fallbacks", len(want), len(fallbackSources))

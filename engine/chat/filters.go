@@ -11,6 +11,7 @@ func chatFilters() map[string]exec.FilterFunction {
 		"items":    filterItems,
 		"trim":     filterTrim,
 		"pyformat": filterPyFormat,
+		"pyifelse": filterPyIfElse,
 	}
 }
 

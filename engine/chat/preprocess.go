@@ -9,12 +9,13 @@ import (
 
 // preprocess rewrites a transformers chat template into text that gonja parses the way jinja2
 // parses the original. Inside {{ }} and {% %} tags, string literals are re-encoded (gonja does
-// not decode Python escapes) and 'literal' % args becomes a filter call (gonja's % is numeric
-// only); then jinja2's lstrip_blocks is applied. Newlines are never added or removed, so
-// line numbers in errors still match the source.
+// not decode Python escapes), 'literal' % args becomes a filter call (gonja's % is numeric
+// only) and so does a parenthesized conditional (inlineif.go); then jinja2's lstrip_blocks is
+// applied. Newlines are never added or removed, so line numbers in errors still match the
+// source.
 func preprocess(src string) string {
 	return applyLStripBlocks(rewriteTags(src, func(inner string) string {
-		return rewritePercentExpr(rewriteStringLiterals(inner))
+		return rewriteInlineIf(rewritePercentExpr(rewriteStringLiterals(inner)))
 	}))
 }
 

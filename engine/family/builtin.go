@@ -99,6 +99,20 @@ var builtin = []Family{
 		Chat:    Chat{Template: "gemma4"},
 		Synth:   Synth{RopeBase: 1000000, RMSEps: 1e-6, Window: 512},
 	},
+	{
+		// gpt-oss (gpt-oss-20b, 120b; llama.cpp's openai-moe): q/k/v and
+		// output biases, attention sinks, a sliding window of 128 on the even
+		// layers (llama.cpp's swa pattern 2), YaRN, NeoX RoPE, and experts
+		// only: a biased router whose top k logits are softmaxed, biased
+		// experts with the clamped SwiGLU (alpha 1.702, limit 7; the gpt-oss
+		// model card). Its chat format is harmony.
+		Name: "gpt-oss",
+		Traits: Traits{RopeNeox: true, QKVBias: true, SWAPattern: 2, Window: 128,
+			Experts: Experts{Gating: GatingSoftmaxWeight, Act: ExpertSwiGLUClamped, ClampAlpha: 1.702, ClampLimit: 7}},
+		Tensors: Layout{ExpertBiases: true, AttnOutputBias: true, AttnSinks: true, FFNNormPostAttention: true},
+		Chat:    Chat{Template: "harmony"},
+		Synth:   Synth{RopeBase: 150000, RMSEps: 1e-5, Untied: true, Window: 128, Experts: 8, ExpertsUsed: 2, ExpertFF: 64},
+	},
 }
 
 func init() {

@@ -163,6 +163,15 @@ type Layout struct {
 	// SharedExpertGate: ffn_gate_inp_shexp scales the shared experts'
 	// output by a sigmoid per token.
 	SharedExpertGate bool
+
+	// AttnOutputBias: attn_output has a .bias (gpt-oss).
+	AttnOutputBias bool
+	// AttnSinks: attn_sinks holds one learned logit per query head that
+	// joins the softmax's denominator (gpt-oss).
+	AttnSinks bool
+	// FFNNormPostAttention: the feed-forward's pre-norm is stored as
+	// post_attention_norm, not ffn_norm (gpt-oss's converter names it so).
+	FFNNormPostAttention bool
 }
 
 // Chat names engine/chat's built-in fallback formats for the family.

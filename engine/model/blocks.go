@@ -94,6 +94,9 @@ func (s *State) attention(p *pass, li int) error {
 		}
 	}
 	b.MatMul(s.h, l.Wo, s.att, n)
+	if l.Bo != nil {
+		b.AddBias(s.h, l.Bo, n)
+	}
 	return nil
 }
 

@@ -59,6 +59,9 @@ const (
 	FFNUpShexp        // [embd, shared ff]
 	FFNDownShexp      // [shared ff, embd]
 	FFNGateInpShexp   // the shared experts' sigmoid gate, [embd]
+
+	AttnOutputBias // gpt-oss's attn_output.bias, [embd]
+	AttnSinks      // gpt-oss's attention sinks, one logit per query head
 )
 
 // IsNorm reports whether k is an RMSNorm weight.
@@ -73,7 +76,16 @@ func (k TensorKind) IsNorm() bool {
 // IsBias reports whether k is a projection bias.
 func (k TensorKind) IsBias() bool {
 	switch k {
-	case AttnQBias, AttnKBias, AttnVBias, FFNGateInpBias, FFNGateExpsBias, FFNUpExpsBias, FFNDownExpsBias, FFNGateUpExpsBias:
+	case AttnQBias, AttnKBias, AttnVBias, AttnOutputBias, FFNGateInpBias, FFNGateExpsBias, FFNUpExpsBias, FFNDownExpsBias, FFNGateUpExpsBias:
+		return true
+	}
+	return false
+}
+
+// IsExperts reports whether k is the experts' stacked matrices.
+func (k TensorKind) IsExperts() bool {
+	switch k {
+	case FFNGateExps, FFNUpExps, FFNDownExps, FFNGateUpExps:
 		return true
 	}
 	return false
@@ -144,7 +156,7 @@ func TensorLayout(hp HParams) []TensorSpec {
 		if lay.FusedQKV {
 			t.fusedAttention(l)
 		} else {
-			t.attention(l)
+			t.attention(l, lay)
 		}
 		if hp.PostNorms {
 			t.add("post_attention_norm.weight", AttnPostNorm, l, t.embd())
@@ -205,12 +217,12 @@ func (t *table) embedding() { t.add("token_embd.weight", TokEmbd, -1, t.embd(), 
 
 // attention adds a block's attention weights: norm, q/k/v (with biases
 // where hp has them, each after its weight), q/k norms where hp has them,
-// and the output projection, in the layer's head shape. A layer that reads
-// another's K/V (Gemma 4) may leave out k, v and k's norm; a family whose v
-// may come from k's projection (Layout.OptionalV) may leave out v.
-func (t *table) attention(l int) {
+// the output projection (and its bias) and the sinks where the family's
+// layout has them, in the layer's head shape. A layer that reads another's
+// K/V (Gemma 4) may leave out k, v and k's norm; a family whose v may come
+// from k's projection (Layout.OptionalV) may leave out v.
+func (t *table) attention(l int, lay family.Layout) {
 	hp := t.hp
-	lay := t.layout()
 	hd := uint64(hp.HeadDimOf(l))
 	q, kv := uint64(hp.Heads)*hd, uint64(hp.KVHeadsOf(l))*hd
 	shares := hp.KVSource(l) != l
@@ -232,6 +244,12 @@ func (t *table) attention(l int) {
 		t.add("attn_k_norm.weight", AttnKNorm, l, hd).Optional = shares
 	}
 	t.add("attn_output.weight", AttnOutput, l, q, t.embd())
+	if lay.AttnOutputBias {
+		t.add("attn_output.bias", AttnOutputBias, l, t.embd())
+	}
+	if lay.AttnSinks {
+		t.add("attn_sinks.weight", AttnSinks, l, uint64(hp.Heads))
+	}
 }
 
 // layout is the family's tensor layout (llama's for an unregistered arch).
@@ -282,7 +300,11 @@ func (t *table) fusedFeedForward(l int) {
 func (t *table) experts(l int, lay family.Layout) {
 	hp := t.hp
 	embd, eff, n := t.embd(), uint64(hp.ExpertFF), uint64(hp.Experts)
-	t.add("ffn_norm.weight", FFNNorm, l, embd)
+	if lay.FFNNormPostAttention {
+		t.add("post_attention_norm.weight", FFNNorm, l, embd)
+	} else {
+		t.add("ffn_norm.weight", FFNNorm, l, embd)
+	}
 	if lay.DenseBesideExperts {
 		t.add("ffn_gate.weight", FFNGate, l, embd, t.ff())
 		t.add("ffn_up.weight", FFNUp, l, embd, t.ff())
@@ -368,6 +390,10 @@ func (m *Model) weight(k TensorKind, layer int) *backend.Weight {
 		return &l.KNorm
 	case AttnOutput:
 		return &l.Wo
+	case AttnOutputBias:
+		return &l.Bo
+	case AttnSinks:
+		return &l.Sinks
 	case AttnPostNorm:
 		return &l.AttnPostNorm
 	case FFNNorm:

@@ -34,7 +34,9 @@ type Model struct {
 // has not nil.
 type Layer struct {
 	AttnNorm, Wq, Wk, Wv, Wo backend.Weight
-	Bq, Bk, Bv               backend.Weight // qwen2
+	Bq, Bk, Bv               backend.Weight // qwen2, gpt-oss
+	Bo                       backend.Weight // gpt-oss
+	Sinks                    backend.Weight // gpt-oss: [heads] attention sinks
 	QNorm, KNorm             backend.Weight // qwen3, gemma3: per-head, [head dim]
 	AttnPostNorm             backend.Weight // gemma2, gemma3
 	FFNNorm, Gate, Up, Down  backend.Weight
@@ -106,6 +108,10 @@ func FromFile(f *gguf.File, b backend.Backend) (*Model, error) {
 		d, err := describe(f, t, s.Name, s.Dims)
 		if err != nil {
 			return nil, err
+		}
+		if s.Kind == AttnSinks && d.Type != ggml.F32 {
+			// The attention op reads the sinks as floats (backend.Attention.Sinks).
+			return nil, fmt.Errorf("tensor %q has type %s, want F32", s.Name, d.Type)
 		}
 		if s.Cols > 0 {
 			if d.Cols*d.Rows%s.Cols != 0 || s.Cols%d.Type.BlockSize() != 0 {

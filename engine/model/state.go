@@ -62,7 +62,7 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 		}
 		s.specs[il] = ls
 		s.attn[il] = backend.Attention{Heads: hp.Heads, KVHeads: ls.KVHeads, HeadDim: ls.HeadDim,
-			Scale: ls.Scale, Window: ls.Window, Softcap: ls.Softcap}
+			Scale: ls.Scale, Window: ls.Window, Softcap: ls.Softcap, Sinks: m.Layers[il].Sinks}
 	}
 	cache, err := b.NewKVCache(kvc, hp.Heads, maxBatch)
 	if err != nil {

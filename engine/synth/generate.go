@@ -88,7 +88,7 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 		{"general.name", fmt.Sprintf("nibble-synth-%s-%dL-%dE-%s", o.Arch, o.Layers, o.Embd, strings.ToLower(o.Type.String()))},
 		{"general.description", fmt.Sprintf("random weights by nibble synth: arch=%s layers=%d embd=%d heads=%d kv_heads=%d ff=%d%s type=%s seed=%d tied=%v",
 			o.Arch, o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF, o.expertsDescription(), o.Type, o.Seed, o.TiedOutput)},
-		{"general.file_type", fileType(o.Type)},
+		{"general.file_type", fileType(o.Type, o.ExpertType)},
 		{"general.quantization_version", uint32(2)},
 		{a + "vocab_size", uint32(vocab)},
 		{a + "context_length", uint32(o.Ctx)},
@@ -125,12 +125,17 @@ func setModelKeys(w *gguf.Writer, o *Options, vocab int) error {
 	if o.Experts > 0 {
 		add("expert_count", uint32(o.Experts))
 		add("expert_used_count", uint32(o.ExpertsUsed))
-		if fam.Traits.Experts.FFPerUsed {
+		if statesExpertFF(fam) {
 			add("expert_feed_forward_length", uint32(o.ExpertFF))
 		}
 		if o.SharedFF > 0 {
 			add("expert_shared_feed_forward_length", uint32(o.SharedFF))
 		}
+	}
+	if o.YaRNFactor > 0 {
+		add("rope.scaling.type", "yarn")
+		add("rope.scaling.factor", o.YaRNFactor)
+		add("rope.scaling.original_context_length", uint32(o.YaRNOrigCtx))
 	}
 	if fam.Quirks.IgnoresWindow {
 		add("attention.sliding_window", uint32(0))

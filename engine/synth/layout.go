@@ -58,6 +58,7 @@ func layout(o *Options, vocab int) []tensorSpec {
 		proj   = dist{0, 0.08 * math.Sqrt(256/float64(o.Embd))}
 		embedD = dist{0, 0.4}
 		bias   = dist{0, 0.1}
+		sinks  = dist{0, 1} // logits about as large as the scores they join
 	)
 	var specs []tensorSpec
 	for _, s := range model.TensorLayout(hp) {
@@ -77,6 +78,10 @@ func layout(o *Options, vocab int) []tensorSpec {
 			typ, d = ggml.F32, bias
 		case s.Kind.IsRouter():
 			typ = ggml.F32
+		case s.Kind == model.AttnSinks:
+			typ, d = ggml.F32, sinks
+		case s.Kind.IsExperts() && o.ExpertType != 0:
+			typ = o.ExpertType
 		case s.Kind == model.TokEmbd || s.Kind == model.Output:
 			d = embedD
 		}

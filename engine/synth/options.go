@@ -61,6 +61,15 @@ type Options struct {
 	// SharedFF > 0 adds shared experts of that width (ffn_*_shexp,
 	// expert_shared_feed_forward_length) to a mixture of experts.
 	SharedFF int
+	// ExpertType is the type of the experts' 3-D weights; 0 (F32's value,
+	// which synth never writes) means Type. gpt-oss's are MXFP4, as its
+	// checkpoints and llama.cpp's converter have them.
+	ExpertType ggml.Type
+	// YaRNFactor > 0 writes YaRN RoPE scaling (rope.scaling.type yarn,
+	// .factor, .original_context_length YaRNOrigCtx), as gpt-oss's files
+	// have it (factor 32 over 4096 positions).
+	YaRNFactor  float32
+	YaRNOrigCtx int
 	// Gemma4 shapes a gemma4 model beyond the common sizes (HeadDim is
 	// then the sliding layers' head dim).
 	Gemma4   Gemma4Options
@@ -183,6 +192,9 @@ func (o *Options) checkGemma4() error {
 // (Mixtral's files say llama).
 const Mixtral = "mixtral"
 
+// GptOss is the CLI's name for the gpt-oss family (its files say gpt-oss).
+const GptOss = "gptoss"
+
 // DefaultOptions returns the per-architecture defaults; callers fill in the
 // sizes, VocabFrom and Seed.
 func DefaultOptions(arch string) Options {
@@ -192,7 +204,13 @@ func DefaultOptions(arch string) Options {
 		o.Experts, o.ExpertsUsed = 8, 2
 		return o
 	}
+	if arch == GptOss {
+		arch = "gpt-oss"
+	}
 	o := Options{Arch: arch, Type: ggml.F16, Ctx: 4096}
+	if arch == "gpt-oss" {
+		o.ExpertType, o.YaRNFactor, o.YaRNOrigCtx = ggml.MXFP4, 32, 4096
+	}
 	fam, _ := family.Lookup(arch)
 	o.RopeBase = fam.Synth.RopeBase
 	o.TiedOutput = !fam.Synth.Untied
@@ -305,6 +323,19 @@ func (o *Options) check() error {
 	if err := o.checkExperts(fam); err != nil {
 		return err
 	}
+	if o.YaRNFactor != 0 && (!(o.YaRNFactor >= 1 && o.YaRNFactor <= 1024) || o.YaRNOrigCtx < 1 || o.YaRNOrigCtx > maxCtx) {
+		return fmt.Errorf("synth: YaRN factor %g over %d positions: want a factor in [1, 1024] and a positive original context", o.YaRNFactor, o.YaRNOrigCtx)
+	}
+	switch o.ExpertType {
+	case 0, o.Type:
+	case ggml.F16, ggml.Q8_0, ggml.Q4_0, ggml.MXFP4:
+		if o.Experts == 0 || o.Embd%32 != 0 || o.ExpertFF%32 != 0 {
+			return fmt.Errorf("synth: expert type %s needs experts, embd and expert ff multiples of 32 (got %d experts, embd %d, expert ff %d)",
+				o.ExpertType, o.Experts, o.Embd, o.ExpertFF)
+		}
+	default:
+		return fmt.Errorf("synth: expert weight type %s: want F16, Q8_0, Q4_0 or MXFP4", o.ExpertType)
+	}
 	if o.VocabFrom == "" && o.VocabData == nil {
 		return fmt.Errorf("synth: VocabFrom (a GGUF with tokenizer metadata) is required")
 	}
@@ -326,7 +357,7 @@ func (o *Options) checkExperts(fam family.Family) error {
 	if o.Experts < 1 || o.Experts > maxExperts || o.ExpertsUsed < 1 || o.ExpertsUsed > o.Experts {
 		return fmt.Errorf("synth: %d experts, %d used per token: want 1 ≤ used ≤ experts ≤ %d", o.Experts, o.ExpertsUsed, maxExperts)
 	}
-	if !fam.Traits.Experts.FFPerUsed {
+	if !statesExpertFF(fam) {
 		// llama.cpp reads no expert width for this family: its experts are
 		// feed_forward_length wide.
 		if o.ExpertFF != 0 && o.ExpertFF != o.FF {
@@ -340,8 +371,18 @@ func (o *Options) checkExperts(fam family.Family) error {
 	return nil
 }
 
+// statesExpertFF reports whether the family's files state the experts'
+// width (expert_feed_forward_length): every converter's but Mixtral's
+// (llama), whose experts are feed_forward_length wide.
+func statesExpertFF(fam family.Family) bool {
+	return fam.Traits.Experts.FFPerUsed || fam.Name != "llama"
+}
+
 // fileType is llama.cpp's general.file_type (enum llama_ftype).
-func fileType(t ggml.Type) uint32 {
+func fileType(t, experts ggml.Type) uint32 {
+	if experts == ggml.MXFP4 {
+		return 38 // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+	}
 	switch t {
 	case ggml.F16:
 		return 1 // LLAMA_FTYPE_MOSTLY_F16

@@ -109,7 +109,7 @@ func checkModel(t *testing.T, f *gguf.File, o Options, tied bool) {
 	a := o.Arch + "."
 	hd := uint64(o.Embd / o.Heads)
 	u32 := map[string]uint64{
-		"general.file_type": uint64(fileType(o.Type)), a + "context_length": uint64(o.Ctx),
+		"general.file_type": uint64(fileType(o.Type, o.ExpertType)), a + "context_length": uint64(o.Ctx),
 		a + "embedding_length": uint64(o.Embd), a + "block_count": uint64(o.Layers),
 		a + "feed_forward_length": uint64(o.FF), a + "attention.head_count": uint64(o.Heads),
 		a + "attention.head_count_kv": uint64(o.KVHeads), a + "rope.dimension_count": hd,
