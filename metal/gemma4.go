@@ -2,8 +2,9 @@ package metal
 
 import "nibble/engine/backend"
 
-// The ops Gemma 4 needs beyond Backend (backend.Gemma4Ops), as the CPU
-// backend computes them.
+// The ops Gemma 4 needs beyond Backend (backend.Gemma4Ops, and
+// backend.ExpertScaler for its mixture of experts), as the CPU backend
+// computes them.
 
 var _ backend.Gemma4Ops = (*Backend)(nil)
 
@@ -26,4 +27,18 @@ func (b *Backend) CopyRows(dst backend.Tensor, dstOff, dstStride int, src backen
 		return
 	}
 	b.enc.CopyRows(d, dstOff, dstStride, s, srcOff, srcStride, rows, n)
+}
+
+var _ backend.ExpertScaler = (*Backend)(nil)
+
+func (b *Backend) ScaleByExpert(x backend.Tensor, w backend.Weight, experts int, ids backend.Tensor, slots int) {
+	f := b.weight("scale_by_expert", w)
+	if f == nil {
+		return
+	}
+	d, i := b.region("scale_by_expert", x, 0, slots), b.region("scale_by_expert", ids, 0, slots)
+	if b.enc.Err() != nil || slots == 0 {
+		return
+	}
+	b.enc.ScaleByExpert(d, f, experts, i, slots)
 }

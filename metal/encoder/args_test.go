@@ -36,6 +36,7 @@ var argTypes = map[string]reflect.Type{
 	"moe_swiglu_args":    reflect.TypeFor[MoESwiGLUArgs](),
 	"rms_norm_args":      reflect.TypeFor[RMSNormArgs](),
 	"rope_args":          reflect.TypeFor[RoPEArgs](),
+	"scale_id_args":      reflect.TypeFor[ScaleIDArgs](),
 }
 
 // mslScalar is an MSL scalar or vector type of an argument struct: its

@@ -1,6 +1,9 @@
 package encoder
 
-import "nibble/metal/device"
+import (
+	"nibble/engine/ggml"
+	"nibble/metal/device"
+)
 
 // The ops Gemma 4 needs beyond the common ones (backend.Gemma4Ops).
 
@@ -13,6 +16,15 @@ type CopyRowsArgs struct {
 
 // Bytes are the arguments as the kernel reads them.
 func (a CopyRowsArgs) Bytes() []byte { return argBytes(a) }
+
+// ScaleIDArgs is scale_id_args (elementwise.metal).
+type ScaleIDArgs struct {
+	Slots   uint32 `msl:"slots"`
+	Experts uint32 `msl:"experts"`
+}
+
+// Bytes are the arguments as the kernel reads them.
+func (a ScaleIDArgs) Bytes() []byte { return argBytes(a) }
 
 // RMSNormPlain: dst[r] = x[r] / sqrt(mean(x[r]²) + eps) for rows rows of n
 // floats, no weight (kernel_rms_norm_plain_f32: a threadgroup per row, a
@@ -69,5 +81,31 @@ func (e *Encoder) CopyRows(dst Region, dstOff, dstStride int, src Region, srcOff
 		Threads:  [3]int{threads, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: CopyRowsArgs{N: u32(n), SrcStride: u32(srcStride), DstStride: u32(dstStride)}.Bytes()}},
 		Buffers:  []device.Binding{d.bind(1), s.bind(2)},
+	})
+}
+
+// ScaleByExpert: x[s] *= w[ids[s]] for s < slots, w one F32 row of experts
+// factors, ids floats as the router writes them (kernel_scale_id_f32).
+func (e *Encoder) ScaleByExpert(x Region, w *Weight, experts int, ids Region, slots int) {
+	switch {
+	case w == nil || w.Buf == nil:
+		e.Failf("scale_by_expert: no factors")
+		return
+	case w.Type != ggml.F32 || w.Rows*w.Cols != experts || experts <= 0:
+		e.Failf("scale_by_expert: factors of %d×%d %s for %d experts (F32, one each)", w.Rows, w.Cols, w.Type, experts)
+		return
+	case slots < 0:
+		e.Failf("scale_by_expert: %d slots", slots)
+		return
+	}
+	if !e.ewCheck("scale_by_expert", experts, w.Region) || !e.ewCheck("scale_by_expert", slots, x, ids) || slots == 0 {
+		return
+	}
+	e.dispatch(device.Dispatch{
+		Pipeline: e.pipeline("kernel_scale_id_f32"),
+		Groups:   [3]int{(slots + 255) / 256, 1, 1},
+		Threads:  [3]int{min(256, (slots+31)&^31), 1, 1},
+		Inline:   []device.Inline{{Index: 0, Data: ScaleIDArgs{Slots: u32(slots), Experts: u32(experts)}.Bytes()}},
+		Buffers:  []device.Binding{x.bind(1), w.bind(2), ids.bind(3)},
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"nibble/engine/cpu"
 	"nibble/engine/fastmath"
+	"nibble/engine/ggml"
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 	"nibble/metal/internal/emulator"
@@ -400,6 +401,60 @@ func TestCopyRows(t *testing.T) {
 		bad()
 		if enc.Err() == nil {
 			t.Error("no error")
+		}
+		enc.Reset()
+	}
+}
+
+// scaleByExpertTwin is the CPU backend's ScaleByExpert: x[s] *= w[ids[s]].
+func scaleByExpertTwin(x, w, ids []float32) {
+	for s, e := range ids {
+		x[s] *= w[int(e)]
+	}
+}
+
+// kernel_scale_id_f32 (through encoder.ScaleByExpert) against its twin:
+// exact (one product). Slots from one decode token's k to a prefill batch's,
+// 128 experts (Gemma 4's 26B-A4B); factors and ids that break the contract
+// are encoding errors.
+func TestScaleByExpert(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(35, 36))
+	for _, c := range []struct{ experts, slots int }{{128, 8}, {7, 40}, {128, 512 * 8}, {1, 3}} {
+		w := ewRandom(r, c.experts, 1)
+		x := ewRandom(r, c.slots, 1)
+		ids := make([]float32, c.slots)
+		for i := range ids {
+			ids[i] = float32(r.IntN(c.experts))
+		}
+		want := append([]float32(nil), x...)
+		scaleByExpertTwin(want, w, ids)
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("experts%d_slots%d_%v", c.experts, c.slots, o), func(t *testing.T) {
+				enc := encoder.New(d, l)
+				defer enc.Close()
+				xr := encoder.Region{Buf: buffer(t, d, f32Bytes(x)), Len: 4 * len(x)}
+				wr := &encoder.Weight{Region: encoder.Region{Buf: buffer(t, d, f32Bytes(w)), Len: 4 * len(w)}, Type: ggml.F32, Rows: 1, Cols: c.experts}
+				enc.ScaleByExpert(xr, wr, c.experts, encoder.Region{Buf: buffer(t, d, f32Bytes(ids)), Len: 4 * len(ids)}, c.slots)
+				runEncoded(t, d, o, enc)
+				for i, v := range f32s(xr.Buf.Bytes()) {
+					if v != want[i] {
+						t.Fatalf("x[%d] = %v, want %v (expert %v)", i, v, want[i], ids[i])
+					}
+				}
+			})
+		}
+	}
+	enc := encoder.New(d, l)
+	defer enc.Close()
+	buf := encoder.Region{Buf: buffer(t, d, make([]byte, 64)), Len: 64}
+	for _, w := range []*encoder.Weight{
+		{Region: buf, Type: ggml.F16, Rows: 1, Cols: 4},
+		{Region: buf, Type: ggml.F32, Rows: 1, Cols: 5},
+	} {
+		enc.ScaleByExpert(buf, w, 4, buf, 4)
+		if enc.Err() == nil {
+			t.Errorf("factors %d×%d %s for 4 experts: no error", w.Rows, w.Cols, w.Type)
 		}
 		enc.Reset()
 	}
