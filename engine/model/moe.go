@@ -35,6 +35,7 @@ func (s *State) moeFeedForward(p *pass, li int) {
 	b, hp, l, ms := s.b, &s.m.HP, &s.m.Layers[li], &s.moe
 	n := p.n
 	b.RMSNorm(ms.in, s.x, l.FFNNorm, hp.RMSEps, n)
+	s.route(p, li, ms.in)
 	s.experts(p, li, ms.in, s.h)
 	switch {
 	case l.GateShexp != nil:
@@ -44,17 +45,24 @@ func (s *State) moeFeedForward(p *pass, li int) {
 	}
 }
 
-// experts is the routed part of block li on the normed rows in, leaving
-// Σ_j weight_j·expert_j(in) in out.
+// route chooses block li's experts for the rows in (the router's input:
+// the normed rows, or what a family computes instead), leaving the ids and
+// weights in the scratch.
+func (s *State) route(p *pass, li int, in backend.Tensor) {
+	l, ms := &s.m.Layers[li], &s.moe
+	s.b.MatMul(ms.router, l.GateInp, in, p.n)
+	if l.GateInpBias != nil {
+		s.b.AddBias(ms.router, l.GateInpBias, p.n)
+	}
+	s.ex.Route(ms.ids, ms.weights, ms.router, p.n, &s.specs[li].Router)
+}
+
+// experts is the routed part of block li on the normed rows in, with the
+// experts route chose, leaving Σ_j weight_j·expert_j(in) in out.
 func (s *State) experts(p *pass, li int, in, out backend.Tensor) {
 	b, ex, hp, l, ls, ms := s.b, s.ex, &s.m.HP, &s.m.Layers[li], &s.specs[li], &s.moe
 	n, k, ff := p.n, hp.ExpertsUsed, hp.ExpertFF
 	slots := n * k
-	b.MatMul(ms.router, l.GateInp, in, n)
-	if l.GateInpBias != nil {
-		b.AddBias(ms.router, l.GateInpBias, n)
-	}
-	ex.Route(ms.ids, ms.weights, ms.router, n, &ls.Router)
 	// Gate and up of separate tensors are indexed by expert; the views of a
 	// fused gate|up tensor by half-expert, twice the id (TensorLayout).
 	gateUpIDs, gateUpExperts := ms.ids, hp.Experts
