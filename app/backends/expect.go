@@ -69,6 +69,13 @@ func MetalShape(d estimate.Desc, p speed.PerToken) traffic.Shape {
 	if kvh <= 0 {
 		kvh = hp.Heads
 	}
-	return traffic.Shape{Name: d.Name, Layers: hp.Layers, Hidden: hp.Embd, Heads: hp.Heads, KVHeads: kvh, HeadDim: hd,
+	s := traffic.Shape{Name: d.Name, Layers: hp.Layers, Hidden: hp.Embd, Heads: hp.Heads, KVHeads: kvh, HeadDim: hd,
 		FFN: hp.FF, Vocab: hp.Vocab, Weight: p.Type, Embed: p.Type, Output: p.Type, QKVBias: hp.QKVBias}
+	if hp.MoE() {
+		// A token reads its chosen experts only, and the dense
+		// feed-forward (shared experts) beside them.
+		s.Experts, s.ExpertsUsed, s.ExpertFFN, s.ExpertWeight = hp.Experts, hp.ExpertsUsed, hp.ExpertFF, p.Type
+		s.FFN = hp.DenseFF()
+	}
+	return s
 }

@@ -37,3 +37,24 @@ func TestExpectMetal(t *testing.T) {
 		t.Error("a header without a shape has a figure")
 	}
 }
+
+// A mixture of experts: the Metal figure is the step that reads the chosen
+// experts only, far above the one that would read them all.
+func TestExpectMetalMoE(t *testing.T) {
+	hp := model.HParams{Arch: "qwen3moe", Layers: 48, Embd: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, FF: 6144, Vocab: 151936,
+		CtxTrain: 40960, Experts: 128, ExpertsUsed: 8, ExpertFF: 768}
+	d := estimate.Desc{Name: "30b-a3b", HParams: hp, WeightsBytes: 17_000_000_000, FileType: "Q4_0", Exact: true}
+	e, err := ExpectDecode(d, 4096, kv.Q4, Choice{Backend: Metal, Device: "Apple M1 Max"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := traffic.Shape{Name: "30b-a3b", Layers: 48, Hidden: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, Vocab: 151936,
+		Weight: ggml.Q4_0, Embed: ggml.Q4_0, Output: ggml.Q4_0, Experts: 128, ExpertsUsed: 8, ExpertFFN: 768, ExpertWeight: ggml.Q4_0}
+	step := traffic.DecodeStep(shape, 4096, traffic.Cache{Type: kv.Q4, GroupSize: 32})
+	if want := 400e9 / float64(step.Bytes()); math.Abs(e.TokPerSec-want) > 1e-9*want {
+		t.Errorf("%.2f tok/s, want %.2f (%s)", e.TokPerSec, want, e.How)
+	}
+	if resident, _ := traffic.WeightBytes(shape); e.TokPerSec < 5*400e9/float64(resident) {
+		t.Errorf("%.2f tok/s: not the active experts' rate", e.TokPerSec)
+	}
+}

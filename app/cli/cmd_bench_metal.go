@@ -30,19 +30,19 @@ type metalModelDevice struct {
 }
 
 type metalModelReport struct {
-	Model     string             `json:"model"`
-	Shape     traffic.Shape      `json:"shape"`
+	Model string        `json:"model"`
+	Shape traffic.Shape `json:"shape"`
 	// ResidentWeights is every weight of the model (every expert);
 	// ActiveWeights what one decode step reads of them (the chosen experts).
-	ResidentWeights int64 `json:"resident_weight_bytes"`
-	ActiveWeights   int64 `json:"active_weight_bytes"`
-	Ctx       int                `json:"ctx"`
-	KV        string             `json:"kv"`
-	KVGroup   int                `json:"kv_group,omitempty"`
-	Step      traffic.Step       `json:"step"`
-	Attention traffic.Step       `json:"attention_all_layers"`
-	AttnLayer traffic.Step       `json:"attention_one_layer"`
-	Devices   []metalModelDevice `json:"devices"`
+	ResidentWeights int64              `json:"resident_weight_bytes"`
+	ActiveWeights   int64              `json:"active_weight_bytes"`
+	Ctx             int                `json:"ctx"`
+	KV              string             `json:"kv"`
+	KVGroup         int                `json:"kv_group,omitempty"`
+	Step            traffic.Step       `json:"step"`
+	Attention       traffic.Step       `json:"attention_all_layers"`
+	AttnLayer       traffic.Step       `json:"attention_one_layer"`
+	Devices         []metalModelDevice `json:"devices"`
 }
 
 // benchMetalModelCmd prints the traffic model of one decode step of the

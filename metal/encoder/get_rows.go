@@ -28,9 +28,20 @@ func SupportsWeight(t ggml.Type) error {
 // KernelSuffix is t's part of a kernel name: kernel_get_rows_q4_k.
 func KernelSuffix(t ggml.Type) string { return strings.ToLower(t.String()) }
 
+// weightAlign is the alignment a weight's offset needs: the float types
+// are read as float4/half4/ushort4 (16 bytes), the block types a byte or
+// two at a time, and a binding's offset is a multiple of 4. (A view of a
+// fused expert tensor, its up half, starts wherever the gate half ends.)
+func weightAlign(t ggml.Type) int {
+	if t.BlockSize() == 1 {
+		return 16
+	}
+	return 4
+}
+
 // checkWeight records an error unless w is a matrix the weight kernels can
 // read: a supported type, whole 16-element chunks (the float types' blocks
-// in common.metal), and an offset the widest load (float4) allows.
+// in common.metal), and an offset its loads allow (weightAlign).
 func (e *Encoder) checkWeight(op string, w *Weight) bool {
 	switch {
 	case w == nil || w.Buf == nil:
@@ -39,8 +50,8 @@ func (e *Encoder) checkWeight(op string, w *Weight) bool {
 		e.Failf("%s: %v", op, SupportsWeight(w.Type))
 	case w.Rows <= 0 || w.Cols <= 0 || w.Cols%16 != 0 || w.Cols%w.Type.BlockSize() != 0:
 		e.Failf("%s: a %s weight of %d×%d: rows must be whole blocks and multiples of 16 elements", op, w.Type, w.Rows, w.Cols)
-	case w.Off%16 != 0:
-		e.Failf("%s: a weight at offset %d, not a multiple of 16", op, w.Off)
+	case w.Off%weightAlign(w.Type) != 0:
+		e.Failf("%s: a %s weight at offset %d, not a multiple of %d", op, w.Type, w.Off, weightAlign(w.Type))
 	case w.Len < w.Rows*w.RowBytes():
 		e.Failf("%s: a %s weight of %d×%d in %d bytes", op, w.Type, w.Rows, w.Cols, w.Len)
 	default:

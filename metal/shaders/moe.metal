@@ -6,8 +6,8 @@
 //
 //   kernel_moe_route_f32:          the top k of each row of router logits, and
 //                                  their weights (softmax, softmax over the
-//                                  k, or sigmoid; optional renormalisation
-//                                  and scale)
+//                                  k, or sigmoid; optional renormalisation,
+//                                  its sum at least 2^-14, and scale)
 //   kernel_add_bias_id_f32[_4]:    x[s] += b[ids[s]]
 //   kernel_sum_experts_f32[_4]:    dst[row] = Σ_j weights[row·k + j]·y[row·k + j]
 //   kernel_swiglu_clamped_f32[_4]: gpt-oss's clamped SwiGLU
@@ -108,7 +108,8 @@ kernel void kernel_moe_route_f32(
     }
     w = w/denom;
     if (args.norm != 0) {
-        w = w/simd_sum(w);
+        // The sum is clamped to fp16's smallest normal, as llama.cpp does.
+        w = w/max(simd_sum(w), 6.103515625e-5f);
     }
     w = w*args.scale;
     if (chosen) {

@@ -150,7 +150,7 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 		w := int64(t.RowBytes(int(cols))) * rows
 		s.add("mul_mv_"+encoder.KernelSuffix(t), w+4*cols, 4*rows, 2*rows*cols)
 	}
-	norm := func() { s.add("rms_norm", 4*h+4*h, 4*h, 0) }
+	norm := func() { s.Norm(m.Hidden) }
 	s.add("get_rows_"+encoder.KernelSuffix(m.Embed), int64(m.Embed.RowBytes(m.Hidden)), 4*h, 0)
 	for l := 0; l < m.Layers; l++ {
 		norm()
@@ -168,7 +168,7 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 		s.add("add", 8*h, 4*h, 0)
 		norm()
 		if m.Experts > 0 {
-			s.experts(m)
+			s.Experts(m)
 		}
 		if f > 0 {
 			mv(m.Weight, f, h)
@@ -177,9 +177,9 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 			mv(m.Weight, h, f)
 		}
 		if m.Experts > 0 && f > 0 {
-			s.add("add", 8*h, 4*h, 0) // the shared expert's output to the experts'
+			s.Add(m.Hidden) // the shared expert's output to the experts'
 		}
-		s.add("add", 8*h, 4*h, 0)
+		s.Add(m.Hidden)
 	}
 	norm()
 	mv(m.Output, int64(m.Vocab), h)
@@ -187,12 +187,18 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 	return s
 }
 
-// experts adds one layer's decode mixture of experts, the Metal backend's
+// Norm adds an RMS norm of one row of n floats (its F32 weight read).
+func (s *Step) Norm(n int) { s.add("rms_norm", 8*int64(n), 4*int64(n), 0) }
+
+// Add adds the residual add of n floats.
+func (s *Step) Add(n int) { s.add("add", 8*int64(n), 4*int64(n), 0) }
+
+// Experts adds one layer's decode mixture of experts, the Metal backend's
 // backend.Experts dispatches: the router's matmul (F32), the route kernel
 // (logits in, ids and weights out), gate and up by id (kernel_mul_mv_id:
 // only the k chosen experts' rows, x once), SwiGLU over the k slots, down
 // by id (x per slot), and the weighted sum of the k outputs.
-func (s *Step) experts(m Shape) {
+func (s *Step) Experts(m Shape) {
 	h, e, k, f := int64(m.Hidden), int64(m.Experts), int64(m.ExpertsUsed), int64(m.ExpertFFN)
 	s.add("mul_mv_f32", e*int64(ggml.F32.RowBytes(m.Hidden))+4*h, 4*e, 2*e*h)
 	s.add("moe_route", 4*e, 8*k, 0)

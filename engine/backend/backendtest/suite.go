@@ -23,6 +23,9 @@
 //	rope           |Δ| ≤ (4e-6 + 4·pos·2^-23)·max|x|: an f32 angle is off by ~pos·2^-23
 //	swiglu         |Δ| ≤ 1e-5·|want| + 1e-7
 //	add, add_bias  exact (one f32 add); copy, read, argmax: exact
+//	experts        route: the ids exact, weights 1e-5·|want| + 1e-7; matmul-id:
+//	               mat-vec's; add-bias-id exact; sum 1e-6·|want| + 1e-6·max|w·y|;
+//	               clamped swiglu as swiglu
 //	kv append      codes and metadata equal the format's, except at rounding ties:
 //	               every value within one quantization step (f16: one ulp), at most
 //	               1% of elements differing
@@ -64,6 +67,7 @@ func Run(t *testing.T, newBackend Factory) {
 	t.Run("ExpertScaler", func(t *testing.T) { testExpertScaler(start(t, newBackend)) })
 	t.Run("HostSlicesCopied", func(t *testing.T) { testHostSlicesCopied(start(t, newBackend)) })
 	t.Run("ErrorsAtSync", func(t *testing.T) { testErrorsAtSync(start(t, newBackend)) })
+	t.Run("Experts", func(t *testing.T) { testExperts(start(t, newBackend)) })
 }
 
 // harness is one subtest's backend, its weight mappings and a generator

@@ -227,7 +227,8 @@ func weight(r *Recorder, t ggml.Type, rows, cols int) *encoder.Weight {
 // decodeStepTrace: the dispatches of one decode step (one token at position
 // ctx-1 over a cache of ctx positions), as the engine's Llama forward pass
 // issues them: embed; per layer norm, q/k/v, RoPE, store, attention, o,
-// residual, norm, gate/up, SwiGLU, down, residual; final norm, output, argmax.
+// residual, norm, gate/up, SwiGLU, down (or the experts, moeBlock, and a
+// shared expert beside them), residual; final norm, output, argmax.
 func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 	r, e, err := newRecorder()
 	if err != nil {
@@ -241,7 +242,7 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 	rope := &backend.RoPE{Dims: s.HeadDim, Base: 500000, PosScale: 1}
 	f := func(n int) encoder.Region { return region(r, 4*n) }
 	x, h, q, k, v, att, o := f(s.Hidden), f(s.Hidden), f(s.Heads*s.HeadDim), f(s.KVHeads*s.HeadDim), f(s.KVHeads*s.HeadDim), f(s.Heads*s.HeadDim), f(s.Hidden)
-	gate, up, act, down, logits, tok := f(s.FFN), f(s.FFN), f(s.FFN), f(s.Hidden), f(s.Vocab), f(4)
+	gate, up, act, down, logits, tok := f(max(s.FFN, 1)), f(max(s.FFN, 1)), f(max(s.FFN, 1)), f(s.Hidden), f(s.Vocab), f(4)
 	ws := region(r, encoder.WorkspaceBytes(cfg, s.Heads, 1))
 	embed := weight(r, s.Embed, s.Vocab, s.Hidden)
 	pos := ctx - 1
@@ -250,9 +251,8 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 	for l := 0; l < s.Layers; l++ {
 		wq, wk, wv, wo := weight(r, s.Weight, s.Heads*s.HeadDim, s.Hidden), weight(r, s.Weight, s.KVHeads*s.HeadDim, s.Hidden),
 			weight(r, s.Weight, s.KVHeads*s.HeadDim, s.Hidden), weight(r, s.Weight, s.Hidden, s.Heads*s.HeadDim)
-		wg, wu, wd := weight(r, s.Weight, s.FFN, s.Hidden), weight(r, s.Weight, s.FFN, s.Hidden), weight(r, s.Weight, s.Hidden, s.FFN)
 		n1, n2 := weight(r, ggml.F32, 1, s.Hidden), weight(r, ggml.F32, 1, s.Hidden)
-		for _, w := range []*encoder.Weight{wq, wk, wv, wo, wg, wu, wd, n1, n2} {
+		for _, w := range []*encoder.Weight{wq, wk, wv, wo, n1, n2} {
 			weightBytes += w.Len
 		}
 		c := kvLayer(r, cfg)
@@ -267,10 +267,24 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 		e.MatMul(o, wo, att, 1)
 		e.Add(x, o, s.Hidden)
 		e.RMSNorm(h, x, n2, 1e-5, 1)
-		e.MatMul(gate, wg, h, 1)
-		e.MatMul(up, wu, h, 1)
-		e.SwiGLU(act, gate, up, s.FFN)
-		e.MatMul(down, wd, act, 1)
+		if s.Experts > 0 {
+			weightBytes += moeBlock(r, e, s, down, h)
+		}
+		if s.FFN > 0 {
+			wg, wu, wd := weight(r, s.Weight, s.FFN, s.Hidden), weight(r, s.Weight, s.FFN, s.Hidden), weight(r, s.Weight, s.Hidden, s.FFN)
+			weightBytes += wg.Len + wu.Len + wd.Len
+			shared := down
+			if s.Experts > 0 {
+				shared = f(s.Hidden)
+			}
+			e.MatMul(gate, wg, h, 1)
+			e.MatMul(up, wu, h, 1)
+			e.SwiGLU(act, gate, up, s.FFN)
+			e.MatMul(shared, wd, act, 1)
+			if s.Experts > 0 {
+				e.Add(down, shared, s.Hidden)
+			}
+		}
 		e.Add(x, down, s.Hidden)
 	}
 	nf := weight(r, ggml.F32, 1, s.Hidden)

@@ -16,6 +16,10 @@
 #   run.sh proto            the tensor-core attention prototype (proto/)
 #   run.sh ncu-proto        where its time goes
 #   run.sh compare          .metal q4, the prototype and PyTorch on one machine
+#   run.sh moe              the MoE and MXFP4 kernels: check, sanitizers,
+#                           timings and ncu bytes of the MoE traces (written
+#                           by `go test ./metal/internal/gpu -run TestExportMoE
+#                           -args -moe-out DIR`)
 #   run.sh all              all of it
 #
 # Builds (build/): generic (every kernel, function constants set at launch;
@@ -173,6 +177,35 @@ compare() {
   python3 sdpa.py ${ITERS:-50} | grep enable_gqa
 }
 
+# moe: a build of the kernels the MoE traces use (fast math for timing, and
+# without for the check), the check against the emulator and the
+# sanitizers on check-moe, the timings of one Qwen3-30B-A3B layer's MoE
+# block and of the synth Qwen3-MoE decode step, and ncu's DRAM bytes per
+# dispatch of both (metal/traffic's TestMoEAgainstH200).
+moe() {
+  local ks t0=$SECONDS m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+  ks=$(cat "$DIR"/check-moe.trace "$DIR"/moe-*.trace "$DIR"/decode-qwen3moe-*.trace | awk '/^dispatch/ {print "-DMSL_K_" $2}' | sort -u | tr '\n' ' ')
+  $NVCC --use_fast_math -DMSL_ONLY $ks harness.cu -o build/moe > "$OUT/build-moe.log" 2>&1 &
+  $NVCC -DMSL_ONLY $ks harness.cu -o build/moecheck > "$OUT/build-moecheck.log" 2>&1 &
+  wait
+  for b in moe moecheck; do [ -x build/$b ] || { echo "build $b: FAILED"; head -30 "$OUT/build-$b.log"; return 1; }; done
+  build/moecheck check "$DIR/check-moe.trace" 2>&1 | tee "$OUT/check-moe.txt"
+  for tool in memcheck racecheck; do
+    timeout 120 compute-sanitizer --tool $tool --print-limit 10 build/moecheck check "$DIR/check-moe.trace" > "$OUT/sanitize-moe-$tool.txt" 2>&1
+    echo "== $tool (rc $?): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-moe-$tool.txt")"
+  done
+  build/moe time "$DIR/moe-qwen3moe-layer.trace" ${ITERS:-100} --flush 2>&1 | tee "$OUT/moe-layer.txt"
+  build/moe time "$DIR/decode-qwen3moe-synth-q4-4k.trace" ${ITERS:-30} --flush 2>&1 | tee "$OUT/moe-decode.txt"
+  local n
+  for t in moe-qwen3moe-layer decode-qwen3moe-synth-q4-4k; do
+    n=$(grep -c '^dispatch' "$DIR/$t.trace")
+    timeout 240 ncu --kernel-name regex:^kernel_ --launch-skip $((2 * n)) --launch-count $n --csv --metrics $m \
+      build/moe time "$DIR/$t.trace" 1 > "$OUT/ncu-$t.csv" 2>&1
+    echo "== ncu $t (rc $?): $(grep -c dram__bytes_read "$OUT/ncu-$t.csv") rows"
+  done
+  echo "moe took $((SECONDS - t0)) s"
+}
+
 case "${1:-all}" in
   build) build ;;
   check) check ;;
@@ -185,6 +218,7 @@ case "${1:-all}" in
   proto) proto ;;
   compare) compare ;;
   ncu-proto) ncu_proto ;;
+  moe) moe ;;
   all) build && check; sanitize; attention; decode; ncu_attn; variants; ncu_decode; proto; ncu_proto; compare ;;
   *) echo "unknown step $1"; exit 2 ;;
 esac
