@@ -26,8 +26,9 @@ func init() {
 const quantizeHelp = `nibble quantize: rewrite a model with its weights in another type.
 
 Every 2D weight is expanded to float32 and encoded again in --type (as
-llama-quantize's reference encoders do); norms and other 1D tensors stay as
-they are (F32), and the metadata is copied. --embed-type keeps the token
+llama-quantize's reference encoders do); norms, routers and other 1D tensors
+stay as they are (F32), and the metadata is copied. --type mxfp4 is
+llama-quantize's MXFP4_MOE: the experts' weights MXFP4, the others Q8_0. --embed-type keeps the token
 embedding (and an untied output matrix) at another type, e.g. q8_0 under a
 q4_0 model. --chat-template writes a Jinja chat template into the metadata
 (tokenizer.chat_template), checked to parse first. --override sets other

@@ -88,7 +88,7 @@ const CustomName = "custom"
 
 // Name says where the template came from: "gguf" for Parse, "custom" for ParseCustom, "none"
 // for None, or the name of a built-in fallback ("chatml", "llama3", "llama2", "mistral",
-// "gemma", "phi3").
+// "gemma", "phi3", "harmony").
 func (t *Template) Name() string { return t.name }
 
 // Source is the Jinja text the template was compiled from.

@@ -74,10 +74,13 @@ func TestInlineIfMatchesJinja2(t *testing.T) {
 }
 
 // The built-in harmony format renders plain conversations as gpt-oss's own template does; the
-// vocabulary's <|channel|> picks it.
+// vocabulary's <|channel|> or the gpt-oss architecture picks it.
 func TestHarmonyFallbackMatchesTemplate(t *testing.T) {
 	if got := fallbackName("unknown", []string{HintPhi3End, HintHarmony}); got != "harmony" {
 		t.Fatalf("<|channel|> in the vocabulary picks %q, want harmony", got)
+	}
+	if got := fallbackName("gpt-oss", nil); got != "harmony" {
+		t.Fatalf("arch gpt-oss picks %q, want harmony", got)
 	}
 	var golden []harmonyGolden
 	loadJSON(t, filepath.Join("testdata", "harmony.golden.json"), &golden)

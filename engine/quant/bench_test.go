@@ -80,10 +80,11 @@ func BenchmarkMatMulBF16(b *testing.B)  { benchMatMul(b, ggml.BF16, 1) }
 func BenchmarkMatMulF32(b *testing.B)   { benchMatMul(b, ggml.F32, 1) }
 
 // Prefill: 64 activation rows per call.
-func BenchmarkPrefillQ4_0(b *testing.B) { benchMatMul(b, ggml.Q4_0, 64) }
-func BenchmarkPrefillQ8_0(b *testing.B) { benchMatMul(b, ggml.Q8_0, 64) }
-func BenchmarkPrefillF16(b *testing.B)  { benchMatMul(b, ggml.F16, 64) }
-func BenchmarkPrefillQ4_K(b *testing.B) { benchMatMul(b, ggml.Q4_K, 64) }
+func BenchmarkPrefillQ4_0(b *testing.B)  { benchMatMul(b, ggml.Q4_0, 64) }
+func BenchmarkPrefillQ8_0(b *testing.B)  { benchMatMul(b, ggml.Q8_0, 64) }
+func BenchmarkPrefillF16(b *testing.B)   { benchMatMul(b, ggml.F16, 64) }
+func BenchmarkPrefillQ4_K(b *testing.B)  { benchMatMul(b, ggml.Q4_K, 64) }
+func BenchmarkPrefillMXFP4(b *testing.B) { benchMatMul(b, ggml.MXFP4, 64) }
 
 // fastQ4_0 fills a Q4_0 matrix quickly (the 1B benchmark needs 700 MB):
 // random nibbles, scales around 0.01.

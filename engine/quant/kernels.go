@@ -43,7 +43,7 @@ var kernelsPortable = kernelTable{
 	ggml.Q5_K: {act: actQ8_K, dot1: dotQ5_K},
 	ggml.Q6_K: {act: actQ8_K, dot1: dotQ6_K},
 
-	ggml.MXFP4: {act: actQ8_0, dot1: dotMXFP4},
+	ggml.MXFP4: {act: actF32, dot1: dotMXFP4F32},
 }
 
 var kernelsActive = kernelsPortable

@@ -2,6 +2,8 @@ package quant
 
 import (
 	"math"
+
+	"nibble/engine/ggml"
 )
 
 // MXFP4 is the OCP Microscaling (MX) format with FP4 (E2M1) elements, in
@@ -84,6 +86,48 @@ func nearestMXFP4(x, d float32) byte {
 		}
 	}
 	return best
+}
+
+// MXFP4 weights meet float activations by default: each block's codes
+// times the activations, summed in float32, times 2^(e−128). That is what
+// the GPU kernels (llama.cpp's Metal ones too) and transformers compute, and
+// it holds the tiny gpt-oss reference model (engine/testdata/hf) to
+// transformers' logits at cosine 0.99999991 and 24 of 24 greedy tokens,
+// where rounding the activations to Q8_0 first, as llama.cpp's CPU backend
+// does, gives 0.9999 and leaves its tokens after 5. SetMXFP4Q8Activations
+// switches to that pairing.
+func dotMXFP4F32(w []byte, a *acts, i int) float32 {
+	x := a.f[i*a.cols : (i+1)*a.cols]
+	var sum float32
+	for b := range len(x) / 32 {
+		blk, y := (*[mxfp4BlockBytes]byte)(w[b*mxfp4BlockBytes:]), (*[32]float32)(x[b*32:])
+		var s float32
+		for j := 0; j < 16; j++ {
+			s += float32(kvaluesMXFP4[blk[1+j]&15]) * y[j]
+			s += float32(kvaluesMXFP4[blk[1+j]>>4]) * y[j+16]
+		}
+		sum += s * e8m0HalfTable[blk[0]]
+	}
+	return sum
+}
+
+// The two ways of MXFP4, float activations (the default) and Q8_0 ones;
+// the SIMD init replaces both with its own.
+var (
+	mxfp4Float = kernel{act: actF32, dot1: dotMXFP4F32}
+	mxfp4Q8    = kernel{act: actQ8_0, dot1: dotMXFP4}
+)
+
+// SetMXFP4Q8Activations makes MatMul pair MXFP4 weights with Q8_0
+// activations (on), as llama.cpp's CPU backend does: faster, and the same
+// numbers as llama.cpp's CPU, at the cost of 8-bit activations; off (the
+// default) keeps them float. Call it before any MatMul, not during one.
+func SetMXFP4Q8Activations(on bool) {
+	if on {
+		kernelsActive[ggml.MXFP4] = mxfp4Q8
+	} else {
+		kernelsActive[ggml.MXFP4] = mxfp4Float
+	}
 }
 
 // dotMXFP4 pairs MXFP4 weights with Q8_0 activations, as ggml's

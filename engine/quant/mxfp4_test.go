@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
+	"nibble/engine/parallel"
 )
 
 // specE2M1 decodes a 4-bit E2M1 code as the OCP Microscaling spec defines
@@ -198,5 +199,45 @@ func TestQuantizeMXFP4RoundTrip(t *testing.T) {
 				t.Fatalf("element %d: %g → %g, error %g, the nearest code is %g away", i, x[i], y[i], e, best)
 			}
 		}
+	}
+}
+
+// Paired with Q8_0 activations (SetMXFP4Q8Activations), as ggml's
+// ggml_vec_dot_mxfp4_q8_0: the portable kernel equals a float64 dot of the
+// dequantized weights with Q8_0-rounded activations to float32 rounding, the
+// SIMD kernel equals the portable one, and against the float activations
+// the error is the 8-bit rounding.
+func TestMXFP4WithQ8Activations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(81, 82))
+	pool := parallel.NewPool(2)
+	defer pool.Close()
+	portable, active := kernelsPortable, kernelsActive
+	portable[ggml.MXFP4] = kernel{act: actQ8_0, dot1: dotMXFP4}
+	active[ggml.MXFP4] = mxfp4Q8
+	for _, c := range testCases(rng, ggml.MXFP4) {
+		got, simd := run(t, &c, &portable, pool), run(t, &c, &active, pool)
+		w := deqRows(&c)
+		for i := 0; i < c.n; i++ {
+			xrow := c.x[i*c.cols : (i+1)*c.cols]
+			x := emulateActivations(ggml.Q8_0, xrow)
+			for r := 0; r < c.rows; r++ {
+				want := dot64(w[r], x)
+				tol := 2e-6*absDot(w[r], x) + 1e-30
+				if g := float64(got[i*c.rows+r]); math.Abs(g-want) > tol {
+					t.Fatalf("%s: row %d x %d: portable %g, want %g (tol %.3g)", c.name(), r, i, g, want, tol)
+				}
+				if s := float64(simd[i*c.rows+r]); math.Abs(s-want) > tol {
+					t.Fatalf("%s: row %d x %d: simd %g, want %g (tol %.3g)", c.name(), r, i, s, want, tol)
+				}
+			}
+		}
+	}
+	SetMXFP4Q8Activations(true)
+	if kernelsActive[ggml.MXFP4].act != actQ8_0 {
+		t.Fatal("SetMXFP4Q8Activations(true) left the float kernel in use")
+	}
+	SetMXFP4Q8Activations(false)
+	if kernelsActive[ggml.MXFP4].act != actF32 {
+		t.Fatal("SetMXFP4Q8Activations(false) left the Q8_0 kernel in use")
 	}
 }

@@ -5,7 +5,9 @@
 // row is quantized once (Q8_0, Q8_1 or Q8_K blocks, or rounded to fp16/bf16
 // for half-precision weights) and the products are integer dot products per
 // block, scaled in float32. That is both what makes the reference logits
-// reproducible and what makes the loops fast.
+// reproducible and what makes the loops fast. MXFP4 is the exception: its
+// activations stay float (mxfp4.go says why), unless SetMXFP4Q8Activations
+// asks for llama.cpp's Q8_0 pairing.
 package quant
 
 import (

@@ -42,6 +42,12 @@ func dotQ8_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qStride, dStride int, out
 func dotMXFP4AVX2(w *byte, rowBytes, rows int, xq *int8, xd *float32, nb int, dst *float32, e8m0 *float32)
 
 //go:noescape
+func dotMXFP4F32AVX2(w *byte, rowBytes, rows int, x *float32, nb int, dst *float32, e8m0 *float32)
+
+//go:noescape
+func dotMXFP4F32x4AVX2(w *byte, x *float32, nb, xStride int, out *[4]float32, e8m0 *float32)
+
+//go:noescape
 func dotF16AVX2(w *byte, rowBytes, rows int, x *float32, n int, dst *float32)
 
 //go:noescape
@@ -93,7 +99,8 @@ func init() {
 	t[ggml.Q5_1] = simdKernel(actQ8_1, rowsPairs(dotQ5_1AVX2), nil)
 	t[ggml.Q5_1].pairs = true
 	t[ggml.Q8_0] = simdKernel(actQ8_0, rowsQ8_0, dotQ8_0x4Simd)
-	t[ggml.MXFP4] = simdKernel(actQ8_0, rowsMXFP4, nil)
+	mxfp4Float, mxfp4Q8 = simdKernel(actF32, rowsMXFP4F32, dotMXFP4F32x4Simd), simdKernel(actQ8_0, rowsMXFP4, nil)
+	t[ggml.MXFP4] = mxfp4Float
 	t[ggml.F16] = simdKernel(actF16, floatRows(dotF16AVX2, f16At, 2), dotF16x4Simd)
 	t[ggml.BF16] = simdKernel(actBF16, floatRows(dotBF16AVX2, bf16At, 2), nil)
 	t[ggml.F32] = simdKernel(actF32, floatRows(dotF32AVX2, f32At, 4), nil)
@@ -154,6 +161,21 @@ func rowsQ8_0(w []byte, rb int, a *acts, i int, dst []float32) {
 func rowsMXFP4(w []byte, rb int, a *acts, i int, dst []float32) {
 	_ = w[len(dst)*rb-1]
 	dotMXFP4AVX2(&w[0], rb, len(dst), &a.qs[i*a.cols], &a.d[i*a.nb], a.nb, &dst[0], &e8m0HalfTable[0])
+}
+
+func rowsMXFP4F32(w []byte, rb int, a *acts, i int, dst []float32) {
+	_ = w[len(dst)*rb-1]
+	x := a.f[i*a.cols : (i+1)*a.cols]
+	dotMXFP4F32AVX2(&w[0], rb, len(dst), &x[0], len(x)/32, &dst[0], &e8m0HalfTable[0])
+}
+
+func dotMXFP4F32x4Simd(w []byte, a *acts, i int, out []float32, stride int) {
+	c := a.cols
+	_ = a.f[(i+4)*c-1] // the four rows are in bounds
+	_ = w[c/32*mxfp4BlockBytes-1]
+	var o [4]float32
+	dotMXFP4F32x4AVX2(&w[0], &a.f[i*c], c/32, c, &o, &e8m0HalfTable[0])
+	scatter4(out, stride, &o)
 }
 
 func dotQ8_0x4Simd(w []byte, a *acts, i int, out []float32, stride int) {

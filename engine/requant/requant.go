@@ -16,8 +16,9 @@ import (
 )
 
 // Types are the types a model can be written in: those quant.Quantize
-// encodes.
-var Types = []ggml.Type{ggml.F32, ggml.F16, ggml.BF16, ggml.Q8_0, ggml.Q4_0}
+// encodes. MXFP4 is llama.cpp's MXFP4_MOE: the experts' 3-D weights in
+// MXFP4, the other weights in Q8_0.
+var Types = []ggml.Type{ggml.F32, ggml.F16, ggml.BF16, ggml.Q8_0, ggml.Q4_0, ggml.MXFP4}
 
 // Options say how to rewrite a model.
 type Options struct {
@@ -56,13 +57,16 @@ func ParseType(s string) (ggml.Type, error) {
 }
 
 // fileTypes are llama.cpp's general.file_type values (enum llama_ftype).
-var fileTypes = map[ggml.Type]uint32{ggml.F32: 0, ggml.F16: 1, ggml.Q4_0: 2, ggml.Q8_0: 7, ggml.BF16: 32}
+var fileTypes = map[ggml.Type]uint32{ggml.F32: 0, ggml.F16: 1, ggml.Q4_0: 2, ggml.Q8_0: 7, ggml.BF16: 32, ggml.MXFP4: 38}
 
 // File writes the model at in to out (atomically) with its weights in
 // o.Type. in and out must differ.
 func File(in, out string, o Options) (Summary, error) {
 	var sum Summary
 	embedType := o.Type
+	if o.Type == ggml.MXFP4 {
+		embedType = ggml.Q8_0 // MXFP4_MOE: only the experts are MXFP4
+	}
 	if o.EmbedTypeSet {
 		embedType = o.EmbedType
 	}
@@ -151,15 +155,21 @@ func File(in, out string, o Options) (Summary, error) {
 	return sum, nil
 }
 
-// targetType is the type tensor t is written in: 1D tensors and norms keep
-// theirs (norms stay F32, as llama.cpp keeps them), the embedding and an
-// untied output get embedType, the other weights typ.
+// targetType is the type tensor t is written in: 1D tensors, norms and
+// routers keep theirs (F32, as llama.cpp keeps them), the embedding and an
+// untied output get embedType, the other weights typ; with typ MXFP4
+// (llama.cpp's MXFP4_MOE) only the experts' 3-D weights are MXFP4, the
+// other weights Q8_0.
 func targetType(t *gguf.TensorInfo, typ, embedType ggml.Type) ggml.Type {
-	if len(t.Dims) < 2 || strings.Contains(t.Name, "norm") || !strings.HasSuffix(t.Name, ".weight") {
+	if len(t.Dims) < 2 || strings.Contains(t.Name, "norm") || !strings.HasSuffix(t.Name, ".weight") ||
+		strings.Contains(t.Name, "ffn_gate_inp") {
 		return t.Type
 	}
 	if t.Name == "token_embd.weight" || t.Name == "output.weight" {
 		return embedType
+	}
+	if typ == ggml.MXFP4 && len(t.Dims) < 3 {
+		return ggml.Q8_0
 	}
 	return typ
 }

@@ -232,3 +232,40 @@ func argmax(x []float32) int {
 	}
 	return best
 }
+
+// --type mxfp4 is llama.cpp's MXFP4_MOE: the experts' 3-D weights MXFP4,
+// the other weights (embedding included) Q8_0, routers, sinks, biases and
+// norms F32 as they were; the model runs and stays close to the original.
+func TestRequantMXFP4Experts(t *testing.T) {
+	o := synth.DefaultOptions(synth.GptOss)
+	o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF, o.ExpertFF = 2, 128, 4, 2, 128, 64
+	o.Type, o.ExpertType, o.Seed, o.VocabData = ggml.F16, ggml.F16, 3, vocab.LlamaSPM
+	src := filepath.Join(t.TempDir(), "gptoss-f16.gguf")
+	if err := synth.Generate(src, o); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "gptoss-mxfp4.gguf")
+	if _, err := requant.File(src, out, requant.Options{Type: ggml.MXFP4}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]ggml.Type{
+		"blk.0.ffn_gate_exps.weight": ggml.MXFP4, "blk.1.ffn_down_exps.weight": ggml.MXFP4,
+		"blk.0.attn_q.weight": ggml.Q8_0, "token_embd.weight": ggml.Q8_0, "output.weight": ggml.Q8_0,
+		"blk.0.ffn_gate_inp.weight": ggml.F32, "blk.0.attn_sinks.weight": ggml.F32, "blk.0.ffn_up_exps.bias": ggml.F32,
+	} {
+		if ti, ok := f.Tensor(name); !ok || ti.Type != want {
+			t.Errorf("%s: %+v, want %s", name, ti, want)
+		}
+	}
+	if ft, _ := f.Uint("general.file_type"); ft != 38 {
+		t.Errorf("general.file_type %d, want 38 (MXFP4_MOE)", ft)
+	}
+	f.Close()
+	if cos := numeric.Cosine(lastLogits(t, out), lastLogits(t, src)); !(cos > 0.9 && cos < 1) {
+		t.Fatalf("cosine to the F16 original %.6f, want in (0.9, 1)", cos)
+	}
+}

@@ -55,7 +55,7 @@ func TestDominantType(t *testing.T) {
 		ft      string
 		perElem float64
 		want    ggml.Type
-	}{{"Q4_K_M", 0.6, ggml.Q4_K}, {"MOSTLY_Q8_0", 1, ggml.Q8_0}, {"F16", 2, ggml.F16}, {"", 1.06, ggml.Q8_0}, {"IQ-unknown", 2.1, ggml.F16}} {
+	}{{"Q4_K_M", 0.6, ggml.Q4_K}, {"MOSTLY_Q8_0", 1, ggml.Q8_0}, {"F16", 2, ggml.F16}, {"", 1.06, ggml.Q8_0}, {"IQ-unknown", 2.1, ggml.F16}, {"MXFP4_MOE", 0.6, ggml.MXFP4}} {
 		if got := dominantType(c.ft, c.perElem); got != c.want {
 			t.Errorf("%q %.2f: %s, want %s", c.ft, c.perElem, got, c.want)
 		}
