@@ -44,7 +44,34 @@ func ringGemma3(t *testing.T) *Model {
 // reuses only what the rings can go on from: nothing there, all but the
 // last token when it differs only in that one, and is still right.
 func TestWrappedRingReusesTheExtendedPrefix(t *testing.T) {
-	m := ringGemma3(t)
+	t.Run("gemma3", func(t *testing.T) { testWrappedRingReuse(t, ringGemma3(t)) })
+	// Gemma 4: the last two layers read the rings of layers 2 and 3.
+	t.Run("gemma4", func(t *testing.T) { testWrappedRingReuse(t, ringGemma4(t)) })
+}
+
+// ringGemma4 is a random Gemma 4 with a sliding window of 16 on its even
+// layers, the last two of six sharing K/V, and per-layer inputs.
+func ringGemma4(t *testing.T) *Model {
+	t.Helper()
+	o := synth.DefaultOptions("gemma4")
+	o.Layers, o.Embd, o.Heads, o.KVHeads, o.HeadDim, o.FF, o.Window = 6, 128, 4, 2, 32, 256, 16
+	o.Gemma4 = synth.Gemma4Options{GlobalEvery: 2, SharedKVLayers: 2, PerLayerEmbd: 16}
+	o.Type, o.Seed, o.VocabData = ggml.F16, 11, vocab.LlamaSPM
+	path := filepath.Join(t.TempDir(), "gemma4.gguf")
+	if err := synth.Generate(path, o); err != nil {
+		t.Fatal(err)
+	}
+	b := cpu.New(2)
+	m, err := LoadModel(path, b)
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); b.Close() })
+	return m
+}
+
+func testWrappedRingReuse(t *testing.T, m *Model) {
 	ctx := context.Background()
 	o := Options{Ctx: 256, KV: kv.F16, Batch: 32}
 	gp := GenParams{MaxTokens: 6, Sample: sample.Params{Temperature: 0}, IgnoreEOS: true}

@@ -35,7 +35,7 @@ func TestSynthModelsLoadAndGenerate(t *testing.T) {
 			}
 			defer m.Close()
 			if m.HP.Arch != arch || m.HP.TiedOutput != o.TiedOutput || m.HP.QKVBias != (arch == "qwen2" || arch == "gpt-oss") ||
-				m.HP.QKNorm != (arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3") || m.HP.AttnSoftcap != map[bool]float32{true: 50}[arch == "gemma2"] || m.HP.Window != o.Window {
+				m.HP.QKNorm != (arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3" || arch == "gemma4") || m.HP.AttnSoftcap != map[bool]float32{true: 50}[arch == "gemma2"] || m.HP.Window != o.Window {
 				t.Fatalf("hparams %+v", m.HP)
 			}
 			s, err := NewSession(m, b, Options{Ctx: 128})

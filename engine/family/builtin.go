@@ -91,13 +91,18 @@ var builtin = []Family{
 		// shared_kv_layers layers read the cache of the last earlier layer of
 		// their kind. E models add per-layer token embeddings; every layer
 		// may scale the residual stream (layer_output_scale); output logits
-		// soft-capped at 30.
+		// soft-capped at 30. The 26B-A4B's blocks run a dense feed-forward
+		// beside 128 experts (8 chosen, softmax then renormalised, each
+		// weight scaled by its expert's factor), each part with its own
+		// norms (Layout.ExpertsOwnNorms).
 		Name: "gemma4",
 		Traits: Traits{RopeNeox: true, QKNorm: true, PostNorms: true, GeluFFN: true, EmbdScale: true,
-			FinalSoftcap: 30, RopeBaseLocal: 10000, AttnScale: 1, VNorm: true, RopeFreqsGlobal: true},
-		Tensors: Layout{RopeFactors: RopeFreqs, OptionalV: true, LayerOutScale: true, PerLayerInputs: true},
-		Chat:    Chat{Template: "gemma4"},
-		Synth:   Synth{RopeBase: 1000000, RMSEps: 1e-6, Window: 512},
+			FinalSoftcap: 30, RopeBaseLocal: 10000, AttnScale: 1, VNorm: true, RopeFreqsGlobal: true,
+			Experts: Experts{Gating: GatingSoftmax, Norm: true}},
+		Tensors: Layout{RopeFactors: RopeFreqs, OptionalV: true, LayerOutScale: true, PerLayerInputs: true,
+			FusedGateUpExperts: true, DenseBesideExperts: true, ExpertsOwnNorms: true},
+		Chat:  Chat{Template: "gemma4"},
+		Synth: Synth{RopeBase: 1000000, RMSEps: 1e-6, Window: 512},
 	},
 	{
 		// gpt-oss (gpt-oss-20b, 120b; llama.cpp's openai-moe): q/k/v and

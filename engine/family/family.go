@@ -172,6 +172,12 @@ type Layout struct {
 	// FFNNormPostAttention: the feed-forward's pre-norm is stored as
 	// post_attention_norm, not ffn_norm (gpt-oss's converter names it so).
 	FFNNormPostAttention bool
+	// ExpertsOwnNorms (Gemma 4): the dense feed-forward beside the experts
+	// has its own post norm (post_ffw_norm_1), the experts a pre and post
+	// norm (pre_ffw_norm_2, post_ffw_norm_2), the router reads the block
+	// input RMS-normalised by ffn_gate_inp.scale and 1/sqrt(n_embd), and
+	// ffn_down_exps.scale scales each chosen expert's weight.
+	ExpertsOwnNorms bool
 }
 
 // Chat names engine/chat's built-in fallback formats for the family.

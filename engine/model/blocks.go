@@ -1,10 +1,6 @@
 package model
 
-import (
-	"math"
-
-	"nibble/engine/backend"
-)
+import "nibble/engine/backend"
 
 // The blocks every family's forward pass is made of. Each issues backend
 // ops on the state's activations: x is the residual stream, h the block's
@@ -111,33 +107,6 @@ func (s *State) storeDeferred(p *pass) {
 		kv := s.saved[src]
 		s.b.KVStore(s.Cache, src, kv[0], kv[1], p.pos, p.n)
 	}
-}
-
-// perLayerInputs makes Gemma 4's per-layer inputs of the batch from the
-// scaled embeddings in x: (RMSNorm(W·x/sqrt(n_embd)) + E_tok·sqrt(width))/sqrt(2)
-// for every layer's slice, as llama.cpp and transformers compute them.
-func (s *State) perLayerInputs(p *pass) {
-	m, b, hp := s.m, s.b, &s.m.HP
-	n, all := p.n, p.n*hp.Layers*hp.PerLayerEmbd
-	b.MatMul(s.pl, m.PerLayerModelProj, s.x, n)
-	b.Scale(s.pl, float32(1/math.Sqrt(float64(hp.Embd))), all)
-	b.RMSNorm(s.pl, s.pl, m.PerLayerProjNorm, hp.RMSEps, n*hp.Layers)
-	b.Embed(s.plTok, m.PerLayerTokEmbd, p.tokens)
-	b.Scale(s.plTok, float32(math.Sqrt(float64(hp.PerLayerEmbd))), all)
-	b.Add(s.pl, s.plTok, all)
-	b.Scale(s.pl, float32(1/math.Sqrt2), all)
-}
-
-// perLayerInput is block li's use of its per-layer input, leaving
-// RMSNorm(proj(gelu_tanh(gate·x) ∘ input)) in h.
-func (s *State) perLayerInput(p *pass, li int) {
-	b, hp, l := s.b, &s.m.HP, &s.m.Layers[li]
-	n, w := p.n, hp.PerLayerEmbd
-	b.MatMul(s.plg, l.PerLayerInpGate, s.x, n)
-	b.(backend.Gemma4Ops).CopyRows(s.pli, 0, w, s.pl, li*w, hp.Layers*w, n, w)
-	b.GeluGLU(s.plg, s.plg, s.pli, n*w)
-	b.MatMul(s.h, l.PerLayerProj, s.plg, n)
-	b.RMSNorm(s.h, s.h, l.PerLayerPostNorm, hp.RMSEps, n)
 }
 
 // feedForward is block li's gated feed-forward on x, leaving

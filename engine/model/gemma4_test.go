@@ -278,6 +278,9 @@ func (r *gemma4Ref) forward(tokens []int32) []float64 {
 		for i := range E {
 			x[t][i] = emb[int(tok)*E+i] * float64(float32(math.Sqrt(float64(E))))
 		}
+		if P == 0 {
+			continue
+		}
 		proj := r.mv("per_layer_model_proj.weight", x[t])
 		pl[t] = make([]float64, L*P)
 		for il := range L {
@@ -368,18 +371,31 @@ func (r *gemma4Ref) forward(tokens []int32) []float64 {
 			for i := range gate {
 				gate[i] = geluTanh(gate[i]) * up[i]
 			}
-			o = r.norm(r.mv(blk(il, "ffn_down"), gate), blk(il, "post_ffw_norm"))
+			o = r.mv(blk(il, "ffn_down"), gate)
+			if hp.MoE() {
+				o = r.norm(o, blk(il, "post_ffw_norm_1"))
+				moe := r.norm(r.experts(il, x[t]), blk(il, "post_ffw_norm_2"))
+				for i := range o {
+					o[i] += moe[i]
+				}
+			}
+			o = r.norm(o, blk(il, "post_ffw_norm"))
 			for i := range E {
 				x[t][i] += o[i]
 			}
-			pg := r.mv(blk(il, "inp_gate"), x[t])
-			for i := range pg {
-				pg[i] = geluTanh(pg[i]) * pl[t][il*P+i]
+			if P > 0 {
+				pg := r.mv(blk(il, "inp_gate"), x[t])
+				for i := range pg {
+					pg[i] = geluTanh(pg[i]) * pl[t][il*P+i]
+				}
+				o = r.norm(r.mv(blk(il, "proj"), pg), blk(il, "post_norm"))
+				for i := range E {
+					x[t][i] += o[i]
+				}
 			}
-			o = r.norm(r.mv(blk(il, "proj"), pg), blk(il, "post_norm"))
 			scale := r.w[blk(il, "layer_output_scale")][0]
 			for i := range E {
-				x[t][i] = (x[t][i] + o[i]) * scale
+				x[t][i] *= scale
 			}
 		}
 	}
@@ -390,4 +406,136 @@ func (r *gemma4Ref) forward(tokens []int32) []float64 {
 		logits[i] = c * math.Tanh(l/c)
 	}
 	return logits
+}
+
+// experts is the experts' part of a Gemma 4 MoE block for the block input
+// x, as transformers' Gemma4TextRouter and Gemma4TextExperts compute it:
+// softmax over the router's logits on RMSNorm(x)·scale/sqrt(n_embd), the
+// top k renormalised and scaled by their experts' factors, each expert
+// down(gelu_tanh(gate·in)·(up·in)) on in = pre_ffw_norm_2(x), gate and up
+// the halves of its gate_up rows.
+func (r *gemma4Ref) experts(il int, x []float64) []float64 {
+	hp := r.hp
+	blk := func(name string) string { return fmt.Sprintf("blk.%d.%s", il, name) }
+	rin := r.norm(x, blk("ffn_gate_inp.scale"))
+	for i := range rin {
+		rin[i] /= math.Sqrt(float64(hp.Embd))
+	}
+	logits := r.mv(blk("ffn_gate_inp.weight"), rin)
+	mx := slices.Max(logits)
+	probs := make([]float64, len(logits))
+	var sum float64
+	for i, l := range logits {
+		probs[i] = math.Exp(l - mx)
+		sum += probs[i]
+	}
+	ids := make([]int, len(probs))
+	for i := range ids {
+		ids[i] = i
+	}
+	sort.SliceStable(ids, func(a, b int) bool { return probs[ids[a]] > probs[ids[b]] })
+	ids = ids[:hp.ExpertsUsed]
+	var top float64
+	for _, e := range ids {
+		top += probs[e] / sum
+	}
+	in := r.norm(x, blk("pre_ffw_norm_2.weight"))
+	out := make([]float64, hp.Embd)
+	ff := hp.ExpertFF
+	for _, e := range ids {
+		w := probs[e] / sum / top * r.w[blk("ffn_down_exps.scale")][e]
+		gu := r.rows(blk("ffn_gate_up_exps.weight"), e*2*ff, 2*ff, in)
+		act := make([]float64, ff)
+		for i := range act {
+			act[i] = geluTanh(gu[i]) * gu[ff+i]
+		}
+		y := r.rows(blk("ffn_down_exps.weight"), e*hp.Embd, hp.Embd, act)
+		for i := range out {
+			out[i] += w * y[i]
+		}
+	}
+	return out
+}
+
+// rows is rows [lo, lo+n) of the tensor name times x.
+func (r *gemma4Ref) rows(name string, lo, n int, x []float64) []float64 {
+	w, cols := r.w[name], r.dim[name][0]
+	out := make([]float64, n)
+	for i := range out {
+		for j, xj := range x {
+			out[i] += w[(lo+i)*cols+j] * xj
+		}
+	}
+	return out
+}
+
+// The 26B-A4B's block on a small synth: a dense feed-forward beside 16
+// experts (4 chosen) with Gemma 4's norms, router input and per-expert
+// factors, against the reference, prefilled whole and token by token.
+func TestGemma4MoEMatchesReference(t *testing.T) {
+	o := gemma4Options()
+	o.Layers, o.Gemma4.SharedKVLayers, o.Gemma4.PerLayerEmbd = 6, 0, 0
+	o.Experts, o.ExpertsUsed, o.ExpertFF = 16, 4, 32
+	path := writeGemma4(t, o)
+	ref := loadGemma4Ref(t, path)
+	prompt := []int32{1, 450, 7483, 310, 3444, 338, 263, 4272, 29889, 306, 763, 1762, 322, 6257, 29892, 541, 306, 884, 763, 27274}
+	b := cpu.New(2)
+	defer b.Close()
+	m, err := model.Open(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !m.HP.MoE() || m.Layers[0].DownExpsScale == nil || m.Layers[0].FFNPreNorm2 == nil {
+		t.Fatalf("not Gemma 4's experts: %+v", m.HP)
+	}
+	want := ref.forward(prompt)
+	for _, batch := range []int{len(prompt), 1} {
+		s, err := m.NewState(kv.Config{Type: kv.F16, Ctx: 64}, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits := make([]float32, m.HP.Vocab)
+		for pos := 0; pos < len(prompt); pos += batch {
+			if err := s.Forward(prompt[pos:min(pos+batch, len(prompt))], pos, logits); err != nil {
+				t.Fatal(err)
+			}
+		}
+		compareLogits(t, fmt.Sprintf("batch %d", batch), logits, want)
+		s.Close()
+	}
+}
+
+// The real models' head dims, 256 on sliding and 512 on global layers, on a
+// short synth against the reference (f16 cache, batches of 4, a prompt that
+// crosses the window).
+func TestGemma4WideHeadsMatchReference(t *testing.T) {
+	o := gemma4Options()
+	o.Layers, o.Heads, o.KVHeads, o.HeadDim = 4, 2, 1, 256
+	o.Gemma4 = synth.Gemma4Options{GlobalEvery: 3, SharedKVLayers: 1, PerLayerEmbd: 16}
+	path := writeGemma4(t, o)
+	ref := loadGemma4Ref(t, path)
+	prompt := []int32{1, 450, 7483, 310, 3444, 338, 263, 4272, 29889, 306, 763, 1762, 322}
+	b := cpu.New(2)
+	defer b.Close()
+	m, err := model.Open(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.HP.HeadDimOf(0) != 256 || m.HP.HeadDimOf(2) != 512 {
+		t.Fatalf("head dims %d and %d", m.HP.HeadDimOf(0), m.HP.HeadDimOf(2))
+	}
+	s, err := m.NewState(kv.Config{Type: kv.F16, Ctx: 32}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	logits := make([]float32, m.HP.Vocab)
+	for pos := 0; pos < len(prompt); pos += 4 {
+		if err := s.Forward(prompt[pos:min(pos+4, len(prompt))], pos, logits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compareLogits(t, "head dims 256/512", logits, ref.forward(prompt))
 }

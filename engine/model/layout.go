@@ -60,14 +60,20 @@ const (
 	FFNDownShexp      // [shared ff, embd]
 	FFNGateInpShexp   // the shared experts' sigmoid gate, [embd]
 
-	AttnOutputBias // gpt-oss's attn_output.bias, [embd]
-	AttnSinks      // gpt-oss's attention sinks, one logit per query head
+	AttnOutputBias   // gpt-oss's attn_output.bias, [embd]
+	AttnSinks        // gpt-oss's attention sinks, one logit per query head
+	FFNPostNorm1     // Gemma 4: post norm of the dense feed-forward beside the experts, [embd]
+	FFNPreNorm2      // Gemma 4: the experts' input norm, [embd]
+	FFNPostNorm2     // Gemma 4: the experts' output norm, [embd]
+	FFNGateInpScale  // Gemma 4: the router input's per-channel factor, [embd]
+	FFNDownExpsScale // Gemma 4: each expert's factor on its weight, [experts]
 )
 
 // IsNorm reports whether k is an RMSNorm weight.
 func (k TensorKind) IsNorm() bool {
 	switch k {
-	case AttnNorm, FFNNorm, OutputNorm, AttnQNorm, AttnKNorm, AttnPostNorm, FFNPostNorm, PerLayerProjNorm, PerLayerPostNorm:
+	case AttnNorm, FFNNorm, OutputNorm, AttnQNorm, AttnKNorm, AttnPostNorm, FFNPostNorm, PerLayerProjNorm, PerLayerPostNorm,
+		FFNPostNorm1, FFNPreNorm2, FFNPostNorm2, FFNGateInpScale:
 		return true
 	}
 	return false
@@ -202,10 +208,9 @@ func (t *table) add(name string, k TensorKind, layer int, dims ...uint64) *Tenso
 }
 
 // Sizes of hp as GGUF dims.
-func (t *table) embd() uint64  { return uint64(t.hp.Embd) }
-func (t *table) qDim() uint64  { return uint64(t.hp.QDim()) }
-func (t *table) kvDim() uint64 { return uint64(t.hp.KVDim()) }
-func (t *table) ff() uint64    { return uint64(t.hp.FF) }
+func (t *table) embd() uint64 { return uint64(t.hp.Embd) }
+func (t *table) qDim() uint64 { return uint64(t.hp.QDim()) }
+func (t *table) ff() uint64   { return uint64(t.hp.FF) }
 
 // ropeFactors adds optional per-pair RoPE divisors.
 func (t *table) ropeFactors(name string, k TensorKind) {
@@ -306,9 +311,16 @@ func (t *table) experts(l int, lay family.Layout) {
 		t.add("ffn_norm.weight", FFNNorm, l, embd)
 	}
 	if lay.DenseBesideExperts {
-		t.add("ffn_gate.weight", FFNGate, l, embd, t.ff())
-		t.add("ffn_up.weight", FFNUp, l, embd, t.ff())
-		t.add("ffn_down.weight", FFNDown, l, t.ff(), embd)
+		ff := uint64(hp.FFOf(l))
+		t.add("ffn_gate.weight", FFNGate, l, embd, ff)
+		t.add("ffn_up.weight", FFNUp, l, embd, ff)
+		t.add("ffn_down.weight", FFNDown, l, ff, embd)
+	}
+	if lay.ExpertsOwnNorms {
+		t.add("post_ffw_norm_1.weight", FFNPostNorm1, l, embd)
+		t.add("pre_ffw_norm_2.weight", FFNPreNorm2, l, embd)
+		t.add("post_ffw_norm_2.weight", FFNPostNorm2, l, embd)
+		t.add("ffn_gate_inp.scale", FFNGateInpScale, l, embd)
 	}
 	t.add("ffn_gate_inp.weight", FFNGateInp, l, embd, n)
 	if lay.ExpertBiases {
@@ -333,6 +345,9 @@ func (t *table) experts(l int, lay family.Layout) {
 		}
 	}
 	t.add("ffn_down_exps.weight", FFNDownExps, l, eff, embd, n)
+	if lay.ExpertsOwnNorms {
+		t.add("ffn_down_exps.scale", FFNDownExpsScale, l, n).Optional = true
+	}
 	if lay.ExpertBiases {
 		t.add("ffn_down_exps.bias", FFNDownExpsBias, l, embd, n)
 	}
@@ -442,6 +457,16 @@ func (m *Model) weight(k TensorKind, layer int) *backend.Weight {
 		return &l.DownShexp
 	case FFNGateInpShexp:
 		return &l.GateInpShexp
+	case FFNPostNorm1:
+		return &l.FFNPostNorm1
+	case FFNPreNorm2:
+		return &l.FFNPreNorm2
+	case FFNPostNorm2:
+		return &l.FFNPostNorm2
+	case FFNGateInpScale:
+		return &l.GateInpScale
+	case FFNDownExpsScale:
+		return &l.DownExpsScale
 	}
 	return nil
 }

@@ -53,6 +53,10 @@ type Layer struct {
 	GateExpsBias, UpExpsBias, DownExpsBias backend.Weight
 	GateShexp, UpShexp, DownShexp          backend.Weight
 	GateInpShexp                           backend.Weight
+	// Gemma 4's experts: the dense part's post norm, the experts' pre and
+	// post norms, the router input's factor, each expert's weight factor.
+	FFNPostNorm1, FFNPreNorm2, FFNPostNorm2 backend.Weight
+	GateInpScale, DownExpsScale             backend.Weight
 }
 
 // Open maps a GGUF file, checks every tensor the family needs has the name
@@ -226,6 +230,11 @@ func (m *Model) checkFamilyOps() error {
 		}
 	}
 	for li := range m.Layers {
+		if m.Layers[li].DownExpsScale != nil {
+			if _, ok := m.Backend.(backend.ExpertScaler); !ok {
+				return fmt.Errorf("the %s backend cannot run %s's experts yet (it lacks ScaleByExpert)", m.Backend.Name(), m.HP.Arch)
+			}
+		}
 		if m.HP.KVSource(li) == li && m.Layers[li].Wk == nil {
 			return fmt.Errorf("layer %d stores K/V but has no attn_k", li)
 		}

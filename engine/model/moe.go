@@ -32,6 +32,10 @@ func (m *moeScratch) tensors() []backend.Tensor {
 // experts (gated where the family gates them) or the dense feed-forward
 // where the layer has them.
 func (s *State) moeFeedForward(p *pass, li int) {
+	if s.lay.ExpertsOwnNorms {
+		s.gemma4Experts(p, li)
+		return
+	}
 	b, hp, l, ms := s.b, &s.m.HP, &s.m.Layers[li], &s.moe
 	n := p.n
 	b.RMSNorm(ms.in, s.x, l.FFNNorm, hp.RMSEps, n)
@@ -55,6 +59,11 @@ func (s *State) route(p *pass, li int, in backend.Tensor) {
 		s.b.AddBias(ms.router, l.GateInpBias, p.n)
 	}
 	s.ex.Route(ms.ids, ms.weights, ms.router, p.n, &s.specs[li].Router)
+	if l.DownExpsScale != nil {
+		// Gemma 4's per-expert factor on the chosen weights.
+		hp := &s.m.HP
+		s.b.(backend.ExpertScaler).ScaleByExpert(ms.weights, l.DownExpsScale, hp.Experts, ms.ids, p.n*hp.ExpertsUsed)
+	}
 }
 
 // experts is the routed part of block li on the normed rows in, with the

@@ -1,6 +1,9 @@
 package model
 
-import "nibble/engine/kv"
+import (
+	"nibble/engine/family"
+	"nibble/engine/kv"
+)
 
 // activations lists the float32 tensors one forward pass allocates for a
 // batch of up to `batch` rows. The forward pass allocates exactly these (see
@@ -36,6 +39,9 @@ func activations(hp HParams, batch int) []int {
 			slots*hp.Embd,            // experts' outputs
 			batch*hp.Embd,            // the feed-forward's normed input
 		)
+	}
+	if hp.MoE() && expertsOwnNorms(hp) {
+		a = append(a, batch*hp.Embd) // Gemma 4: the router's input, then the experts' sum
 	}
 	if hp.PerLayerEmbd > 0 {
 		all := batch * hp.Layers * hp.PerLayerEmbd
@@ -77,4 +83,11 @@ func SessionSizes(hp HParams, ctx, batch, group int) (int, int, int) {
 		group = kv.DefaultGroupSize
 	}
 	return ctx, min(batch, ctx), group
+}
+
+// expertsOwnNorms reports whether hp's family runs Gemma 4's experts
+// (family.Layout.ExpertsOwnNorms).
+func expertsOwnNorms(hp HParams) bool {
+	f, _ := family.Lookup(hp.Arch)
+	return f.Tensors.ExpertsOwnNorms
 }

@@ -26,6 +26,7 @@ type State struct {
 	// Gemma 4's per-layer inputs (nil without them): every layer's for the
 	// batch, the token part while they are made, one layer's, its gate.
 	pl, plTok, pli, plg backend.Tensor
+	rin                 backend.Tensor // Gemma 4's experts: the router's input, then their sum
 	// saved holds, per layer others read the cache of, a prefill batch's K
 	// and V until those layers have attended (kSaved, vSaved by layer).
 	saved  map[int][2]backend.Tensor
@@ -85,6 +86,9 @@ func (m *Model) NewState(kvc kv.Config, maxBatch int) (*State, error) {
 		rest = rest[8:]
 	}
 	s.extras = rest
+	if hp.MoE() && s.lay.ExpertsOwnNorms {
+		s.rin, rest = rest[0], rest[1:]
+	}
 	if hp.PerLayerEmbd > 0 {
 		s.pl, s.plTok, s.pli, s.plg = rest[0], rest[1], rest[2], rest[3]
 		rest = rest[4:]
@@ -134,7 +138,7 @@ func (s *State) Close() error {
 		}
 	}
 	s.Cache, s.extras, s.saved = nil, nil, nil
-	s.pl, s.plTok, s.pli, s.plg = nil, nil, nil, nil
+	s.pl, s.plTok, s.pli, s.plg, s.rin = nil, nil, nil, nil, nil
 	s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.last, s.logits, s.allLogits = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 	s.moe = moeScratch{}
 	return err

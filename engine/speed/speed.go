@@ -66,13 +66,18 @@ func Read(d estimate.Desc, ctx int, t kv.Type, group int) (PerToken, error) {
 	read := float64(int64(hp.Layers)*layer+table) * perElem
 	var kvRead int64
 	var positions int
-	perPos := 2 * int64(kvh) * int64(kv.BytesPerTokenHead(t, hd, group))
 	for il := 0; il < hp.Layers; il++ {
 		n := ctx
 		if hp.SlidingLayer(il) {
 			n = min(n, hp.Window)
 		}
-		kvRead += int64(n) * perPos
+		// Each layer's own head shape (Gemma 4); a layer that shares K/V
+		// still reads its source's cache.
+		lhd, lkvh := hd, kvh
+		if hp.HeadDimLocal > 0 || hp.LayerKVHeads != nil {
+			lhd, lkvh = hp.HeadDimOf(il), hp.KVHeadsOf(il)
+		}
+		kvRead += int64(n) * 2 * int64(lkvh) * int64(kv.BytesPerTokenHead(t, lhd, group))
 		positions += n
 	}
 	return PerToken{Weights: int64(read), KV: kvRead, Positions: positions, Type: dominantType(d.FileType, perElem)}, nil

@@ -86,7 +86,7 @@ func layout(o *Options, vocab int) []tensorSpec {
 			d = embedD
 		}
 		switch {
-		case s.Kind == model.LayerOutScale:
+		case s.Kind == model.LayerOutScale || s.Kind == model.FFNDownExpsScale:
 			typ, d = ggml.F32, dist{1, 0.1}
 		case s.Kind == model.PerLayerTokEmbd:
 			d = embedD
@@ -152,14 +152,15 @@ func (o *Options) layerKVHeads() []int {
 }
 
 // gemma4Writes reports whether a synthetic Gemma 4 has the optional tensor
-// s: rope_freqs, every layer's output scale, and attn_v on the layers that
-// store K/V, except the global ones when v comes from k.
+// s: rope_freqs, every layer's output scale, the experts' factors, and
+// attn_v on the layers that store K/V, except the global ones when v comes
+// from k.
 func (o *Options) gemma4Writes(hp model.HParams, s model.TensorSpec) bool {
 	if !o.gemma4() {
 		return false
 	}
 	switch s.Kind {
-	case model.RopeFreqs, model.LayerOutScale:
+	case model.RopeFreqs, model.LayerOutScale, model.FFNDownExpsScale:
 		return true
 	case model.AttnV:
 		return hp.KVSource(s.Layer) == s.Layer && !(o.Gemma4.GlobalVFromK && !hp.SlidingLayer(s.Layer))

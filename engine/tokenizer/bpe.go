@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"fmt"
 	"strings"
 )
 
@@ -44,8 +45,19 @@ func (s *bpeSession) tokenize(text string, out []int32) []int32 {
 		}
 		start += n
 		s.word = s.word[:0]
-		for _, b := range raw {
-			s.word = append(s.word, byteToUTF8[b]...)
+		if s.t.spmBPE {
+			s.word = append(s.word, raw...)
+			if strings.Trim(string(raw), "\n") == "" {
+				// A run of newlines that is a token is taken whole.
+				if id, ok := s.t.toID[string(raw)]; ok {
+					out = append(out, id)
+					continue
+				}
+			}
+		} else {
+			for _, b := range raw {
+				s.word = append(s.word, byteToUTF8[b]...)
+			}
 		}
 		if s.t.ignoreMerges {
 			if id, ok := s.t.toID[string(s.word)]; ok {
@@ -100,10 +112,15 @@ func (s *bpeSession) tokenizeWord(word string, out []int32) []int32 {
 			continue
 		}
 		piece := word[sym.start : sym.start+sym.n]
-		// Not a token: llama.cpp tries each byte of the piece on its own and
-		// silently drops the ones that are not tokens either.
+		// Not a token: llama.cpp tries each byte of the piece on its own (as
+		// a <0xXX> token in SentencePiece-style BPE) and silently drops the
+		// ones that are not tokens either.
 		for j := 0; j < len(piece); j++ {
-			if id, ok := s.t.toID[piece[j:j+1]]; ok {
+			b := piece[j : j+1]
+			if s.t.spmBPE {
+				b = fmt.Sprintf("<0x%02X>", piece[j])
+			}
+			if id, ok := s.t.toID[b]; ok {
 				out = append(out, id)
 			}
 		}

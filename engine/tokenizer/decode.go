@@ -21,7 +21,7 @@ func (t *Tokenizer) computePiece(id int32, text string) []byte {
 	case a&(attrUnknown|attrControl|attrUserDefined) != 0:
 		return []byte(text)
 	case a&attrNormal != 0:
-		if t.kind == kindSPM {
+		if t.kind == kindSPM || t.spmBPE {
 			return []byte(strings.ReplaceAll(text, "\u2581", " "))
 		}
 		return decodeByteLevel(text)

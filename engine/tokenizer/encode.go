@@ -75,7 +75,11 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial bool, plain []S
 				out = append(out, f.token)
 				continue
 			}
-			out = s.tokenize(text[f.offset:f.offset+f.length], out)
+			raw := text[f.offset : f.offset+f.length]
+			if t.spmBPE {
+				raw = strings.ReplaceAll(raw, " ", "\u2581")
+			}
+			out = s.tokenize(raw, out)
 		}
 	}
 	if addSpecial && t.addEOS {

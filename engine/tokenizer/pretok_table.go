@@ -125,6 +125,10 @@ var (
 var preTokenizers = map[string]preTokenizerSpec{
 	"default": specDefault,
 
+	// SentencePiece-style BPE (tokenizer model gemma4): spaces are ▁ already,
+	// only runs of newlines are split from the rest; llama.cpp adds BOS.
+	"gemma4": {regexes: []string{`[^\n]+|[\n]+`}, addBOS: true},
+
 	"llama3": specLlama3, "llama-v3": specLlama3, "llama-bpe": specLlama3, "falcon3": specLlama3,
 	"falcon-h1": specLlama3, "pixtral": specLlama3, "midm-2.0": specLlama3, "lfm2": specLlama3,
 	"jina-v5-nano": specLlama3,

@@ -18,6 +18,12 @@ type Tokenizer struct {
 	strRanks     map[mergePair]int32 // merge ranks where a side is not a token
 	pretok       *preTokenizer
 	ignoreMerges bool
+	// spmBPE is SentencePiece-style BPE (tokenizer model "gemma4", llama.cpp's
+	// LLAMA_VOCAB_PRE_TYPE_GEMMA4): spaces become ▁ before merging, merges
+	// run over the raw UTF-8 characters (no GPT-2 byte alphabet), a piece
+	// with no token falls back to <0xXX> byte tokens, and a run of newlines
+	// that is a token is taken whole.
+	spmBPE bool
 
 	bos, eos, eot, eom, unk int32
 	addBOS, addEOS          bool
@@ -66,7 +72,8 @@ func (t *Tokenizer) TokenText(id int32) string {
 	return t.texts[id]
 }
 
-// Model returns tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (BPE).
+// Model returns tokenizer.ggml.model: "llama" (SentencePiece), "gpt2" (BPE) or
+// "gemma4" (SentencePiece-style BPE).
 func (t *Tokenizer) Model() string { return t.model }
 
 // Pre returns the pre-tokenizer name in effect ("default" for a BPE vocabulary

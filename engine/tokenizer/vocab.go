@@ -32,7 +32,7 @@ const (
 // decoupled from the file so that tests can build one directly. Absent
 // optional keys are nil / missing from SpecialIDs, exactly as in the file.
 type Vocab struct {
-	Model  string // tokenizer.ggml.model: "llama" (SPM) or "gpt2" (byte-level BPE)
+	Model  string // tokenizer.ggml.model: "llama" (SPM), "gpt2" (byte-level BPE) or "gemma4" (SentencePiece-style BPE)
 	Pre    string // tokenizer.ggml.pre; "" when absent
 	Name   string // general.name (llama.cpp keys per-token strip flags on it)
 	Arch   string // general.architecture
@@ -82,11 +82,17 @@ func New(v *Vocab) (*Tokenizer, error) {
 		ids["bos"], ids["eos"], ids["unknown"] = 1, 2, 0
 		t.addSpacePrefix = true
 		t.addBOS = true
-	case "gpt2":
+	case "gpt2", "gemma4":
 		t.kind = kindBPE
 		ids["bos"], ids["eos"] = 11, 11
 		if v.Merges == nil {
-			return nil, fmt.Errorf("tokenizer: gpt2 vocabulary without tokenizer.ggml.merges")
+			return nil, fmt.Errorf("tokenizer: %s vocabulary without tokenizer.ggml.merges", v.Model)
+		}
+		if v.Model == "gemma4" {
+			// llama.cpp reads the special ids from the file only and forces
+			// the pre-tokenizer, whatever tokenizer.ggml.pre says.
+			ids["bos"], ids["eos"] = -1, -1
+			t.pre, t.spmBPE = "gemma4", true
 		}
 		if t.pre == "" {
 			t.pre = "default" // llama.cpp warns and falls back to the default pre-tokenizer
