@@ -41,13 +41,18 @@ func (c *kvCache) Close() error {
 	return nil
 }
 
-// lambdaBytes is the λ buffers of a cache of cfg: KVHeads·HeadDim float32s
-// per layer when it smooths.
+// lambdaBytes is the λ buffers of a cache of cfg: each layer's KVHeads·
+// HeadDim float32s when it smooths.
 func lambdaBytes(cfg kv.Config) int64 {
 	if !cfg.Smooths() {
 		return 0
 	}
-	return int64(cfg.Layers) * int64(cfg.KVHeads) * int64(cfg.HeadDim) * 4
+	var n int64
+	for l := range cfg.Layers {
+		c := encoder.KVLayer{Cfg: cfg, Layer: l}
+		n += int64(c.LambdaFloats()) * 4
+	}
+	return n
 }
 
 // workspaceBytes is what NewKVCache allocates besides cfg.Bytes().
@@ -67,8 +72,6 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		return nil, fmt.Errorf("metal: %d query heads for %d kv heads", heads, cfg.KVHeads)
 	case maxBatch <= 0:
 		return nil, fmt.Errorf("metal: prefill batch of %d rows", maxBatch)
-	case len(cfg.Geometries()) > 1:
-		return nil, fmt.Errorf("metal: layers of different head shapes (Gemma 4) are not supported yet")
 	case cfg.Evicts():
 		// Eviction maps logical positions to slots, moves codes and keeps
 		// scores on the host side of the CPU cache; the Metal cache has
@@ -88,10 +91,13 @@ func (b *Backend) NewKVCache(cfg kv.Config, heads, maxBatch int) (backend.KVCach
 		c.Close()
 		return nil, err
 	}
-	lambda := cfg.KVHeads * cfg.HeadDim
 	for l := range c.layers {
 		lv := &c.layers[l]
 		lv.Cfg, lv.Layer = cfg, l
+		if heads%lv.KVHeads() != 0 {
+			return fail(fmt.Errorf("metal: %d query heads for layer %d's %d kv heads", heads, l, lv.KVHeads()))
+		}
+		lambda := lv.LambdaFloats()
 		var err error
 		if lv.K, err = alloc(lv.PlaneBytes()); err != nil {
 			return fail(err)
@@ -197,7 +203,7 @@ func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos
 	if rows == 0 {
 		return
 	}
-	w := kc.cfg.KVHeads * kc.cfg.HeadDim
+	w := lv.KVHeads() * lv.HeadDim()
 	kr, vr := b.region("kv store", k, 0, rows*w), b.region("kv store", v, 0, rows*w)
 	if b.enc.Err() != nil {
 		return
@@ -205,11 +211,11 @@ func (b *Backend) KVStore(c backend.KVCache, layer int, k, v backend.Tensor, pos
 	b.enc.KVStore(lv, kr, vr, pos, rows)
 }
 
-// checkAttention reports a call whose geometry is not the cache's.
-func (b *Backend) checkAttention(op string, kc *kvCache, a *backend.Attention) bool {
-	if a.Heads != kc.heads || a.KVHeads != kc.cfg.KVHeads || a.HeadDim != kc.cfg.HeadDim || a.Window < 0 {
-		b.enc.Failf("%s: attention of %d heads, %d kv heads, head dim %d, window %d on a cache made for %d, %d, %d",
-			op, a.Heads, a.KVHeads, a.HeadDim, a.Window, kc.heads, kc.cfg.KVHeads, kc.cfg.HeadDim)
+// checkAttention reports a call whose geometry is not the cache layer's.
+func (b *Backend) checkAttention(op string, kc *kvCache, lv *encoder.KVLayer, a *backend.Attention) bool {
+	if a.Heads != kc.heads || a.KVHeads != lv.KVHeads() || a.HeadDim != lv.HeadDim() || a.Window < 0 {
+		b.enc.Failf("%s: attention of %d heads, %d kv heads, head dim %d, window %d on a cache layer made for %d, %d, %d",
+			op, a.Heads, a.KVHeads, a.HeadDim, a.Window, kc.heads, lv.KVHeads(), lv.HeadDim())
 		return false
 	}
 	return true
@@ -217,7 +223,7 @@ func (b *Backend) checkAttention(op string, kc *kvCache, a *backend.Attention) b
 
 func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, n int, a *backend.Attention) {
 	kc, lv := b.layer("attend decode", c, layer)
-	if lv == nil || !b.checkAttention("attend decode", kc, a) {
+	if lv == nil || !b.checkAttention("attend decode", kc, lv, a) {
 		return
 	}
 	if n <= 0 || n > kc.cfg.Ctx {
@@ -241,7 +247,7 @@ func (b *Backend) AttendDecode(out, q backend.Tensor, c backend.KVCache, layer, 
 
 func (b *Backend) AttendPrefill(out, q, k, v backend.Tensor, c backend.KVCache, layer, past, rows int, a *backend.Attention) {
 	kc, lv := b.layer("attend prefill", c, layer)
-	if lv == nil || !b.checkAttention("attend prefill", kc, a) {
+	if lv == nil || !b.checkAttention("attend prefill", kc, lv, a) {
 		return
 	}
 	if past < 0 || rows <= 0 || rows > kc.maxBatch || past+rows > kc.cfg.Ctx {

@@ -19,6 +19,9 @@ type weight struct {
 
 func (w *weight) Desc() backend.WeightDesc { return w.desc }
 
+// DeviceWeight (encoder.DeviceWeight) is the span the kernels read.
+func (w *weight) DeviceWeight() *encoder.Weight { return &w.w }
+
 type mapping struct {
 	b       *Backend
 	buf     device.Buffer // nil when there were no descriptors

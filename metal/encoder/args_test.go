@@ -20,6 +20,7 @@ import (
 // type the encoder packs it with.
 var argTypes = map[string]reflect.Type{
 	"attn_args":          reflect.TypeFor[AttnArgs](),
+	"copy_rows_args":     reflect.TypeFor[CopyRowsArgs](),
 	"ew_args":            reflect.TypeFor[EWArgs](),
 	"ew_scalar_args":     reflect.TypeFor[EWScalarArgs](),
 	"get_rows_args":      reflect.TypeFor[GetRowsArgs](),
@@ -35,6 +36,7 @@ var argTypes = map[string]reflect.Type{
 	"moe_swiglu_args":    reflect.TypeFor[MoESwiGLUArgs](),
 	"rms_norm_args":      reflect.TypeFor[RMSNormArgs](),
 	"rope_args":          reflect.TypeFor[RoPEArgs](),
+	"scale_id_args":      reflect.TypeFor[ScaleIDArgs](),
 }
 
 // mslScalar is an MSL scalar or vector type of an argument struct: its

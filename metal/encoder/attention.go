@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"nibble/engine/backend"
+	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/metal/device"
 )
@@ -25,7 +26,12 @@ const (
 	// double the DRAM traffic wherever the cache is small: K/V stay read
 	// once per group.
 	attnMaxHG     = 8
-	attnMaxD      = 256 // largest head dim (ATTN_MAXD)
+	attnMaxD      = 512 // largest head dim (ATTN_MAXD)
+	attnMaxGroups = 16  // metadata groups a head (ATTN_MAXG)
+	// attnWideD: past this head dim a lane takes two words of a token in V
+	// and a threadgroup serves at most attnMaxHG/2 query heads (their
+	// accumulators fill the state of attnMaxHG).
+	attnWideD     = 256
 	attnMinChunk  = 256 // fewest tokens a split owns
 	attnTargetTGs = 256 // pass 1 threadgroups to aim for: several per GPU core
 	attnMaxSplits = 64  // most splits per kv head (the workspace holds this many)
@@ -41,6 +47,7 @@ const (
 	fcAttnRotate
 	fcAttnScores
 	fcAttnSoftcap
+	fcAttnSinks
 )
 
 // attnMaxSplitsFor is the split count the workspace of a cache of ctx
@@ -58,18 +65,29 @@ func WorkspaceBytes(cfg kv.Config, heads, maxBatch int) int {
 	return part + staged
 }
 
-// attnLayout: the partials from 0, the staging from part.
+// attnLayout: the partials from 0, the staging from part, sized for the
+// widest layer (the layers' dispatches run in order and share them).
 func attnLayout(cfg kv.Config, heads, maxBatch int) (part, staged int) {
 	s := attnMaxSplitsFor(cfg.Ctx)
-	part = s * heads * (cfg.HeadDim + 2) * 4
-	staged = 2 * max(0, maxBatch) * cfg.KVHeads * cfg.HeadDim * 2
+	d, row := 0, 0
+	for l := range max(cfg.Layers, 1) {
+		c := KVLayer{Cfg: cfg, Layer: l}
+		d, row = max(d, c.HeadDim()), max(row, c.KVHeads()*c.HeadDim())
+	}
+	part = s * heads * (d + 2) * 4
+	staged = 2 * max(0, maxBatch) * row * 2
 	return (part + 15) &^ 15, (staged + 15) &^ 15
 }
 
-// attnHeadsPerGroup is the query heads one threadgroup serves: the largest
-// divisor of G up to attnMaxHG (G > 8 reads the group's K/V G/hg times).
-func attnHeadsPerGroup(g int) int {
-	for hg := min(g, attnMaxHG); hg > 1; hg-- {
+// attnHeadsPerGroup is the query heads one threadgroup serves for head dim
+// d: the largest divisor of G up to attnMaxHG, or half that past attnWideD
+// (G > 8 reads the group's K/V G/hg times).
+func attnHeadsPerGroup(g, d int) int {
+	most := attnMaxHG
+	if d > attnWideD {
+		most /= 2
+	}
+	for hg := min(g, most); hg > 1; hg-- {
 		if g%hg == 0 {
 			return hg
 		}
@@ -86,12 +104,12 @@ func attnSplits(nTok, kvTGs, maxSplits int) int {
 }
 
 // DecodeGrid is how AttendDecode lays out decode attention for heads query
-// heads over kvHeads kv heads, n visible positions of a cache of ctx: hg
-// query heads a threadgroup and splits splits per (kv head, head chunk).
-// attendDecode takes its splits from here, so metal/traffic's model of the
-// kernels' traffic follows the same layout.
-func DecodeGrid(heads, kvHeads, n, ctx int) (hg, splits int) {
-	hg = attnHeadsPerGroup(heads / kvHeads)
+// heads of dim d over kvHeads kv heads, n visible positions of a cache of
+// ctx: hg query heads a threadgroup and splits splits per (kv head, head
+// chunk). attendDecode takes its splits from here, so metal/traffic's
+// model of the kernels' traffic follows the same layout.
+func DecodeGrid(heads, kvHeads, d, n, ctx int) (hg, splits int) {
+	hg = attnHeadsPerGroup(heads/kvHeads, d)
 	return hg, attnSplits(n, kvHeads*(heads/kvHeads/hg), attnMaxSplitsFor(ctx))
 }
 
@@ -151,10 +169,10 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 	switch {
 	case a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0:
 		e.Failf("%s: %d heads not a multiple of %d kv heads", op, a.Heads, a.KVHeads)
-	case a.KVHeads != cfg.KVHeads || d != cfg.HeadDim:
-		e.Failf("%s: %d kv heads of dim %d, the cache has %d of dim %d", op, a.KVHeads, d, cfg.KVHeads, cfg.HeadDim)
-	case d%8 != 0 || d > attnMaxD:
-		e.Failf("%s: head dim %d (the kernels take multiples of 8 up to %d)", op, d, attnMaxD)
+	case a.KVHeads != c.KVHeads() || d != c.HeadDim():
+		e.Failf("%s: %d kv heads of dim %d, the cache's layer %d has %d of dim %d", op, a.KVHeads, d, c.Layer, c.KVHeads(), c.HeadDim())
+	case d <= 0 || d%8 != 0 || d > attnMaxD || d > attnWideD && d%16 != 0:
+		e.Failf("%s: head dim %d (the kernels take multiples of 8 up to %d, of 16 up to %d)", op, d, attnWideD, attnMaxD)
 	case cfg.Type != kv.F16 && cfg.GroupSize != 32 && cfg.GroupSize != 64:
 		e.Failf("%s: group size %d", op, cfg.GroupSize)
 	case !(a.Scale > 0) || math.IsInf(float64(a.Scale), 0):
@@ -170,10 +188,10 @@ func (e *Encoder) attnCheck(op string, c *KVLayer, a *backend.Attention) (hg int
 		e.Failf("%s: K and V planes of %d and %d bytes, the cache needs %d", op, c.K.Len, c.V.Len, c.PlaneBytes())
 	case c.K.Off%16 != 0 || c.V.Off%16 != 0:
 		e.Failf("%s: K and V planes must start 16-byte aligned (offsets %d, %d)", op, c.K.Off, c.V.Off)
-	case attnSmooths(c) && c.Lambda.Len < 4*cfg.KVHeads*d:
-		e.Failf("%s: λ of %d bytes, want %d", op, c.Lambda.Len, 4*cfg.KVHeads*d)
+	case attnSmooths(c) && c.Lambda.Len < 4*c.LambdaFloats():
+		e.Failf("%s: λ of %d bytes, want %d", op, c.Lambda.Len, 4*c.LambdaFloats())
 	default:
-		return attnHeadsPerGroup(a.Heads / a.KVHeads), true
+		return attnHeadsPerGroup(a.Heads/a.KVHeads, d), true
 	}
 	return 0, false
 }
@@ -190,14 +208,36 @@ func attnConsts(c *KVLayer, a *backend.Attention, hg int, scores bool) []device.
 		gs = 32 // unused: f16 has no groups
 	}
 	return []device.Constant{
-		{Index: fcAttnD, Value: uint32(c.Cfg.HeadDim)},
+		{Index: fcAttnD, Value: uint32(c.HeadDim())},
 		{Index: fcAttnGS, Value: uint32(gs)},
 		{Index: fcAttnHG, Value: uint32(hg)},
 		{Index: fcAttnSmooth, Value: attnSmooths(c)},
 		{Index: fcAttnRotate, Value: c.Cfg.Rotate},
 		{Index: fcAttnScores, Value: scores},
 		{Index: fcAttnSoftcap, Value: float32(float64(a.Softcap) * log2e)},
+		{Index: fcAttnSinks, Value: a.Sinks != nil},
 	}
+}
+
+// attnSinks is the span of a's sinks (one F32 logit per query head), or an
+// unused binding (the cache's K plane) when a has none; false, with the
+// error recorded, when they are not a weight the kernels can read.
+func (e *Encoder) attnSinks(op string, c *KVLayer, a *backend.Attention) (Region, bool) {
+	if a.Sinks == nil {
+		return c.K, true
+	}
+	dw, ok := a.Sinks.(DeviceWeight)
+	if !ok {
+		e.Failf("%s: sinks of type %T, not a device weight", op, a.Sinks)
+		return Region{}, false
+	}
+	w := dw.DeviceWeight()
+	if w.Type != ggml.F32 || w.Rows*w.Cols != a.Heads || w.Buf == nil || w.Len < 4*a.Heads || w.Off%4 != 0 {
+		e.Failf("%s: sinks of %d×%d %s (%d bytes at offset %d), want %d F32 logits, one per query head",
+			op, w.Rows, w.Cols, w.Type, w.Len, w.Off, a.Heads)
+		return Region{}, false
+	}
+	return w.Region, true
 }
 
 // setRing sets the residual window's part of a: positions [tail, end) of
@@ -220,7 +260,7 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 	}
 	signs := c.K // unused
 	if c.Cfg.Rotate {
-		signs, _ = e.rotationConstants("attention", c.Cfg.HeadDim)
+		signs, _ = e.rotationConstants("attention", c.HeadDim())
 	}
 	return []device.Binding{c.K.bind(2), km.bind(3), c.V.bind(4), vm.bind(5), lambda.bind(6), signs.bind(7)}
 }
@@ -230,7 +270,7 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 // simdgroups' merge.
 func attnSharedBytes(hg, d int) int {
 	const nsg = attnThreads / 32
-	floats := hg*d + hg*8 + max(nsg*hg*attnBlock, nsg*d) + 2*nsg
+	floats := hg*d + hg*attnMaxGroups + max(nsg*hg*attnBlock, nsg*d) + 2*nsg
 	return (4*floats + 15) &^ 15
 }
 
@@ -241,7 +281,8 @@ func attnKernel(op string, t kv.Type) string { return "kernel_attn_" + op + "_" 
 // [max(0, n-Window), n) of c, into out (a sliding-window layer's at their
 // ring slots); ws is the workspace of WorkspaceBytes. The positions the residual window's ring holds
 // (c.TailStart) are read from it, the others from their codes, in the
-// same pass.
+// same pass. a.Sinks (an encoder.DeviceWeight of Heads F32 logits, or
+// nil) join each head's softmax in the merge.
 func (e *Encoder) AttendDecode(out, q Region, c *KVLayer, n int, a *backend.Attention, ws Region) {
 	e.attendDecode(out, q, c, n, a, ws, Region{}, 0)
 }
@@ -260,6 +301,10 @@ func (e *Encoder) AttendDecodeScores(out, q Region, c *KVLayer, n int, a *backen
 
 func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Attention, ws, scores Region, stride int) {
 	hg, ok := e.attnCheck("attention decode", c, a)
+	if !ok {
+		return
+	}
+	sinks, ok := e.attnSinks("attention decode", c, a)
 	if !ok {
 		return
 	}
@@ -282,7 +327,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	}
 	g := a.Heads / a.KVHeads
 	chunks := g / hg
-	_, s := DecodeGrid(a.Heads, a.KVHeads, n-lo, c.Cfg.Ctx)
+	_, s := DecodeGrid(a.Heads, a.KVHeads, d, n-lo, c.Cfg.Ctx)
 	maxS := attnMaxSplitsFor(c.Cfg.Ctx)
 	chunk := (n - lo + s - 1) / s
 	args := AttnArgs{Heads: u32(a.Heads), Group: u32(g), Chunks: u32(chunks), Ctx: u32(c.Slots()), Lo: u32(lo), N: u32(n),
@@ -310,7 +355,7 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_attn_merge_f32", attnConsts(c, a, hg, false)...),
 		Groups:   [3]int{a.Heads, 1, 1}, Threads: [3]int{min(d, attnThreads), 1, 1},
-		Buffers: []device.Binding{partO.bind(1), partML.bind(2), out.bind(3)},
+		Buffers: []device.Binding{partO.bind(1), partML.bind(2), out.bind(3), sinks.bind(4)},
 		Inline:  inline,
 	})
 }
@@ -320,9 +365,14 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 // its window and new rows 0..i of k and v (rows×KVHeads·HeadDim floats)
 // rounded through f16; ws is the workspace of WorkspaceBytes for at least
 // rows rows. The prefix's positions the residual window's ring holds are
-// read from it. The caller stores k and v (KVStore) afterwards.
+// read from it. a.Sinks, as for AttendDecode, join each row's softmax at
+// its end. The caller stores k and v (KVStore) afterwards.
 func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int, a *backend.Attention, ws Region) {
 	hg, ok := e.attnCheck("attention prefill", c, a)
+	if !ok {
+		return
+	}
+	sinks, ok := e.attnSinks("attention prefill", c, a)
 	if !ok {
 		return
 	}
@@ -363,7 +413,7 @@ func (e *Encoder) AttendPrefill(out, q, k, v Region, c *KVLayer, past, rows int,
 		Inline:  inline,
 	})
 	bind := append([]device.Binding{q.bind(1)}, planes...)
-	bind = append(bind, sk.bind(8), sv.bind(9), out.bind(10))
+	bind = append(bind, sk.bind(8), sv.bind(9), out.bind(10), sinks.bind(11))
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline(attnKernel("prefill", c.Cfg.Type), consts...),
 		Groups:   [3]int{a.KVHeads * chunks, rows, 1}, Threads: [3]int{attnThreads, 1, 1},

@@ -38,12 +38,12 @@ func (e *Encoder) KVSetSmoothing(c *KVLayer, lambda []float32) {
 	cfg := c.Cfg
 	if lambda != nil {
 		// kv.Cache's own check: length, powers of two within its range.
-		if err := kv.CheckLambda(lambda, cfg.KVHeads, cfg.HeadDim); err != nil {
+		if err := kv.CheckLambda(lambda, c.KVHeads(), c.HeadDim()); err != nil {
 			e.Failf("%w", err)
 			return
 		}
 	}
-	n := cfg.KVHeads * cfg.HeadDim
+	n := c.LambdaFloats()
 	if !cfg.Smooths() || c.Lambda.Len == 0 {
 		c.Smoothed = false
 		return
@@ -81,7 +81,7 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 		return
 	}
 	cfg := c.Cfg
-	d, row := cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	d, row := c.HeadDim(), c.KVHeads()*c.HeadDim()
 	smooth := c.Smoothed && cfg.Smooths()
 	switch {
 	case cfg.Validate() != nil:
@@ -132,8 +132,8 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 		pos, rows, ringFrom = pos+skip, slots, ringFrom-skip
 	}
 	n := rows * row / 8
-	vps, threads := kvAppendLayout(rows*cfg.KVHeads, d)
-	a := KVAppendArgs{D: u32(d), GS: u32(cfg.GroupSize), KVHeads: u32(cfg.KVHeads), Ctx: u32(c.Slots()), Pos: u32(pos), N: u32(n),
+	vps, threads := kvAppendLayout(rows*c.KVHeads(), d)
+	a := KVAppendArgs{D: u32(d), GS: u32(cfg.GroupSize), KVHeads: u32(c.KVHeads()), Ctx: u32(c.Slots()), Pos: u32(pos), N: u32(n),
 		Smooth: flag(smooth), Rotate: flag(cfg.Rotate), Norm: rotationNorm(d), VPS: u32(vps), Window: u32(c.Residual()),
 		RingFrom: u32(ringFrom), Meta: uint64(c.CodesBytes()), Ring: uint64(c.RingOffset())}
 	e.dispatch(device.Dispatch{

@@ -1,6 +1,7 @@
 package encoder
 
 import (
+	"nibble/engine/backend"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 )
@@ -15,6 +16,22 @@ type Weight struct {
 
 // RowBytes is the distance between the weight's rows.
 func (w *Weight) RowBytes() int { return w.Type.RowBytes(w.Cols) }
+
+// DeviceWeight is a backend.Weight whose bytes are on the device: the Metal
+// backend's handles, and a Weight itself. Ops that take a weight inside
+// their parameters (backend.Attention's Sinks) bind it through this.
+type DeviceWeight interface {
+	backend.Weight
+	DeviceWeight() *Weight
+}
+
+// DeviceWeight is w.
+func (w *Weight) DeviceWeight() *Weight { return w }
+
+// Desc is w's shape and type (no name; its offset in its buffer).
+func (w *Weight) Desc() backend.WeightDesc {
+	return backend.WeightDesc{Type: w.Type, Rows: w.Rows, Cols: w.Cols, Offset: int64(w.Off)}
+}
 
 // KVLayer is one layer of a KV cache in device memory, in the layout of
 // docs/ARCHITECTURE.md ("KV cache format"), the same bytes as the CPU
@@ -49,6 +66,16 @@ type KVLayer struct {
 	span kv.RingSpan
 }
 
+// HeadDim is the layer's head dim (its kv.Config entry: Gemma 4's global
+// layers have wider heads than its local ones).
+func (c *KVLayer) HeadDim() int { return c.Cfg.HeadDimOf(c.Layer) }
+
+// KVHeads is the layer's kv head count.
+func (c *KVLayer) KVHeads() int { return c.Cfg.KVHeadsOf(c.Layer) }
+
+// LambdaFloats is the layer's smoothing factors: KVHeads()·HeadDim().
+func (c *KVLayer) LambdaFloats() int { return c.KVHeads() * c.HeadDim() }
+
 // Slots is the positions a plane keeps per kv head: the context, or a
 // sliding-window layer's window when that is smaller.
 func (c *KVLayer) Slots() int { return c.Cfg.LayerSlots(c.Layer) }
@@ -64,14 +91,14 @@ func (c *KVLayer) Residual() int { return c.Cfg.LayerResidual(c.Layer) }
 // metadata starts there. Its config has passed kv.Config.Validate, which
 // refuses a type without a layout.
 func (c *KVLayer) CodesBytes() int {
-	l, _ := kv.TokenHeadLayout(c.Cfg.Type, c.Cfg.HeadDim, c.Cfg.GroupSize)
-	return c.Cfg.KVHeads * c.Slots() * l.Codes
+	l, _ := kv.TokenHeadLayout(c.Cfg.Type, c.HeadDim(), c.Cfg.GroupSize)
+	return c.KVHeads() * c.Slots() * l.Codes
 }
 
 // RingOffset is where a plane's residual window ring starts: after the
 // codes and metadata of every slot (only 4-byte aligned in general).
 func (c *KVLayer) RingOffset() int {
-	return c.Cfg.KVHeads * c.Slots() * kv.BytesPerTokenHead(c.Cfg.Type, c.Cfg.HeadDim, c.Cfg.GroupSize)
+	return c.KVHeads() * c.Slots() * kv.BytesPerTokenHead(c.Cfg.Type, c.HeadDim(), c.Cfg.GroupSize)
 }
 
 // PlaneBytes is the size of one plane (K or V), the ring included:

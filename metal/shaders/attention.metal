@@ -25,7 +25,8 @@
 // each query value read from threadgroup memory serves both tokens), one
 // online-softmax update per block in the exp2 domain, then the simdgroup
 // accumulates V, each lane owning 8 consecutive elements (one q4 word) of
-// every head for one of the 256/D tokens a step covers. At the end the
+// every head for one of the 256/D tokens a step covers (past D 256, two
+// words of one token, and half as many heads a threadgroup). At the end the
 // lanes' and then the simdgroups' (m, l, o) are merged.
 //
 // Shape choices were measured on an H200 with a hand CUDA port of the q4
@@ -39,7 +40,7 @@
 #include <metal_stdlib>
 using namespace metal;
 
-constant uint attn_d      [[function_constant(100)]]; // head dim: a multiple of 8 up to 256
+constant uint attn_d      [[function_constant(100)]]; // head dim: a multiple of 8 up to 256, of 16 up to 512
 constant uint attn_gs     [[function_constant(101)]]; // metadata group (q4, q8): 32 or 64
 constant uint attn_hg     [[function_constant(102)]]; // query heads per threadgroup: 1..ATTN_MAXH
 constant bool attn_smooth [[function_constant(103)]]; // queries meet K as q∘λ
@@ -51,12 +52,20 @@ constant bool attn_scores [[function_constant(105)]]; // decode: export the raw 
 // the CPU's). With 0 the test below is false at compile time: the kernels
 // are those without the cap.
 constant float attn_softcap [[function_constant(106)]];
+// Attention sinks (gpt-oss): a learned logit per query head that joins the
+// softmax denominator, as a key of that score with a zero value would:
+// head h's l gains 2^(sink_h·log2(e) - m). Applied where each head's
+// softmax is finished, the merge of decode (so every cache format gets it)
+// and the end of prefill. False: the test is false at compile time and
+// those kernels are the ones without sinks, bit for bit.
+constant bool attn_sinks [[function_constant(107)]];
 
 #define ATTN_NSG  8   // simdgroups per threadgroup
 #define ATTN_TPL  2   // tokens per lane in a block: a simdgroup's block is ATTN_BT tokens
 #define ATTN_BT   (32*ATTN_TPL)
 #define ATTN_MAXH 8   // query heads per threadgroup
-#define ATTN_MAXD 256 // head dim
+#define ATTN_MAXD 512 // head dim
+#define ATTN_MAXG 16  // metadata groups a head (ATTN_MAXD/32)
 #define ATTN_EV   8   // elements of a head a lane owns in V (one q4 word)
 #define ATTN_LOG2E 1.4426950408889634f
 // The "minus infinity" of the online softmax: finite, because Metal
@@ -68,7 +77,11 @@ constant float attn_softcap [[function_constant(106)]];
 // Macros, not program-scope constants computed from the function
 // constants: those are evaluated for every dispatch of the library (in the
 // emulator), where attn_gs may be unset and zero.
-#define attn_lpt (attn_d/ATTN_EV) // lanes per token in V
+// Past 256 a lane takes attn_cpl = 2 words of a token in V (words li and
+// attn_lpt + li), in the state's slots of heads attn_hg..2·attn_hg−1 (the
+// encoder halves attn_hg there).
+#define attn_cpl ((attn_d + 32*ATTN_EV - 1)/(32*ATTN_EV))
+#define attn_lpt (attn_d/ATTN_EV/attn_cpl) // lanes per token in V
 #define attn_tpi (32/attn_lpt)    // tokens per V step of a simdgroup (lanes from attn_tpi·attn_lpt on idle)
 #define attn_lpt_pow2 ((attn_lpt & (attn_lpt - 1)) == 0)
 #define attn_ng  (attn_d/attn_gs) // metadata groups per head
@@ -525,10 +538,13 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
             }
             st.l[j] = st.l[j]*alpha + simd_sum(sum);
             st.m[j] = mnew;
-            for (uint e = 0; e < ATTN_EV; ++e) {
-                st.o[j*ATTN_EV + e] *= alpha;
+            for (uint c = 0; c < attn_cpl; ++c) {
+                const uint jc = c*attn_hg + j;
+                for (uint e = 0; e < ATTN_EV; ++e) {
+                    st.o[jc*ATTN_EV + e] *= alpha;
+                }
+                st.ob[jc] *= alpha;
             }
-            st.ob[j] *= alpha;
         }
         simdgroup_barrier(mem_flags::mem_threadgroup);
         // V: lane = sub·attn_lpt + li takes word li of token t+sub, so
@@ -539,12 +555,18 @@ inline void attn_blocks(thread attn_state & st, attn_plane k, attn_plane v, uint
             // A whole block: a constant trip count the compiler can unroll,
             // so that several tokens' V loads are in flight.
             for (uint t = 0; t < ATTN_BT; t += attn_tpi) {
-                KV::accumulate(st.o, st.ob, v, base + b + t + sub, li, p + t + sub);
+                for (uint c = 0; c < attn_cpl; ++c) {
+                    KV::accumulate(st.o + c*attn_hg*ATTN_EV, st.ob + c*attn_hg, v, base + b + t + sub,
+                                   c*attn_lpt + li, p + t + sub);
+                }
             }
         } else if (sub < attn_tpi) {
             for (uint t = 0; t < nb; t += attn_tpi) {
                 if (t + sub < nb) {
-                    KV::accumulate(st.o, st.ob, v, base + b + t + sub, li, p + t + sub);
+                    for (uint c = 0; c < attn_cpl; ++c) {
+                        KV::accumulate(st.o + c*attn_hg*ATTN_EV, st.ob + c*attn_hg, v, base + b + t + sub,
+                                       c*attn_lpt + li, p + t + sub);
+                    }
                 }
             }
         }
@@ -595,7 +617,7 @@ inline void attn_fold(thread attn_state & st, ushort lane) {
         // attn_tpi partials a word, not a power of two: one shuffle each.
         for (uint k = 1; k < attn_tpi; ++k) {
             const ushort from = ushort(min(uint(lane) + k*attn_lpt, 31u));
-            for (uint j = 0; j < attn_hg; ++j) {
+            for (uint j = 0; j < attn_cpl*attn_hg; ++j) {
                 for (uint e = 0; e < ATTN_EV; ++e) {
                     const float x = simd_shuffle(st.o[j*ATTN_EV + e], from);
                     if (lane < attn_lpt) {
@@ -611,7 +633,7 @@ inline void attn_fold(thread attn_state & st, ushort lane) {
         return;
     }
     for (uint off = 16; off >= attn_lpt; off /= 2) {
-        for (uint j = 0; j < attn_hg; ++j) {
+        for (uint j = 0; j < attn_cpl*attn_hg; ++j) {
             for (uint e = 0; e < ATTN_EV; ++e) {
                 st.o[j*ATTN_EV + e] += simd_shuffle_down(st.o[j*ATTN_EV + e], ushort(off));
             }
@@ -624,7 +646,7 @@ inline void attn_fold(thread attn_state & st, ushort lane) {
 // blocks of another format may continue it.
 template <typename KV>
 inline void attn_settle(thread attn_state & st) {
-    for (uint j = 0; j < attn_hg; ++j) {
+    for (uint j = 0; j < attn_cpl*attn_hg; ++j) {
         for (uint e = 0; e < ATTN_EV; ++e) {
             st.o[j*ATTN_EV + e] = KV::finish(st.o[j*ATTN_EV + e], st.ob[j], e);
         }
@@ -641,8 +663,11 @@ template <typename KV>
 inline void attn_merge_head(thread attn_state & st, uint j, threadgroup float * comb, threadgroup float * cml,
                             ushort sg, ushort lane, thread float & m, thread float & l, thread float * w) {
     if (lane < attn_lpt) {
-        for (uint e = 0; e < ATTN_EV; ++e) {
-            comb[sg*attn_d + lane*ATTN_EV + e] = KV::finish(st.o[j*ATTN_EV + e], st.ob[j], e);
+        for (uint c = 0; c < attn_cpl; ++c) {
+            const uint jc = c*attn_hg + j;
+            for (uint e = 0; e < ATTN_EV; ++e) {
+                comb[sg*attn_d + (c*attn_lpt + lane)*ATTN_EV + e] = KV::finish(st.o[jc*ATTN_EV + e], st.ob[jc], e);
+            }
         }
     }
     if (lane == 0) {
@@ -676,7 +701,7 @@ inline float attn_merged(threadgroup const float * comb, thread const float * w,
 // sizes [[threadgroup(0)]] the same way): sized by the function constants,
 // not the largest shape, so that small heads leave room for more
 // threadgroups per core.
-//   attn_hg·D + attn_hg·8 + max(ATTN_NSG·attn_hg·ATTN_BT, ATTN_NSG·D) + 2·ATTN_NSG
+//   attn_hg·D + attn_hg·ATTN_MAXG + max(ATTN_NSG·attn_hg·ATTN_BT, ATTN_NSG·D) + 2·ATTN_NSG
 
 template <typename KV>
 kernel void kernel_attn_decode(
@@ -698,8 +723,8 @@ kernel void kernel_attn_decode(
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
     threadgroup float * qs   = shmem;               // attn_hg×D prepared queries
-    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ 8) Σq' per group
-    threadgroup float * p    = qsum + attn_hg*8;    // ATTN_NSG×attn_hg×ATTN_BT probabilities,
+    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ ATTN_MAXG) Σq' per group
+    threadgroup float * p    = qsum + attn_hg*ATTN_MAXG; // ATTN_NSG×attn_hg×ATTN_BT probabilities,
     threadgroup float * comb = p;                   // then ATTN_NSG×D for the merge
     threadgroup float * cml  = p + max(uint(ATTN_NSG*attn_hg*ATTN_BT), uint(ATTN_NSG*attn_d)); // ATTN_NSG×{m, l}
 
@@ -762,11 +787,15 @@ template [[host_name("kernel_attn_decode_f16")]] kernel attn_decode_t kernel_att
 
 // kernel_attn_merge_f32: pass 2, one threadgroup per query head, a thread
 // per element: M = max m_s, w_s = 2^(m_s - M), o = Σ w_s·o_s / Σ w_s·l_s.
+// With attn_sinks, head h's sink s_h = sinks[h]·log2(e) is one more split
+// with m = s_h, l = 1 and o = 0: it joins M and adds 2^(s_h - M) to the
+// denominator.
 kernel void kernel_attn_merge_f32(
         constant attn_args  & args    [[buffer(0)]],
         device const float  * part_o  [[buffer(1)]],
         device const float  * part_ml [[buffer(2)]],
         device       float  * out     [[buffer(3)]],
+        device const float  * sinks   [[buffer(4)]], // attn_sinks: [query head]
         uint   h   [[threadgroup_position_in_grid]],
         ushort tid [[thread_index_in_threadgroup]],
         ushort ntg [[threads_per_threadgroup]]) {
@@ -776,9 +805,16 @@ kernel void kernel_attn_merge_f32(
     for (uint s = 0; s < splits; ++s) {
         m = max(m, ml[2*s]);
     }
+    const float sink = attn_sinks ? sinks[h]*ATTN_LOG2E : ATTN_NEG;
+    if (attn_sinks) {
+        m = max(m, sink);
+    }
     float l = 0.0f;
     for (uint s = 0; s < splits; ++s) {
         l += exp2(ml[2*s] - m)*ml[2*s + 1];
+    }
+    if (attn_sinks) {
+        l += exp2(sink - m);
     }
     const float inv = 1.0f/l;
     device const float * o = part_o + h*splits*attn_d;
@@ -870,6 +906,7 @@ kernel void kernel_attn_prefill(
         device const char   * sk     [[buffer(8)]],
         device const char   * sv     [[buffer(9)]],
         device       float  * out    [[buffer(10)]],
+        device const float  * sinks  [[buffer(11)]], // attn_sinks: [query head]
         threadgroup  float  * shmem  [[threadgroup(0)]], // attn_shmem_floats
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort tid  [[thread_index_in_threadgroup]],
@@ -877,8 +914,8 @@ kernel void kernel_attn_prefill(
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
     threadgroup float * qs   = shmem;               // attn_hg×D prepared queries
-    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ 8) Σq' per group
-    threadgroup float * p    = qsum + attn_hg*8;    // ATTN_NSG×attn_hg×ATTN_BT probabilities,
+    threadgroup float * qsum = qs + attn_hg*attn_d; // attn_hg×(D/gs ≤ ATTN_MAXG) Σq' per group
+    threadgroup float * p    = qsum + attn_hg*ATTN_MAXG; // ATTN_NSG×attn_hg×ATTN_BT probabilities,
     threadgroup float * comb = p;                   // then ATTN_NSG×D for the merge
     threadgroup float * cml  = p + max(uint(ATTN_NSG*attn_hg*ATTN_BT), uint(ATTN_NSG*attn_d)); // ATTN_NSG×{m, l}
 
@@ -920,6 +957,17 @@ kernel void kernel_attn_prefill(
     for (uint j = 0; j < attn_hg; ++j) {
         float m, l, w[ATTN_NSG];
         attn_merge_head<attn_f16>(st, j, comb, cml, sg, lane, m, l, w);
+        if (attn_sinks) {
+            // The sink joins the max and the denominator (as in the
+            // merge of decode); the simdgroups' weights follow the max.
+            const float sink = sinks[h0 + j]*ATTN_LOG2E;
+            const float mx = max(m, sink);
+            const float a = exp2(m - mx);
+            l = l*a + exp2(sink - mx);
+            for (uint s = 0; s < ATTN_NSG; ++s) {
+                w[s] *= a;
+            }
+        }
         const float inv = 1.0f/l;
         for (uint i = tid; i < attn_d; i += ntg) {
             orow[j*attn_d + i] = attn_merged(comb, w, i)*inv;

@@ -291,6 +291,17 @@ func TestAttnDecode(t *testing.T) {
 		{typ: kv.Q8, gs: 32, d: 128, kvHeads: 2, g: 2, n: 130, window: 40, smooth: true, residual: 16, ring: true},
 		{typ: kv.Q8, gs: 32, d: 96, kvHeads: 1, g: 4, n: 65, window: 64, rot: true, ring: true},
 		{typ: kv.F16, d: 128, kvHeads: 2, g: 1, n: 777, window: 512, ring: true},
+		// Head dims past 256 (Gemma 4's global layers: 512): a lane takes
+		// two words of a token in V, a threadgroup at most 4 query heads;
+		// 16 and 8 metadata groups a head; V lanes that do not fill a
+		// simdgroup (384: 24, 272: 17).
+		{typ: kv.Q4, gs: 32, d: 512, kvHeads: 1, g: 8, n: 700, smooth: true},
+		{typ: kv.Q4, gs: 64, d: 512, kvHeads: 2, g: 2, n: 300, window: 100, residual: 64},
+		{typ: kv.Q8, gs: 32, d: 512, kvHeads: 1, g: 4, n: 150, smooth: true, residual: 32},
+		{typ: kv.F16, d: 512, kvHeads: 2, g: 1, n: 2000},
+		{typ: kv.F16, d: 512, kvHeads: 1, g: 2, n: 130, window: 64, ring: true},
+		{typ: kv.Q4, gs: 32, d: 384, kvHeads: 1, g: 3, n: 90, residual: 16},
+		{typ: kv.F16, d: 272, kvHeads: 1, g: 2, n: 40},
 	}
 	for _, c := range cases {
 		ctx := c.n + r.IntN(3)
@@ -443,6 +454,11 @@ func TestAttnPrefill(t *testing.T) {
 		{typ: kv.Q4, gs: 64, d: 64, kvHeads: 1, g: 2, n: 90, rows: 50, window: 40, residual: 64, ring: true},
 		{typ: kv.Q8, gs: 32, d: 256, kvHeads: 1, g: 2, n: 150, rows: 7, window: 64, rot: true, ring: true},
 		{typ: kv.F16, d: 128, kvHeads: 2, g: 2, n: 77, rows: 9, window: 30, ring: true},
+		// Head dims past 256.
+		{typ: kv.Q4, gs: 32, d: 512, kvHeads: 1, g: 8, n: 60, rows: 12, smooth: true, residual: 16},
+		{typ: kv.Q8, gs: 64, d: 512, kvHeads: 2, g: 2, n: 30, rows: 9, window: 20},
+		{typ: kv.F16, d: 512, kvHeads: 1, g: 4, n: 0, rows: 33},
+		{typ: kv.F16, d: 384, kvHeads: 1, g: 2, n: 40, rows: 5, window: 16, ring: true},
 	}
 	for _, c := range cases {
 		ctx := c.n + c.rows + 1

@@ -10,8 +10,10 @@
 //   kernel_softcap_f32:  x[i] = c·tanh(x[i]/c)
 //   kernel_copy_f32:     dst[i] = src[i]
 //
-// and kernel_argmax_f32[_4], one threadgroup per row. One element (or float4)
-// per thread: these are memory-bound, and consecutive threads read
+// and kernel_argmax_f32[_4], one threadgroup per row, kernel_copy_rows_f32,
+// strided blocks (grid y: the block), and kernel_scale_id_f32, a factor
+// per slot chosen by an expert id. One element (or
+// float4) per thread: these are memory-bound, and consecutive threads read
 // consecutive addresses.
 #include <metal_stdlib>
 using namespace metal;
@@ -180,6 +182,50 @@ typedef decltype(kernel_copy<float>) copy_t;
 
 template [[host_name("kernel_copy_f32")]]   kernel copy_t kernel_copy<float>;
 template [[host_name("kernel_copy_f32_4")]] kernel copy_t kernel_copy<float4>;
+
+// The argument struct of kernel_copy_rows_f32 (strides in floats).
+struct copy_rows_args {
+    uint n;          // floats per block
+    uint src_stride; // floats between blocks of src
+    uint dst_stride; // floats between blocks of dst
+};
+
+// kernel_copy_rows_f32: dst[r·dst_stride + i] = src[r·src_stride + i] for
+// i < n; grid (blocks of the row, rows), a float per thread (Gemma 4's
+// per-layer inputs: one layer's slice of every token's row).
+kernel void kernel_copy_rows_f32(
+        constant copy_rows_args & args [[buffer(0)]],
+        device       float      * dst  [[buffer(1)]],
+        device const float      * src  [[buffer(2)]],
+        uint2 tg  [[threadgroup_position_in_grid]],
+        uint  tid [[thread_index_in_threadgroup]],
+        uint  ntg [[threads_per_threadgroup]]) {
+    const uint i = tg.x*ntg + tid;
+    if (i < args.n) {
+        dst[(ulong) tg.y*args.dst_stride + i] = src[(ulong) tg.y*args.src_stride + i];
+    }
+}
+
+// The argument struct of kernel_scale_id_f32.
+struct scale_id_args {
+    uint slots;   // values of x
+    uint experts; // factors of w
+};
+
+// kernel_scale_id_f32: x[s] *= w[ids[s]] for s < slots, a thread per slot
+// (Gemma 4's per-expert factor on the router weights); the ids are floats,
+// as the router writes them, and one outside [0, experts) reads the last
+// factor.
+kernel void kernel_scale_id_f32(
+        constant scale_id_args & args [[buffer(0)]],
+        device       float     * x    [[buffer(1)]],
+        device const float     * w    [[buffer(2)]],
+        device const float     * ids  [[buffer(3)]],
+        uint s [[thread_position_in_grid]]) {
+    if (s < args.slots) {
+        x[s] *= w[uint(clamp(ids[s], 0.0f, float(args.experts - 1)))];
+    }
+}
 
 // argmax_take keeps (v, i) when v is strictly greater: scanning upwards,
 // the first maximum; NaN never.

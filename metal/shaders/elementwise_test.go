@@ -10,6 +10,7 @@ import (
 
 	"nibble/engine/cpu"
 	"nibble/engine/fastmath"
+	"nibble/engine/ggml"
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 	"nibble/metal/internal/emulator"
@@ -342,5 +343,119 @@ func TestSoftcap(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// copyRowsTwin is the CPU backend's CopyRows: block r of n floats from
+// src[srcOff + r·srcStride] to dst[dstOff + r·dstStride].
+func copyRowsTwin(dst []float32, dstOff, dstStride int, src []float32, srcOff, srcStride, rows, n int) {
+	for r := range rows {
+		copy(dst[dstOff+r*dstStride:dstOff+r*dstStride+n], src[srcOff+r*srcStride:srcOff+r*srcStride+n])
+	}
+}
+
+// kernel_copy_rows_f32 (through encoder.CopyRows) against its twin: exact,
+// and nothing outside the blocks written. Shapes: Gemma 4's per-layer
+// inputs (a layer's 256 of 35·256 floats per token), blocks wider than a
+// threadgroup, strides equal to the block.
+func TestCopyRows(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(33, 34))
+	for _, c := range []struct{ rows, n, dstOff, dstStride, srcOff, srcStride int }{
+		{9, 24, 5, 30, 40, 100},
+		{17, 256, 0, 256, 3 * 256, 35 * 256},
+		{1, 1000, 7, 0, 1, 0},
+		{4, 600, 0, 600, 0, 600},
+		{3, 33, 2, 40, 0, 33},
+	} {
+		src := ewRandom(r, c.srcOff+(c.rows-1)*c.srcStride+c.n+3, 1)
+		dst0 := ewRandom(r, c.dstOff+(c.rows-1)*c.dstStride+c.n+5, 1)
+		want := append([]float32(nil), dst0...)
+		copyRowsTwin(want, c.dstOff, c.dstStride, src, c.srcOff, c.srcStride, c.rows, c.n)
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("rows%d_n%d_dst%d+%d_src%d+%d_%v", c.rows, c.n, c.dstOff, c.dstStride, c.srcOff, c.srcStride, o), func(t *testing.T) {
+				enc := encoder.New(d, l)
+				defer enc.Close()
+				s := encoder.Region{Buf: buffer(t, d, f32Bytes(src)), Len: 4 * len(src)}
+				dst := encoder.Region{Buf: buffer(t, d, f32Bytes(dst0)), Len: 4 * len(dst0)}
+				enc.CopyRows(dst, c.dstOff, c.dstStride, s, c.srcOff, c.srcStride, c.rows, c.n)
+				runEncoded(t, d, o, enc)
+				for i, v := range f32s(dst.Buf.Bytes()) {
+					if v != want[i] {
+						t.Fatalf("dst[%d] = %v, want %v", i, v, want[i])
+					}
+				}
+			})
+		}
+	}
+	enc := encoder.New(d, l)
+	defer enc.Close()
+	buf := encoder.Region{Buf: buffer(t, d, make([]byte, 400)), Len: 400}
+	other := encoder.Region{Buf: buffer(t, d, make([]byte, 400)), Len: 400}
+	for _, bad := range []func(){
+		func() { enc.CopyRows(other, 0, 10, buf, 0, 10, 11, 10) }, // past src
+		func() { enc.CopyRows(other, 95, 10, buf, 0, 10, 1, 10) }, // past dst
+		func() { enc.CopyRows(other, -1, 10, buf, 0, 10, 1, 10) }, // negative offset
+		func() { enc.CopyRows(buf, 0, 20, buf, 10, 20, 3, 10) },   // overlapping spans
+	} {
+		bad()
+		if enc.Err() == nil {
+			t.Error("no error")
+		}
+		enc.Reset()
+	}
+}
+
+// scaleByExpertTwin is the CPU backend's ScaleByExpert: x[s] *= w[ids[s]].
+func scaleByExpertTwin(x, w, ids []float32) {
+	for s, e := range ids {
+		x[s] *= w[int(e)]
+	}
+}
+
+// kernel_scale_id_f32 (through encoder.ScaleByExpert) against its twin:
+// exact (one product). Slots from one decode token's k to a prefill batch's,
+// 128 experts (Gemma 4's 26B-A4B); factors and ids that break the contract
+// are encoding errors.
+func TestScaleByExpert(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(35, 36))
+	for _, c := range []struct{ experts, slots int }{{128, 8}, {7, 40}, {128, 512 * 8}, {1, 3}} {
+		w := ewRandom(r, c.experts, 1)
+		x := ewRandom(r, c.slots, 1)
+		ids := make([]float32, c.slots)
+		for i := range ids {
+			ids[i] = float32(r.IntN(c.experts))
+		}
+		want := append([]float32(nil), x...)
+		scaleByExpertTwin(want, w, ids)
+		for _, o := range orders {
+			t.Run(fmt.Sprintf("experts%d_slots%d_%v", c.experts, c.slots, o), func(t *testing.T) {
+				enc := encoder.New(d, l)
+				defer enc.Close()
+				xr := encoder.Region{Buf: buffer(t, d, f32Bytes(x)), Len: 4 * len(x)}
+				wr := &encoder.Weight{Region: encoder.Region{Buf: buffer(t, d, f32Bytes(w)), Len: 4 * len(w)}, Type: ggml.F32, Rows: 1, Cols: c.experts}
+				enc.ScaleByExpert(xr, wr, c.experts, encoder.Region{Buf: buffer(t, d, f32Bytes(ids)), Len: 4 * len(ids)}, c.slots)
+				runEncoded(t, d, o, enc)
+				for i, v := range f32s(xr.Buf.Bytes()) {
+					if v != want[i] {
+						t.Fatalf("x[%d] = %v, want %v (expert %v)", i, v, want[i], ids[i])
+					}
+				}
+			})
+		}
+	}
+	enc := encoder.New(d, l)
+	defer enc.Close()
+	buf := encoder.Region{Buf: buffer(t, d, make([]byte, 64)), Len: 64}
+	for _, w := range []*encoder.Weight{
+		{Region: buf, Type: ggml.F16, Rows: 1, Cols: 4},
+		{Region: buf, Type: ggml.F32, Rows: 1, Cols: 5},
+	} {
+		enc.ScaleByExpert(buf, w, 4, buf, 4)
+		if enc.Err() == nil {
+			t.Errorf("factors %d×%d %s for 4 experts: no error", w.Rows, w.Cols, w.Type)
+		}
+		enc.Reset()
 	}
 }

@@ -94,3 +94,62 @@ func TestRMSNorm(t *testing.T) {
 		}
 	}
 }
+
+// kernel_rms_norm_plain_f32 (through encoder.RMSNormPlain) against the
+// twin with a weight of ones (the CPU backend's RMSNormPlain: the same sums
+// and scale, no product), in place too. Tolerance: 2e-6 of the row's
+// largest output, as TestRMSNorm.
+func TestRMSNormPlain(t *testing.T) {
+	d, l := emu(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, c := range []struct{ n, rows int }{{8, 1}, {64, 7}, {256, 33}, {512, 3}, {100, 2}, {4100, 2}} {
+		x := make([]float32, c.n*c.rows)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * math.Exp(3*r.NormFloat64()))
+		}
+		ones := make([]float32, c.n)
+		for i := range ones {
+			ones[i] = 1
+		}
+		const eps = 1e-6
+		want := rmsNormTwin(x, ones, c.n, eps)
+		for _, inPlace := range []bool{false, true} {
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("n%d_rows%d_inplace%v_%v", c.n, c.rows, inPlace, o), func(t *testing.T) {
+					enc := encoder.New(d, l)
+					defer enc.Close()
+					src := encoder.Region{Buf: buffer(t, d, f32Bytes(x)), Len: 4 * len(x)}
+					dst := src
+					if !inPlace {
+						dst = encoder.Region{Buf: buffer(t, d, make([]byte, 4*len(x))), Len: 4 * len(x)}
+					}
+					enc.RMSNormPlain(dst, src, eps, c.rows, c.n)
+					runEncoded(t, d, o, enc)
+					got := f32s(dst.Buf.Bytes())
+					for row := 0; row < c.rows; row++ {
+						exp := want[row*c.n : (row+1)*c.n]
+						var scale float64
+						for _, v := range exp {
+							scale = math.Max(scale, math.Abs(float64(v)))
+						}
+						for i, v := range got[row*c.n : (row+1)*c.n] {
+							if e := math.Abs(float64(v - exp[i])); !(e <= 2e-6*scale) {
+								t.Fatalf("row %d element %d: %v, want %v (error %.3g of %.3g)", row, i, v, exp[i], e, scale)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+	enc := encoder.New(d, l)
+	defer enc.Close()
+	buf := encoder.Region{Buf: buffer(t, d, make([]byte, 4096)), Len: 4096}
+	for _, bad := range []struct{ rows, n int }{{2, 6}, {1, 0}, {5, 256}} {
+		enc.RMSNormPlain(buf, buf, 1e-6, bad.rows, bad.n)
+		if enc.Err() == nil {
+			t.Errorf("%d rows of %d: no error", bad.rows, bad.n)
+		}
+		enc.Reset()
+	}
+}

@@ -18,6 +18,14 @@
 // it, as Llama 3.1's rope_freqs do); its attention factor, mscale, multiplies
 // cos and sin after they are rounded to float, as the CPU backend does
 // (1 when the model has none).
+//
+// YaRN (ggml's rope_yarn) needs nothing more here: its blend of the
+// interpolated angle θ·scale and the extrapolated θ is θ·(scale·(1−r_j) +
+// r_j) for a ramp r_j per pair, still a constant per pair times the
+// position, so the host folds it into freq (in float64, with the pair's
+// other factors) and its magnitude correction into mscale
+// (metal/encoder/rope.go). ggml-metal computes the same per thread in
+// float32.
 #include <metal_stdlib>
 using namespace metal;
 

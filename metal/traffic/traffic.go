@@ -126,7 +126,7 @@ func KVBytes(kvHeads, headDim, n int, c Cache) int64 {
 // G/hg times) and writes the split partials; the merge reads them and
 // writes the output.
 func (s *Step) Attention(heads, kvHeads, d, n, ctx int, c Cache) {
-	hg, sp := encoder.DecodeGrid(heads, kvHeads, n, ctx)
+	hg, sp := encoder.DecodeGrid(heads, kvHeads, d, n, ctx)
 	chunks := heads / kvHeads / hg
 	name := "attn_decode_" + c.Type.String()
 	q := int64(4 * heads * d)

@@ -348,7 +348,7 @@ func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 		return device.Binding{Index: i, Buffer: x.Buf, Offset: x.Off}
 	}
 	const nsg, bt = 8, 64
-	shared := 4 * (hg*d + hg*8 + max(nsg*hg*bt, nsg*d) + 2*nsg)
+	shared := 4 * (hg*d + hg*16 + max(nsg*hg*bt, nsg*d) + 2*nsg)
 	var l device.CommandList
 	l.Add(device.Dispatch{Pipeline: p1, Groups: [3]int{kvHeads * chunks, splits, 1}, Threads: [3]int{256, 1, 1},
 		Buffers: []device.Binding{bind(1, q), bind(2, c.K), bind(3, km), bind(4, c.V), bind(5, vm), bind(6, c.K), bind(7, c.K),
