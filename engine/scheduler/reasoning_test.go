@@ -2,38 +2,17 @@ package scheduler
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"nibble/catalog/vocab"
 	"nibble/engine"
 	"nibble/engine/chat"
-	"nibble/engine/ggml"
 	"nibble/engine/sample"
-	"nibble/engine/synth"
+	"nibble/internal/testmodel"
 )
 
-// thinkingPieces is the scripted model's reply: a think block, then the answer.
-var thinkingPieces = []string{"<think>", "\nThe user", " says hi;", " greet back.", "\n</think>", "\n\n", "Hello", " there!"}
-
-// scriptedThinker writes a model that always replies with thinkingPieces, with Qwen3's own
-// chat template.
 func scriptedThinker(t *testing.T) string {
-	t.Helper()
-	tpl, err := os.ReadFile("../reasoning/testdata/Qwen-Qwen3-0.6B.jinja")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := synth.DefaultOptions("llama")
-	o.Layers, o.Embd, o.Heads, o.KVHeads, o.FF, o.Ctx = 1, 64, 2, 1, 64, 1024
-	o.Type, o.VocabData = ggml.F16, vocab.LlamaSPM
-	path := filepath.Join(t.TempDir(), "thinker.gguf")
-	if err := synth.GenerateScripted(path, o, synth.Script{Trigger: "<0x0A>", Pieces: thinkingPieces, ChatTemplate: string(tpl)}); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testmodel.Thinker(t, t.TempDir(), "thinker.gguf")
 }
 
 func TestReasoningSplitFromAnswer(t *testing.T) {
@@ -76,14 +55,14 @@ func TestReasoningSplitFromAnswer(t *testing.T) {
 		if res == nil || res.Err != nil || res.FinishReason != engine.StopString {
 			t.Fatalf("temperature %g: %+v", temp, res)
 		}
-		if answer.String() != "Hello there!" || thinking.String() != "The user says hi; greet back." {
+		if answer.String() != testmodel.ThinkerAnswer || thinking.String() != testmodel.ThinkerReasoning {
 			t.Fatalf("temperature %g: answer %q, thinking %q", temp, answer.String(), thinking.String())
 		}
 		if res.Text != answer.String() || res.Reasoning != thinking.String() {
 			t.Fatalf("the result's text %q and reasoning %q differ from the stream's", res.Text, res.Reasoning)
 		}
-		if res.GenTokens != len(thinkingPieces) {
-			t.Errorf("%d tokens generated, want %d (thinking counts)", res.GenTokens, len(thinkingPieces))
+		if res.GenTokens != len(testmodel.ThinkerPieces) {
+			t.Errorf("%d tokens generated, want %d (thinking counts)", res.GenTokens, len(testmodel.ThinkerPieces))
 		}
 	}
 }
