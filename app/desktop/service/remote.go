@@ -203,8 +203,9 @@ func (r *remotes) submit(ctx context.Context, ep settings.RemoteEndpoint, req sc
 		res := &scheduler.Result{}
 		var text strings.Builder
 		var first, last time.Time
+		var thinking strings.Builder
 		for {
-			piece, err := stream.Next()
+			piece, err := stream.NextPiece()
 			if err != nil {
 				switch {
 				case errors.Is(err, io.EOF):
@@ -216,17 +217,18 @@ func (r *remotes) submit(ctx context.Context, ep settings.RemoteEndpoint, req sc
 				}
 				break
 			}
-			if piece == "" {
+			if piece == (remote.Piece{}) {
 				continue
 			}
 			last = time.Now()
 			if first.IsZero() {
 				first = last
 			}
-			text.WriteString(piece)
-			events <- scheduler.Event{Kind: scheduler.Delta, Text: piece, Token: -1}
+			text.WriteString(piece.Text)
+			thinking.WriteString(piece.Reasoning)
+			events <- scheduler.Event{Kind: scheduler.Delta, Text: piece.Text, Reasoning: piece.Reasoning, Token: -1}
 		}
-		res.Text, res.StopReason = text.String(), res.FinishReason
+		res.Text, res.Reasoning, res.StopReason = text.String(), thinking.String(), res.FinishReason
 		if u := stream.Usage(); u != nil {
 			res.PromptTokens, res.GenTokens = u.PromptTokens, u.CompletionTokens
 		}
