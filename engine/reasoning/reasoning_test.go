@@ -79,11 +79,11 @@ func TestThinkStreamsLive(t *testing.T) {
 
 func TestStartsInThink(t *testing.T) {
 	for prompt, want := range map[string]bool{
-		"<｜Assistant｜><think>\n":                          true,
-		"assistant\n<think>\n\n</think>\n\n":              false,
-		"<think>old</think>user<|im_start|>assistant\n":   false,
-		"he wrote <think> and more":                       false,
-		"":                                                false,
+		"<｜Assistant｜><think>\n":                        true,
+		"assistant\n<think>\n\n</think>\n\n":            false,
+		"<think>old</think>user<|im_start|>assistant\n": false,
+		"he wrote <think> and more":                     false,
+		"":                                              false,
 		"prev<think>\nx\n</think>\n\nnext<think>\n   \n\t": true,
 	} {
 		if got := StartsInThink(prompt); got != want {
