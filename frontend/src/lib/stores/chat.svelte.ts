@@ -28,6 +28,9 @@ export interface Turn {
   reasoning?: string;
   /** Only the answer is shown, not the thinking: a quick action's reply, an answer about documents. */
   answerOnly?: boolean;
+  /** When the thinking began here (ms), and how long it took as seen here, until the final event says. */
+  thinkStart?: number;
+  thinkingMs?: number;
 }
 
 type Pending = { kind: 'delta'; data: Delta } | { kind: 'progress'; data: Progress } | { kind: 'final'; data: Final };
@@ -298,6 +301,8 @@ export class Chat {
     if (turn.state !== 'waiting' && turn.state !== 'streaming') return; // ended already
     switch (p.kind) {
       case 'delta':
+        if (p.data.reasoning && turn.thinkStart === undefined) turn.thinkStart = Date.now();
+        if (p.data.text && turn.thinkStart !== undefined && turn.thinkingMs === undefined) turn.thinkingMs = Date.now() - turn.thinkStart;
         turn.content += p.data.text;
         if (p.data.reasoning) turn.reasoning = (turn.reasoning ?? '') + p.data.reasoning;
         turn.deltas++;

@@ -358,6 +358,7 @@ describe('a reasoning model', () => {
     expect(chat.turns[1]?.reasoning).toBe('They greet me.');
     expect(chat.turns[1]?.content).toBe('');
     emit('chat:delta', { id: 'r1', text: 'Hello!' });
+    expect(chat.turns[1]?.thinkingMs).toBeGreaterThanOrEqual(0); // shown until the final event says
     emit('chat:final', final('r1', { text: 'Hello!', reasoning: 'They greet me.', thinkingMs: 1200 }));
     expect(chat.turns[1]).toMatchObject({ content: 'Hello!', reasoning: 'They greet me.', state: 'done', answerOnly: false });
     expect(chat.turns[1]?.final?.thinkingMs).toBe(1200);
