@@ -48,7 +48,7 @@ type Stats struct {
 	TTFT         time.Duration // time to first token (stored to the microsecond)
 	FinishReason string        // "stop", "length", "cancelled", ...
 	// Thinking is how long a reasoning model thought before it answered
-	// (kept to the millisecond; 0 when it did not think).
+	// (kept to the microsecond; 0 when it did not think).
 	Thinking time.Duration
 }
 

@@ -82,11 +82,11 @@ CREATE TABLE documents (
 CREATE INDEX documents_by_conversation ON documents (conversation_id, position);
 `,
 	// v4. A reasoning model's thinking, kept apart from the answer it
-	// preceded, and how long it thought in milliseconds; NULL for other
+	// preceded, and how long it thought in microseconds; NULL for other
 	// messages.
 	`
 ALTER TABLE messages ADD COLUMN reasoning TEXT;
-ALTER TABLE messages ADD COLUMN thinking_ms INTEGER CHECK (thinking_ms >= 0);
+ALTER TABLE messages ADD COLUMN thinking_us INTEGER CHECK (thinking_us >= 0);
 `,
 }
 

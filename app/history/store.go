@@ -83,10 +83,10 @@ func insertMessage(tx *sql.Tx, m *Message, now int64, sources any) error {
 		reasoning = m.Reasoning
 	}
 	if m.Stats != nil && m.Stats.Thinking > 0 {
-		thinking = m.Stats.Thinking.Milliseconds()
+		thinking = m.Stats.Thinking.Microseconds()
 	}
 	res, err := tx.Exec(`INSERT INTO messages
-		(conversation_id, role, content, created_at, tokens, tokens_per_sec, ttft_us, finish_reason, sources, reasoning, thinking_ms)
+		(conversation_id, role, content, created_at, tokens, tokens_per_sec, ttft_us, finish_reason, sources, reasoning, thinking_us)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ConversationID, string(m.Role), m.Content, now, tok, tps, ttft, fin, sources, reasoning, thinking)
 	if err != nil {
@@ -205,7 +205,7 @@ func (s *Store) Get(convID int64) (Conversation, error) {
 	// snapshot even while another goroutine appends or deletes.
 	rows, err := s.db.Query(`SELECT c.title, c.model, c.created_at, c.updated_at,
 			m.id, m.role, m.content, m.created_at, m.tokens, m.tokens_per_sec, m.ttft_us, m.finish_reason, m.sources,
-			m.reasoning, m.thinking_ms
+			m.reasoning, m.thinking_us
 		FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id
 		WHERE c.id = ? ORDER BY m.id`, convID)
 	if err != nil {
@@ -233,7 +233,7 @@ func (s *Store) Get(convID int64) (Conversation, error) {
 		if tok.Valid || tps.Valid || ttft.Valid || fin.Valid {
 			m.Stats = &Stats{Tokens: int(tok.Int64), TokensPerSec: tps.Float64,
 				TTFT: time.Duration(ttft.Int64) * time.Microsecond, FinishReason: fin.String,
-				Thinking: time.Duration(thinking.Int64) * time.Millisecond}
+				Thinking: time.Duration(thinking.Int64) * time.Microsecond}
 		}
 		if sources.Valid {
 			// Written by sourcesArg; a damaged value loses the sources, not the message.

@@ -14,6 +14,7 @@ import (
 	"nibble/app/remote"
 	"nibble/app/settings"
 	"nibble/engine"
+	"nibble/engine/reasoning"
 	"nibble/engine/scheduler"
 )
 
@@ -204,6 +205,17 @@ func (r *remotes) submit(ctx context.Context, ep settings.RemoteEndpoint, req sc
 		var text strings.Builder
 		var first, last time.Time
 		var thinking strings.Builder
+		// A server without a reasoning parser leaves the think block in the
+		// content: it is split off here as the server's own would be.
+		inline := reasoning.New(reasoning.Think, "")
+		deliver := func(p reasoning.Part) {
+			if p.Content == "" && p.Reasoning == "" {
+				return
+			}
+			text.WriteString(p.Content)
+			thinking.WriteString(p.Reasoning)
+			events <- scheduler.Event{Kind: scheduler.Delta, Text: p.Content, Reasoning: p.Reasoning, Token: -1}
+		}
 		for {
 			piece, err := stream.NextPiece()
 			if err != nil {
@@ -224,10 +236,11 @@ func (r *remotes) submit(ctx context.Context, ep settings.RemoteEndpoint, req sc
 			if first.IsZero() {
 				first = last
 			}
-			text.WriteString(piece.Text)
-			thinking.WriteString(piece.Reasoning)
-			events <- scheduler.Event{Kind: scheduler.Delta, Text: piece.Text, Reasoning: piece.Reasoning, Token: -1}
+			p := inline.Push(piece.Text)
+			p.Reasoning = piece.Reasoning + p.Reasoning
+			deliver(p)
 		}
+		deliver(inline.Flush())
 		res.Text, res.Reasoning, res.StopReason = text.String(), thinking.String(), res.FinishReason
 		if u := stream.Usage(); u != nil {
 			res.PromptTokens, res.GenTokens = u.PromptTokens, u.CompletionTokens

@@ -1,6 +1,9 @@
 package service
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -61,5 +64,35 @@ func TestReplyWithReasoning(t *testing.T) {
 	}
 	if _, err := s.chat.request(SendRequest{Messages: q, Thinking: "maximal"}); err == nil {
 		t.Error("an unknown thinking choice was accepted")
+	}
+}
+
+// A remote reasoning model: reasoning_content as the server splits it, or a think block left
+// in the content by a server that does not, both reach the window apart from the answer.
+func TestRemoteReasoning(t *testing.T) {
+	for name, stream := range map[string]string{
+		"reasoning_content": `data: {"choices":[{"delta":{"reasoning_content":"Hmm."}}]}` + "\n\n" + `data: {"choices":[{"delta":{"content":"Yes."},"finish_reason":"stop"}]}` + "\n\n",
+		"inline think":      `data: {"choices":[{"delta":{"content":"<think>\nHm"}}]}` + "\n\n" + `data: {"choices":[{"delta":{"content":"m.</think>\n\nYes."},"finish_reason":"stop"}]}` + "\n\n",
+	} {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/models" {
+				io.WriteString(w, `{"data":[{"id":"m"}]}`)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, stream+"data: [DONE]\n\n")
+		}))
+		s, rec := newService(t)
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		useRemote(t, s, "r", ts.URL, "m")
+		if _, err := s.Send(SendRequest{Messages: []Message{{Role: "user", Content: "hi"}}, Thinking: ThinkingOff}); err != nil {
+			t.Fatal(err)
+		}
+		if f := rec.final(t); f.Text != "Yes." || f.Reasoning != "Hmm." {
+			t.Errorf("%s: text %q, reasoning %q", name, f.Text, f.Reasoning)
+		}
+		ts.Close()
 	}
 }
