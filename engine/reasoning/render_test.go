@@ -2,10 +2,12 @@ package reasoning
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"nibble/engine/chat"
+	"nibble/internal/testdata"
 )
 
 // TestQwen3TemplateSwitch renders Qwen3's own template with thinking on and off: off writes
@@ -56,5 +58,27 @@ func TestReasoningEffortReachesTemplate(t *testing.T) {
 		if err != nil || out != want {
 			t.Errorf("effort %q: %q, %v", effort, out, err)
 		}
+	}
+}
+
+// DeepSeek-R1's template opens the think block in the prompt: the reply starts inside it.
+func TestDeepSeekR1OpensThinkInPrompt(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(testdata.Dir(t), "templates", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := chat.Parse(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tpl.Render([]chat.Message{{Role: "user", Content: "2+2?"}}, chat.Vars{AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Detect(string(src), "qwen2") != Think || !StartsInThink(out) {
+		t.Fatalf("format %v, starts in think %v: prompt %q", Detect(string(src), "qwen2"), StartsInThink(out), out)
+	}
+	if got := Split(Think, out, "Two and two.\n</think>\n\nFour."); got != (Part{"Two and two.", "Four."}) {
+		t.Fatalf("split %+v", got)
 	}
 }
