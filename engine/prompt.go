@@ -35,6 +35,10 @@ func (m *Model) EncodeChat(msgs []chat.Message) ([]int32, error) {
 type ChatPrompt struct {
 	Tok      *tokenizer.Tokenizer
 	Template *chat.Template
+	// EnableThinking and ReasoningEffort are passed to the template as
+	// enable_thinking and reasoning_effort (chat.Vars) when set.
+	EnableThinking  *bool
+	ReasoningEffort string
 }
 
 // Prompt is the model's tokenizer with its own template.
@@ -45,6 +49,17 @@ func (m *Model) Prompt() ChatPrompt { return ChatPrompt{Tok: m.Tok, Template: m.
 // and the template did not write it.
 func (p ChatPrompt) Encode(msgs []chat.Message) ([]int32, error) {
 	return p.encodeChat(msgs, false)
+}
+
+// EncodeRendered is Encode that also returns the rendered prompt text,
+// whose end says how the reply begins (inside a think block, on a
+// harmony channel: package reasoning).
+func (p ChatPrompt) EncodeRendered(msgs []chat.Message) ([]int32, string, error) {
+	text, plain, err := p.renderChat(msgs, false)
+	if err != nil {
+		return nil, "", err
+	}
+	return p.tokenize(text, plain), text, nil
 }
 
 // The model's prompt, for the tests of the rendering's internals.
@@ -65,11 +80,17 @@ func (p ChatPrompt) encodeChat(msgs []chat.Message, force bool) ([]int32, error)
 	if err != nil {
 		return nil, err
 	}
+	return p.tokenize(text, plain), nil
+}
+
+// tokenize tokenizes a rendered prompt, plain spans as plain text, and adds
+// BOS when the tokenizer asks for it and the template did not write it.
+func (p ChatPrompt) tokenize(text string, plain []tokenizer.Span) []int32 {
 	ids := p.Tok.EncodeSpans(text, false, plain)
 	if p.Tok.AddBOS() && !(len(ids) > 0 && ids[0] == p.Tok.BOS()) {
 		ids = append([]int32{p.Tok.BOS()}, ids...)
 	}
-	return ids, nil
+	return ids
 }
 
 // EncodePrompt tokenizes raw text for completion, with BOS/EOS as the model
@@ -113,6 +134,8 @@ func (p ChatPrompt) chatVars() chat.Vars {
 	return chat.Vars{
 		BOS: p.tokenText(p.Tok.BOS()), EOS: p.tokenText(p.Tok.EOS()),
 		AddGenerationPrompt: true,
+		EnableThinking:      p.EnableThinking,
+		ReasoningEffort:     p.ReasoningEffort,
 		Now:                 func() time.Time { return now },
 	}
 }

@@ -28,6 +28,7 @@ func init() {
 type runResult struct {
 	Tokens       []int32           `json:"tokens"`
 	Text         string            `json:"text"`
+	Reasoning    string            `json:"reasoning,omitempty"` // a reasoning model's thinking, apart from Text
 	PromptTokens int               `json:"prompt_tokens"`
 	ReusedTokens int               `json:"reused_tokens"`
 	GenTokens    int               `json:"gen_tokens"`
@@ -122,6 +123,8 @@ func runCmd(env *Env, args []string) error {
 				progress(e.Prefilled, e.PromptTokens)
 			case scheduler.Delta:
 				if !*asJSON {
+					// The thinking goes to stderr: stdout stays the answer.
+					io.WriteString(env.Stderr, e.Reasoning)
 					io.WriteString(env.Stdout, e.Text)
 				}
 			case scheduler.Final:
@@ -132,7 +135,7 @@ func runCmd(env *Env, args []string) error {
 		}
 	}
 	if *asJSON {
-		out := runResult{Tokens: res.Tokens, Text: res.Text, PromptTokens: res.PromptTokens, ReusedTokens: res.ReusedTokens,
+		out := runResult{Tokens: res.Tokens, Text: res.Text, Reasoning: res.Reasoning, PromptTokens: res.PromptTokens, ReusedTokens: res.ReusedTokens,
 			GenTokens: res.GenTokens, PrefillTokS: res.PrefillTokPerSec, DecodeTokS: res.DecodeTokPerSec, StopReason: res.StopReason}
 		if out.Tokens == nil {
 			out.Tokens = []int32{}
@@ -257,6 +260,7 @@ func chatTurn(env *Env, sched *scheduler.Scheduler, interrupts <-chan os.Signal,
 			}
 			switch e.Kind {
 			case scheduler.Delta:
+				io.WriteString(env.Stderr, e.Reasoning)
 				io.WriteString(env.Stdout, e.Text)
 				shown.WriteString(e.Text)
 			case scheduler.Final:

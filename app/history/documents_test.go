@@ -119,8 +119,13 @@ func TestDocumentsMigrateAVersion2File(t *testing.T) {
 	}
 	c := must(old.NewConversation("before", "m"))
 	src := []Source{{Number: 1, Document: "a.txt", Label: "whole document, lines 1–2"}}
-	must(old.AppendMessage(c.ID, Message{Role: RoleUser, Content: "what?"}))
-	must(old.AppendMessage(c.ID, Message{Role: RoleAssistant, Content: "this [1]", Sources: src}))
+	// As a version-2 build wrote them (no columns of later versions).
+	for _, m := range []struct{ role, content, sources any }{{"user", "what?", nil}, {"assistant", "this [1]", `[{"number":1,"document":"a.txt","label":"whole document, lines 1–2"}]`}} {
+		if _, err := old.db.Exec(`INSERT INTO messages (conversation_id, role, content, created_at, sources) VALUES (?, ?, ?, 1, ?)`,
+			c.ID, m.role, m.content, m.sources); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := old.db.Exec(`SELECT count(*) FROM documents`); err == nil {
 		t.Fatal("the version-2 file already has a documents table")
 	}
@@ -144,7 +149,7 @@ func TestDocumentsMigrateAVersion2File(t *testing.T) {
 		t.Fatalf("kept after the migration: %+v", docs)
 	}
 	var version int
-	if err := s.db.QueryRow(`SELECT max(version) FROM schema_version`).Scan(&version); err != nil || version != 3 {
-		t.Fatalf("schema version %d (%v), want 3", version, err)
+	if err := s.db.QueryRow(`SELECT max(version) FROM schema_version`).Scan(&version); err != nil || version != len(migrations) {
+		t.Fatalf("schema version %d (%v), want %d", version, err, len(migrations))
 	}
 }

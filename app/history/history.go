@@ -47,6 +47,9 @@ type Stats struct {
 	TokensPerSec float64       // decode speed
 	TTFT         time.Duration // time to first token (stored to the microsecond)
 	FinishReason string        // "stop", "length", "cancelled", ...
+	// Thinking is how long a reasoning model thought before it answered
+	// (kept to the microsecond; 0 when it did not think).
+	Thinking time.Duration
 }
 
 // Message is one turn of a conversation. Stats is nil unless the message is
@@ -61,6 +64,9 @@ type Message struct {
 	// Sources are the numbered sources of an answer about documents
 	// (assistant replies only; nil for other answers).
 	Sources []Source
+	// Reasoning is a reasoning model's thinking before Content, the
+	// answer (assistant replies only). Search does not look in it.
+	Reasoning string
 }
 
 // Source is one numbered source an answer had: the document and where in

@@ -81,6 +81,13 @@ CREATE TABLE documents (
 );
 CREATE INDEX documents_by_conversation ON documents (conversation_id, position);
 `,
+	// v4. A reasoning model's thinking, kept apart from the answer it
+	// preceded, and how long it thought in microseconds; NULL for other
+	// messages.
+	`
+ALTER TABLE messages ADD COLUMN reasoning TEXT;
+ALTER TABLE messages ADD COLUMN thinking_us INTEGER CHECK (thinking_us >= 0);
+`,
 }
 
 // migrate brings the schema up to date in one transaction, so a crash

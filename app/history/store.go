@@ -53,6 +53,9 @@ func (s *Store) AppendMessage(convID int64, m Message) (Message, error) {
 	if err := checkMessage(m.Role, m.Content, m.Stats); err != nil {
 		return Message{}, fmt.Errorf("append to conversation %d: %w", convID, err)
 	}
+	if err := checkReasoning(m.Role, m.Reasoning); err != nil {
+		return Message{}, fmt.Errorf("append to conversation %d: %w", convID, err)
+	}
 	sources, err := sourcesArg(m.Role, m.Sources)
 	if err != nil {
 		return Message{}, fmt.Errorf("append to conversation %d: %w", convID, err)
@@ -75,10 +78,17 @@ func (s *Store) AppendMessage(convID int64, m Message) (Message, error) {
 // sets its ID and CreatedAt; sources is the sources column's value.
 func insertMessage(tx *sql.Tx, m *Message, now int64, sources any) error {
 	tok, tps, ttft, fin := statsArgs(m.Stats)
+	var reasoning, thinking any
+	if m.Reasoning != "" {
+		reasoning = m.Reasoning
+	}
+	if m.Stats != nil && m.Stats.Thinking > 0 {
+		thinking = m.Stats.Thinking.Microseconds()
+	}
 	res, err := tx.Exec(`INSERT INTO messages
-		(conversation_id, role, content, created_at, tokens, tokens_per_sec, ttft_us, finish_reason, sources)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.ConversationID, string(m.Role), m.Content, now, tok, tps, ttft, fin, sources)
+		(conversation_id, role, content, created_at, tokens, tokens_per_sec, ttft_us, finish_reason, sources, reasoning, thinking_us)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ConversationID, string(m.Role), m.Content, now, tok, tps, ttft, fin, sources, reasoning, thinking)
 	if err != nil {
 		return err
 	}
@@ -194,7 +204,8 @@ func (s *Store) Get(convID int64) (Conversation, error) {
 	// One statement, so the conversation and its messages come from one
 	// snapshot even while another goroutine appends or deletes.
 	rows, err := s.db.Query(`SELECT c.title, c.model, c.created_at, c.updated_at,
-			m.id, m.role, m.content, m.created_at, m.tokens, m.tokens_per_sec, m.ttft_us, m.finish_reason, m.sources
+			m.id, m.role, m.content, m.created_at, m.tokens, m.tokens_per_sec, m.ttft_us, m.finish_reason, m.sources,
+			m.reasoning, m.thinking_us
 		FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id
 		WHERE c.id = ? ORDER BY m.id`, convID)
 	if err != nil {
@@ -205,11 +216,11 @@ func (s *Store) Get(convID int64) (Conversation, error) {
 	found := false
 	for rows.Next() {
 		var created, updated int64
-		var mid, mcreated, tok, ttft sql.NullInt64
-		var role, content, fin, sources sql.NullString
+		var mid, mcreated, tok, ttft, thinking sql.NullInt64
+		var role, content, fin, sources, reasoning sql.NullString
 		var tps sql.NullFloat64
 		if err := rows.Scan(&c.Title, &c.Model, &created, &updated,
-			&mid, &role, &content, &mcreated, &tok, &tps, &ttft, &fin, &sources); err != nil {
+			&mid, &role, &content, &mcreated, &tok, &tps, &ttft, &fin, &sources, &reasoning, &thinking); err != nil {
 			return Conversation{}, fmt.Errorf("get conversation %d: %w", convID, err)
 		}
 		found = true
@@ -218,10 +229,11 @@ func (s *Store) Get(convID int64) (Conversation, error) {
 			continue // LEFT JOIN row of a conversation without messages
 		}
 		m := Message{ID: mid.Int64, ConversationID: convID, Role: Role(role.String),
-			Content: content.String, CreatedAt: fromMillis(mcreated.Int64)}
+			Content: content.String, CreatedAt: fromMillis(mcreated.Int64), Reasoning: reasoning.String}
 		if tok.Valid || tps.Valid || ttft.Valid || fin.Valid {
 			m.Stats = &Stats{Tokens: int(tok.Int64), TokensPerSec: tps.Float64,
-				TTFT: time.Duration(ttft.Int64) * time.Microsecond, FinishReason: fin.String}
+				TTFT: time.Duration(ttft.Int64) * time.Microsecond, FinishReason: fin.String,
+				Thinking: time.Duration(thinking.Int64) * time.Microsecond}
 		}
 		if sources.Valid {
 			// Written by sourcesArg; a damaged value loses the sources, not the message.
@@ -323,8 +335,21 @@ func checkMessage(role Role, content string, st *Stats) error {
 		return fmt.Errorf("stats: negative time to first token %v", st.TTFT)
 	case math.IsNaN(st.TokensPerSec) || math.IsInf(st.TokensPerSec, 0) || st.TokensPerSec < 0:
 		return fmt.Errorf("stats: tokens per second %v is not a finite non-negative number", st.TokensPerSec)
+	case st.Thinking < 0:
+		return fmt.Errorf("stats: negative thinking time %v", st.Thinking)
 	}
 	return checkText("finish reason", st.FinishReason)
+}
+
+// checkReasoning refuses reasoning on a message other than a reply.
+func checkReasoning(role Role, reasoning string) error {
+	if reasoning == "" {
+		return nil
+	}
+	if role != RoleAssistant {
+		return fmt.Errorf("reasoning given for a %s message (only assistant replies have it)", role)
+	}
+	return checkText("reasoning", reasoning)
 }
 
 func checkTitle(title string) error {

@@ -59,7 +59,7 @@ type Stream struct {
 
 	// Complete replies a non-streamed answer (a server that ignored
 	// "stream": true) as one piece.
-	whole *string
+	whole *Piece
 
 	done         bool
 	finishReason string
@@ -124,11 +124,11 @@ func (c *Client) Chat(ctx context.Context, r ChatRequest) (*Stream, error) {
 	if mt == "application/json" {
 		// The server ignored "stream": the whole reply in one answer.
 		defer s.Close()
-		text, err := s.readWhole()
+		p, err := s.readWhole()
 		if err != nil {
 			return nil, err
 		}
-		s.whole = &text
+		s.whole = &p
 		return s, nil
 	}
 	s.events = newSSEReader(resp.Body, c.opts.MaxEventBytes, c.opts.MaxStreamBytes)
@@ -137,21 +137,22 @@ func (c *Client) Chat(ctx context.Context, r ChatRequest) (*Stream, error) {
 }
 
 // readWhole reads a non-streamed chat completion.
-func (s *Stream) readWhole() (string, error) {
+func (s *Stream) readWhole() (Piece, error) {
 	body, err := io.ReadAll(io.LimitReader(s.body, s.c.opts.MaxStreamBytes+1))
 	if err != nil {
-		return "", s.cutError(err)
+		return Piece{}, s.cutError(err)
 	}
 	if int64(len(body)) > s.c.opts.MaxStreamBytes {
-		return "", &Error{Kind: TooLarge, Endpoint: s.c.base, Message: fmt.Sprintf("chat: the reply is larger than %d bytes", s.c.opts.MaxStreamBytes)}
+		return Piece{}, &Error{Kind: TooLarge, Endpoint: s.c.base, Message: fmt.Sprintf("chat: the reply is larger than %d bytes", s.c.opts.MaxStreamBytes)}
 	}
 	if se, ok := parseServerError(body); ok {
-		return "", &Error{Kind: ServerError, Endpoint: s.c.base, Status: http.StatusOK, Message: "chat: the server reported an error: " + se.String()}
+		return Piece{}, &Error{Kind: ServerError, Endpoint: s.c.base, Status: http.StatusOK, Message: "chat: the server reported an error: " + se.String()}
 	}
 	var doc struct {
 		Choices []struct {
 			Message struct {
 				Content *string `json:"content"`
+				reasoningFields
 			} `json:"message"`
 			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
@@ -159,14 +160,39 @@ func (s *Stream) readWhole() (string, error) {
 		Timings *Timings `json:"timings"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil || len(doc.Choices) == 0 || doc.Choices[0].Message.Content == nil {
-		return "", &Error{Kind: NotCompatible, Endpoint: s.c.base, Status: http.StatusOK,
+		return Piece{}, &Error{Kind: NotCompatible, Endpoint: s.c.base, Status: http.StatusOK,
 			Message: "chat: the answer is neither a stream nor an OpenAI-compatible chat completion"}
 	}
 	s.done, s.usage, s.timings = true, doc.Usage, doc.Timings
 	if fr := doc.Choices[0].FinishReason; fr != nil {
 		s.finishReason = *fr
 	}
-	return *doc.Choices[0].Message.Content, nil
+	m := doc.Choices[0].Message
+	return Piece{Text: *m.Content, Reasoning: m.reasoning()}, nil
+}
+
+// Piece is a piece of a reply: answer text, and a reasoning model's
+// thinking apart from it (when the server splits it out).
+type Piece struct {
+	Text, Reasoning string
+}
+
+// reasoningFields are where servers put a reasoning model's thinking:
+// reasoning_content (llama-server, vLLM, DeepSeek's API) or reasoning
+// (Ollama, OpenRouter).
+type reasoningFields struct {
+	ReasoningContent *string `json:"reasoning_content"`
+	Reasoning        *string `json:"reasoning"`
+}
+
+func (r reasoningFields) reasoning() string {
+	switch {
+	case r.ReasoningContent != nil:
+		return *r.ReasoningContent
+	case r.Reasoning != nil:
+		return *r.Reasoning
+	}
+	return ""
 }
 
 // chunk is the part of a chat.completion.chunk the client reads.
@@ -174,6 +200,7 @@ type chunk struct {
 	Choices *[]struct {
 		Delta struct {
 			Content *string `json:"content"`
+			reasoningFields
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
@@ -181,17 +208,28 @@ type chunk struct {
 	Timings *Timings `json:"timings"`
 }
 
-// Next returns the next piece of the reply's text. At the end of a
-// complete reply it returns io.EOF; FinishReason and Usage are then set.
-// A stream that ends early, stalls, carries an error or something that is
-// not a chunk returns an *Error; a cancelled context returns an error
-// wrapping context.Canceled.
+// Next returns the next piece of the reply's text, skipping its
+// reasoning (NextPiece has both).
 func (s *Stream) Next() (string, error) {
+	for {
+		p, err := s.NextPiece()
+		if err != nil || p.Text != "" {
+			return p.Text, err
+		}
+	}
+}
+
+// NextPiece returns the next piece of the reply: text, reasoning or both.
+// At the end of a complete reply it returns io.EOF; FinishReason and Usage
+// are then set. A stream that ends early, stalls, carries an error or
+// something that is not a chunk returns an *Error; a cancelled context
+// returns an error wrapping context.Canceled.
+func (s *Stream) NextPiece() (Piece, error) {
 	if s.whole != nil {
-		text := *s.whole
+		p := *s.whole
 		s.whole = nil
-		if text != "" {
-			return text, nil
+		if p != (Piece{}) {
+			return p, nil
 		}
 	}
 	for !s.done {
@@ -200,24 +238,24 @@ func (s *Stream) Next() (string, error) {
 		}
 		ev, err := s.events.next()
 		if err != nil {
-			return "", s.readError(err)
+			return Piece{}, s.readError(err)
 		}
 		s.stall.Reset(s.c.opts.StallTimeout)
-		text, err := s.handle(ev)
+		p, err := s.handle(ev)
 		if err != nil {
 			s.Close()
-			return "", err
+			return Piece{}, err
 		}
-		if text != "" {
-			return text, nil
+		if p != (Piece{}) {
+			return p, nil
 		}
 	}
 	s.Close()
-	return "", io.EOF
+	return Piece{}, io.EOF
 }
 
-// handle interprets one event: text to return, the end, or an error.
-func (s *Stream) handle(ev sseEvent) (string, error) {
+// handle interprets one event: a piece to return, the end, or an error.
+func (s *Stream) handle(ev sseEvent) (Piece, error) {
 	data := strings.TrimSpace(ev.data)
 	if ev.errorField || ev.name == "error" {
 		msg := clip(data, 300)
@@ -226,18 +264,18 @@ func (s *Stream) handle(ev sseEvent) (string, error) {
 		} else if se, ok := bareServerError([]byte(data)); ok {
 			msg = se.String()
 		}
-		return "", &Error{Kind: ServerError, Endpoint: s.c.base, Status: http.StatusOK, Message: "chat: the server stopped the reply with an error: " + msg}
+		return Piece{}, &Error{Kind: ServerError, Endpoint: s.c.base, Status: http.StatusOK, Message: "chat: the server stopped the reply with an error: " + msg}
 	}
 	if data == "[DONE]" {
 		s.done = true
-		return "", nil
+		return Piece{}, nil
 	}
 	if se, ok := parseServerError([]byte(data)); ok {
-		return "", &Error{Kind: ServerError, Endpoint: s.c.base, Status: http.StatusOK, Message: "chat: the server stopped the reply with an error: " + se.String()}
+		return Piece{}, &Error{Kind: ServerError, Endpoint: s.c.base, Status: http.StatusOK, Message: "chat: the server stopped the reply with an error: " + se.String()}
 	}
 	var c chunk
 	if err := json.Unmarshal([]byte(data), &c); err != nil || (c.Choices == nil && c.Usage == nil) {
-		return "", &Error{Kind: NotCompatible, Endpoint: s.c.base, Status: http.StatusOK,
+		return Piece{}, &Error{Kind: NotCompatible, Endpoint: s.c.base, Status: http.StatusOK,
 			Message: fmt.Sprintf("chat: the stream holds %q, which is not an OpenAI-compatible chunk", clip(data, 80))}
 	}
 	if c.Usage != nil {
@@ -246,17 +284,18 @@ func (s *Stream) handle(ev sseEvent) (string, error) {
 	if c.Timings != nil {
 		s.timings = c.Timings
 	}
-	var text string
+	var p Piece
 	if c.Choices != nil && len(*c.Choices) > 0 {
 		ch := (*c.Choices)[0]
 		if ch.Delta.Content != nil {
-			text = *ch.Delta.Content
+			p.Text = *ch.Delta.Content
 		}
+		p.Reasoning = ch.Delta.reasoning()
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			s.finishReason = *ch.FinishReason
 		}
 	}
-	return text, nil
+	return p, nil
 }
 
 // readError describes a stream that could not be read to its end.

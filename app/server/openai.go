@@ -16,6 +16,7 @@ import (
 
 	"nibble/engine"
 	"nibble/engine/chat"
+	"nibble/engine/reasoning"
 	"nibble/engine/sample"
 	"nibble/engine/scheduler"
 )
@@ -104,6 +105,12 @@ type chatRequest struct {
 	ResponseFormat *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
+	// ReasoningEffort (OpenAI's field; gpt-oss's templates read it) and
+	// chat_template_kwargs' enable_thinking (Qwen3's; the field as
+	// llama-server and vLLM take it) reach the chat template. A template
+	// that does not read them is unaffected.
+	ReasoningEffort    *string                    `json:"reasoning_effort"`
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 }
 
 type chatMessage struct {
@@ -413,7 +420,43 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
-	s.generate(w, r, &req.common, true, scheduler.Request{Messages: msgs})
+	sr := scheduler.Request{Messages: msgs}
+	if e := req.thinking(&sr); e != nil {
+		s.fail(w, e)
+		return
+	}
+	s.generate(w, r, &req.common, true, sr)
+}
+
+// thinking checks the fields that turn reasoning down or off and puts them
+// on r: reasoning_effort (or chat_template_kwargs.reasoning_effort) and
+// chat_template_kwargs.enable_thinking. Other kwargs are ignored.
+func (req *chatRequest) thinking(r *scheduler.Request) *apiError {
+	effort := req.ReasoningEffort
+	if raw, ok := req.ChatTemplateKwargs["reasoning_effort"]; ok && !isAbsent(raw) {
+		var e string
+		if json.Unmarshal(raw, &e) != nil {
+			return badRequest("chat_template_kwargs.reasoning_effort", "chat_template_kwargs.reasoning_effort must be a string")
+		}
+		if effort != nil && *effort != e {
+			return badRequest("reasoning_effort", fmt.Sprintf("reasoning_effort (%q) and chat_template_kwargs.reasoning_effort (%q) disagree; send one", *effort, e))
+		}
+		effort = &e
+	}
+	if effort != nil {
+		if !reasoning.ValidEffort(*effort) {
+			return badRequest("reasoning_effort", fmt.Sprintf("reasoning_effort must be one of %s, got %q", strings.Join(reasoning.Efforts, ", "), *effort))
+		}
+		r.ReasoningEffort = *effort
+	}
+	if raw, ok := req.ChatTemplateKwargs["enable_thinking"]; ok && !isAbsent(raw) {
+		var on bool
+		if json.Unmarshal(raw, &on) != nil {
+			return badRequest("chat_template_kwargs.enable_thinking", fmt.Sprintf("chat_template_kwargs.enable_thinking must be true or false, not %s", raw))
+		}
+		r.EnableThinking = &on
+	}
+	return nil
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -455,6 +498,9 @@ func usageOf(res *scheduler.Result) *usage {
 type message struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
+	// ReasoningContent is the model's thinking, split from the answer, as
+	// llama-server returns it; left out when there is none.
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
 }
 
 type choice struct {
@@ -493,8 +539,8 @@ func (rp *reply) object(streamed bool) string {
 	return "text_completion"
 }
 
-// chunk is a streamed piece: text, or the end (finish != "").
-func (rp *reply) chunk(text string, role bool, finish string) completion {
+// chunk is a streamed piece: text and reasoning, or the end (finish != "").
+func (rp *reply) chunk(text, reasoning string, role bool, finish string) completion {
 	c := choice{}
 	if rp.chat {
 		c.Delta = &message{}
@@ -503,6 +549,9 @@ func (rp *reply) chunk(text string, role bool, finish string) completion {
 		}
 		if role || text != "" {
 			c.Delta.Content = &text
+		}
+		if reasoning != "" {
+			c.Delta.ReasoningContent = &reasoning
 		}
 	} else {
 		c.Text = &text
@@ -526,6 +575,9 @@ func (rp *reply) full(res *scheduler.Result) completion {
 	c := choice{FinishReason: &finish}
 	if rp.chat {
 		c.Message = &message{Role: "assistant", Content: &text}
+		if res.Reasoning != "" {
+			c.Message.ReasoningContent = &res.Reasoning
+		}
 	} else {
 		c.Text = &text
 	}
@@ -601,30 +653,31 @@ func (s *Server) stream(w http.ResponseWriter, cancel context.CancelFunc, events
 		write(b)
 	}
 	if rp.chat {
-		send(rp.chunk("", true, ""))
+		send(rp.chunk("", "", true, ""))
 	}
-	res := collect(events, func(text string) { send(rp.chunk(text, false, "")) })
+	res := collect(events, func(text, reasoning string) { send(rp.chunk(text, reasoning, false, "")) })
 	s.record(res)
 	if !finished(res) {
 		// No [DONE]: the reply did not complete. OpenAI's SDKs raise this.
 		send(map[string]any{"error": generationError(res).body()})
 		return
 	}
-	send(rp.chunk("", false, string(res.FinishReason)))
+	send(rp.chunk("", "", false, string(res.FinishReason)))
 	if rp.includeUsage {
 		send(rp.usageChunk(res))
 	}
 	write([]byte("[DONE]"))
 }
 
-// collect reads a request's events to the end, passing text on.
-func collect(events <-chan scheduler.Event, onText func(string)) *scheduler.Result {
+// collect reads a request's events to the end, passing text and
+// reasoning on.
+func collect(events <-chan scheduler.Event, onText func(text, reasoning string)) *scheduler.Result {
 	var res *scheduler.Result
 	for e := range events {
 		switch e.Kind {
 		case scheduler.Delta:
-			if e.Text != "" && onText != nil {
-				onText(e.Text)
+			if (e.Text != "" || e.Reasoning != "") && onText != nil {
+				onText(e.Text, e.Reasoning)
 			}
 		case scheduler.Final:
 			res = e.Result

@@ -32,6 +32,12 @@ type Message struct {
 type Vars struct {
 	BOS, EOS            string
 	AddGenerationPrompt bool
+	// EnableThinking, when set, is the template variable enable_thinking (Qwen3's templates
+	// write an empty think block for false); nil leaves it undefined, the template's default.
+	EnableThinking *bool
+	// ReasoningEffort, when not empty, is the template variable reasoning_effort (gpt-oss:
+	// "low", "medium" or "high").
+	ReasoningEffort string
 	// Now is the clock behind strftime_now; nil means time.Now. Tests inject a fixed time.
 	Now func() time.Time
 }
@@ -117,6 +123,12 @@ func (t *Template) Render(msgs []Message, v Vars) (out string, err error) {
 		"add_generation_prompt": v.AddGenerationPrompt,
 		"bos_token":             v.BOS,
 		"eos_token":             v.EOS,
+	}
+	if v.EnableThinking != nil {
+		data["enable_thinking"] = *v.EnableThinking
+	}
+	if v.ReasoningEffort != "" {
+		data["reasoning_effort"] = v.ReasoningEffort
 	}
 	st.addGlobals(data)
 

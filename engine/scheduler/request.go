@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"nibble/engine"
 	"nibble/engine/chat"
 	"nibble/engine/estimate"
+	"nibble/engine/reasoning"
 )
 
 // Request is one chat or completion.
@@ -21,6 +23,11 @@ type Request struct {
 	Prompt string
 	// Params: sampling (seed included), stop strings, max tokens.
 	Params engine.GenParams
+	// EnableThinking and ReasoningEffort go to the chat template as
+	// enable_thinking and reasoning_effort when set (ModelInfo.ThinkingControl
+	// says which one the template reads).
+	EnableThinking  *bool
+	ReasoningEffort string
 }
 
 // EventKind says what an Event carries.
@@ -37,8 +44,12 @@ const (
 
 // Event is one item of a request's stream.
 type Event struct {
-	Kind         EventKind
+	Kind EventKind
+	// Text is answer text; Reasoning is the model's thinking, split from it
+	// (ModelInfo.Reasoning names the format). A Delta may carry either or
+	// both, or neither while a marker is still being read.
 	Text         string
+	Reasoning    string
 	Token        int32 // Delta: the sampled token, or -1
 	Prefilled    int   // Progress
 	PromptTokens int   // Progress
@@ -48,6 +59,10 @@ type Event struct {
 // Result ends a request: the generation's engine.Stats (empty when the
 // request never ran) and what the scheduler adds.
 type Result struct {
+	// Text (in Stats) is the answer alone and Reasoning the thinking, when
+	// the model's chat template marks its reasoning; Stats.Tokens are all
+	// the generated tokens, thinking included.
+	Reasoning string
 	// FinishReason is the coarse reason (engine.StopReason.Finish): stop
 	// (end of turn or a stop string), length (max tokens or the context
 	// budget), cancelled or error, also for a request that never ran.
@@ -74,6 +89,9 @@ type request struct {
 	ids       []int32
 	params    engine.GenParams
 	model     *loaded
+	split     reasoning.Splitter // nil for a plain completion
+	answer    strings.Builder
+	thinking  strings.Builder
 	submitted time.Time
 	started   time.Time
 	box       *mailbox
@@ -94,7 +112,7 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error)
 	case l == nil:
 		return nil, ErrNoModel
 	}
-	ids, err := l.encode(r)
+	ids, split, err := l.encode(r)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +121,7 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error)
 		return nil, fmt.Errorf("%w: the prompt has %d tokens and %d more were asked for, but the context budget is %d; raise the context budget or shorten the input",
 			engine.ErrContextFull, len(ids), max(p.MaxTokens, 1), l.opts.Ctx)
 	}
-	req := &request{ctx: ctx, ids: ids, params: p, model: l, submitted: time.Now()}
+	req := &request{ctx: ctx, ids: ids, params: p, model: l, split: split, submitted: time.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -130,23 +148,53 @@ func (s *Scheduler) Tokenize(r Request) ([]int32, error) {
 	if l == nil {
 		return nil, ErrNoModel
 	}
-	return l.encode(r)
+	ids, _, err := l.encode(r)
+	return ids, err
 }
 
-func (l *loaded) encode(r Request) ([]int32, error) {
+// encode tokenizes r, and for a chat returns the splitter of its reply's
+// reasoning, which starts where the rendered prompt leaves off.
+func (l *loaded) encode(r Request) ([]int32, reasoning.Splitter, error) {
 	if len(r.Messages) > 0 {
 		p := l.m.Prompt()
 		p.Template = l.template.Load()
-		ids, err := p.Encode(r.Messages)
+		p.EnableThinking, p.ReasoningEffort = r.EnableThinking, r.ReasoningEffort
+		ids, text, err := p.EncodeRendered(r.Messages)
 		if err != nil {
-			return nil, fmt.Errorf("chat template: %w", err)
+			return nil, nil, fmt.Errorf("chat template: %w", err)
 		}
-		return ids, nil
+		f := reasoningFormat(p.Template, l.m.HP.Arch)
+		if f == reasoning.None {
+			return ids, nil, nil
+		}
+		return ids, reasoning.New(f, text), nil
 	}
 	if r.Prompt == "" {
-		return nil, errors.New("empty prompt")
+		return nil, nil, errors.New("empty prompt")
 	}
-	return l.m.EncodePrompt(r.Prompt), nil
+	return l.m.EncodePrompt(r.Prompt), nil, nil
+}
+
+// reasoningFormat is how replies rendered with t mark their reasoning. A
+// plain completion template ("none") marks nothing.
+func reasoningFormat(t *chat.Template, arch string) reasoning.Format {
+	if t == chat.None() {
+		return reasoning.None
+	}
+	return reasoning.Detect(t.Source(), arch)
+}
+
+// delta turns a piece of generated text into a Delta event, the reasoning
+// split from the answer.
+func (r *request) delta(text string, token int32) Event {
+	e := Event{Kind: Delta, Text: text, Token: token}
+	if r.split != nil {
+		p := r.split.Push(text)
+		e.Text, e.Reasoning = p.Content, p.Reasoning
+	}
+	r.answer.WriteString(e.Text)
+	r.thinking.WriteString(e.Reasoning)
+	return e
 }
 
 // admit drops cancelled waiting requests and places waiting requests on
@@ -285,7 +333,7 @@ func (s *Scheduler) step(sl *slot) {
 	case ev.Prefilled > 0:
 		r.box.put(Event{Kind: Progress, Prefilled: ev.Prefilled, PromptTokens: g.PromptLen()})
 	case ev.Token >= 0 || ev.Text != "":
-		r.box.put(Event{Kind: Delta, Text: ev.Text, Token: ev.Token})
+		r.box.put(r.delta(ev.Text, ev.Token))
 	}
 	if g.Done() {
 		s.finish(sl, "", nil)
@@ -315,6 +363,15 @@ func (s *Scheduler) finish(sl *slot, reason engine.StopReason, err error) {
 func (r *request) finish(res Result) {
 	if r.stopWatch != nil {
 		r.stopWatch()
+	}
+	if r.split != nil {
+		p := r.split.Flush()
+		if p.Content != "" || p.Reasoning != "" {
+			r.answer.WriteString(p.Content)
+			r.thinking.WriteString(p.Reasoning)
+			r.box.put(Event{Kind: Delta, Text: p.Content, Reasoning: p.Reasoning, Token: -1})
+		}
+		res.Text, res.Reasoning = r.answer.String(), r.thinking.String()
 	}
 	r.box.put(Event{Kind: Final, Token: -1, Result: &res})
 	r.box.close()

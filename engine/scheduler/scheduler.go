@@ -24,6 +24,7 @@ import (
 	"nibble/engine/chat"
 	"nibble/engine/cpu"
 	"nibble/engine/estimate"
+	"nibble/engine/reasoning"
 )
 
 // Config sizes a scheduler. Zero values take the defaults.
@@ -254,6 +255,12 @@ type ModelInfo struct {
 	// used when neither it nor a chosen one is ("" when it is).
 	Template        string
 	TemplateProblem string
+	// Reasoning is how the template marks the model's thinking ("think",
+	// "harmony"; "" for none), which requests' events split from the
+	// answer; ThinkingControl is the template variable that turns it down
+	// or off ("enable_thinking", "reasoning_effort"; "" for none).
+	Reasoning       string
+	ThinkingControl string
 	Estimate        estimate.Estimate // one session's memory breakdown
 }
 
@@ -390,6 +397,10 @@ func (l *loaded) useTemplate(t *chat.Template) {
 	}
 	l.template.Store(t)
 	l.info.Template = t.Name()
+	l.info.Reasoning, l.info.ThinkingControl = "", ""
+	if f := reasoningFormat(t, l.m.HP.Arch); f != reasoning.None {
+		l.info.Reasoning, l.info.ThinkingControl = f.String(), reasoning.ControlOf(t.Source()).String()
+	}
 }
 
 // SetTemplate chooses the chat template of the model file at path instead

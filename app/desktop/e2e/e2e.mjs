@@ -1030,6 +1030,115 @@ await step('local-server-toggle', async () => {
   await tab('chat');
 });
 
+// --- reasoning models ---
+/** freePort is a loopback port nothing listens on. */
+const freePort = () =>
+  new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const p = srv.address().port;
+      srv.close(() => resolve(p));
+    });
+    srv.on('error', reject);
+  });
+
+await step('reasoning-thinking-section', async () => {
+  // A model with Qwen3's chat template whose reply is scripted: a think block, then the answer.
+  const before = (await bindOK('Status')).model?.path;
+  await tab('models');
+  const row = modelRow(fx.thinker);
+  await row.scrollIntoViewIfNeeded();
+  await within(row, 'load-model').click();
+  const st = await poll(async () => {
+    const s = await bindOK('Status');
+    return s.model?.path === fx.thinker && s.state === 'ready' ? s : null;
+  }, 'the reasoning model', 60_000);
+  check(st.model.reasoning === 'think' && st.model.thinkingControl === 'enable_thinking', `the model's reasoning: ${st.model.reasoning} / ${st.model.thinkingControl}`);
+  await tab('chat');
+  await tid('new-chat').click();
+  check(await tid('thinking-switch').isChecked(), 'the thinking switch is off in a new chat');
+  // Record the section's states as the reply streams: open while it thinks.
+  await page.evaluate(() => {
+    const seen = (window.__e2eThinking = []);
+    const look = () => {
+      const d = document.querySelector('[data-testid="message"][data-role="assistant"] [data-testid="thinking"]');
+      const entry = d && `${d.open ? 'open' : 'closed'}:${d.querySelector('summary')?.textContent}`;
+      if (entry && seen[seen.length - 1] !== entry) seen.push(entry);
+    };
+    new MutationObserver(look).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+  });
+  const msg = await sendPrompt('Hello there');
+  await waitState(msg, 'done');
+  const section = within(msg, 'thinking');
+  check(await visible(section), 'no Thinking section above the answer');
+  check(!(await section.evaluate((d) => d.open)), 'the Thinking section is still open after the answer came');
+  const summary = await text(within(msg, 'thinking-toggle'));
+  check(/^Thought for [\d.]+ s$/.test(summary), `the collapsed section says "${summary}"`);
+  check(!(await visible(within(msg, 'thinking-text'))), 'the thinking shows while the section is collapsed');
+  const answer = await text(within(msg, 'markdown'));
+  check(answer === fx.thinkerAnswer, `the answer shows "${answer}", want "${fx.thinkerAnswer}"`);
+  const states = await page.evaluate(() => window.__e2eThinking);
+  soft(states.some((s) => s.startsWith('open:Thinking')), `the section was never open while thinking: ${JSON.stringify(states)}`);
+  console.log(`  the section went ${states.join(' → ')}`);
+  await extraShot('collapsed');
+  await within(msg, 'thinking-toggle').click();
+  await poll(async () => section.evaluate((d) => d.open), 'the Thinking section to open on a click');
+  const thoughts = await text(within(msg, 'thinking-text'));
+  check(thoughts === fx.thinkerReasoning, `the expanded section shows "${thoughts}"`);
+  await extraShot('expanded');
+
+  // Thinking off for this chat: Qwen3's template closes an empty think block in the prompt.
+  await tid('thinking-switch').uncheck();
+  const off = await sendPrompt('And now without thinking');
+  await waitState(off, 'done');
+  const prompt = await bindOK('LastPrompt');
+  check(/<\|im_start\|>assistant\n<think>\s*<\/think>\s*$/.test(prompt.text), `with thinking off the prompt ends ${JSON.stringify(prompt.text.slice(-40))}`);
+
+  // The local server: reasoning_content beside content, whole and streamed.
+  await tab('settings');
+  await tid('server-settings').waitFor();
+  const port = await freePort();
+  await tid('server-address').fill(`127.0.0.1:${port}`);
+  await tid('server-save').click();
+  await tid('server-enabled').check();
+  await poll(async () => (await text(tid('server-status'))).startsWith('Serving on'), 'the server to say where it serves');
+  const url = `http://127.0.0.1:${port}/v1/chat/completions`;
+  const ask = (extra) =>
+    fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'Hello' }], max_tokens: 64, ...extra }) });
+  const whole = await (await ask({})).json();
+  const m = whole.choices?.[0]?.message;
+  check(m?.content === fx.thinkerAnswer && m?.reasoning_content === fx.thinkerReasoning, `not streamed: ${JSON.stringify(whole).slice(0, 300)}`);
+  const raw = await (await ask({ stream: true })).text();
+  let content = '';
+  let reasoning = '';
+  let reasoningChunks = 0;
+  for (const line of raw.split('\n')) {
+    if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+    const d = JSON.parse(line.slice(6)).choices?.[0]?.delta ?? {};
+    content += d.content ?? '';
+    if (d.reasoning_content) {
+      reasoning += d.reasoning_content;
+      reasoningChunks++;
+    }
+  }
+  check(content === fx.thinkerAnswer && reasoning === fx.thinkerReasoning, `streamed: content "${content}", reasoning_content "${reasoning}"`);
+  check(reasoningChunks > 1, `reasoning_content came in ${reasoningChunks} chunk(s), not streamed`);
+  console.log(`  server: reasoning_content ${JSON.stringify(m.reasoning_content)}; streamed in ${reasoningChunks} chunks`);
+  await tid('server-enabled').uncheck();
+  await poll(async () => (await text(tid('server-status'))) === 'Off', 'the server to say it is off');
+
+  // Back to the model the later steps expect.
+  if (before) {
+    await tab('models');
+    await within(modelRow(before), 'load-model').click();
+    await poll(async () => {
+      const s = await bindOK('Status');
+      return s.model?.path === before && s.state === 'ready';
+    }, 'the model loaded before', 60_000);
+  }
+  await tab('chat');
+}, 90_000);
+
 // --- documents ---
 /** dropFile drops a file on the popover the way a browser does: a DataTransfer holding a File. */
 async function dropFile(name, content, type = 'text/plain') {

@@ -243,15 +243,24 @@ func checkOnDisk(t *testing.T, fx *fixtures, reqs []served) {
 	if len(list) < 2 {
 		t.Errorf("the history holds %d conversations after the run, want at least 2", len(list))
 	}
+	thought := false
 	for _, s := range list {
 		c, err := st.Get(s.ID)
 		if err != nil {
 			t.Errorf("conversation %d (%q): %v", s.ID, s.Title, err)
 			continue
 		}
+		for _, m := range c.Messages {
+			if m.Reasoning == fx.ThinkerReasoning && m.Content == fx.ThinkerAnswer && m.Stats != nil && m.Stats.Thinking > 0 {
+				thought = true
+			}
+		}
 		if len(c.Messages) == 0 || c.Messages[0].Role != history.RoleUser {
 			t.Errorf("conversation %d (%q) does not start with the user's message: %+v", s.ID, s.Title, c.Messages)
 		}
+	}
+	if !thought {
+		t.Errorf("no reply in the history keeps the reasoning model's thinking apart from its answer")
 	}
 }
 

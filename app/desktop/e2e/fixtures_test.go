@@ -11,6 +11,7 @@ import (
 	"nibble/catalog/vocab"
 	"nibble/engine/ggml"
 	"nibble/engine/synth"
+	"nibble/internal/testmodel"
 )
 
 // fixtures are the files a run makes: models in the models folder (one
@@ -29,6 +30,13 @@ type fixtures struct {
 	ModelsDir string `json:"modelsDir"`
 	Home      string `json:"home"`
 	SaveDir   string `json:"saveDir"` // where scripted save dialogs put files
+
+	// Thinker: models folder, a reasoning model with Qwen3's chat template
+	// that always replies ThinkerReasoning in a think block, then
+	// ThinkerAnswer (testmodel.Thinker).
+	Thinker          string `json:"thinker"`
+	ThinkerReasoning string `json:"thinkerReasoning"`
+	ThinkerAnswer    string `json:"thinkerAnswer"`
 
 	// The document Q&A demo make run opens, and its sample document.
 	DocQA         string `json:"docqa"`
@@ -113,6 +121,8 @@ func makeFixtures(t *testing.T, home, dir string) *fixtures {
 	}
 	longShape.synth(t, f.Long)
 	bigShape.synth(t, f.Big)
+	f.Thinker = testmodel.Thinker(t, models, "e2e-thinker-qwen3-template.gguf")
+	f.ThinkerReasoning, f.ThinkerAnswer = testmodel.ThinkerReasoning, testmodel.ThinkerAnswer
 	st, err := os.Stat(f.Big)
 	if err != nil {
 		t.Fatal(err)

@@ -123,11 +123,14 @@ type StoredMessage struct {
 	// Sources of an answer about documents: their number, document and
 	// where (Source's other fields are not kept).
 	Sources []Source `json:"sources,omitempty"`
+	// Reasoning is a reasoning model's thinking before the answer.
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 // ReplyStats are what is kept of a reply's final event.
 type ReplyStats struct {
 	FinishReason     string  `json:"finishReason"`
+	ThinkingMs       float64 `json:"thinkingMs,omitempty"`
 	PromptTokens     int     `json:"promptTokens"`
 	GenTokens        int     `json:"genTokens"`
 	TTFTMs           float64 `json:"ttftMs"`

@@ -8,11 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"nibble/app/history"
 	"nibble/app/settings"
 	"nibble/engine"
 	"nibble/engine/chat"
+	"nibble/engine/reasoning"
 	"nibble/engine/scheduler"
 )
 
@@ -191,6 +193,9 @@ func (c *chatPart) request(req SendRequest) (scheduler.Request, error) {
 	if req.MaxTokens < NoReplyLimit {
 		return r, fmt.Errorf("reply limit %d: want %d (no limit), 0 (the settings' limit) or a number of tokens", req.MaxTokens, NoReplyLimit)
 	}
+	if err := c.thinking(req.Thinking, &r); err != nil {
+		return r, err
+	}
 	cfg := c.store.Get()
 	if cfg.SystemPrompt != "" && len(r.Messages) > 0 && r.Messages[0].Role != "system" {
 		r.Messages = append([]chat.Message{{Role: "system", Content: cfg.SystemPrompt}}, r.Messages...)
@@ -204,6 +209,38 @@ func (c *chatPart) request(req SendRequest) (scheduler.Request, error) {
 	}
 	return r, nil
 }
+
+// thinking puts the chat's reasoning switch (SendRequest.Thinking) on r as
+// the local model's template takes it; a remote model, or a template
+// without a switch, is left alone.
+func (c *chatPart) thinking(choice string, r *scheduler.Request) error {
+	if choice != "" && choice != ThinkingOff && !reasoning.ValidEffort(choice) {
+		return fmt.Errorf("thinking %q: want off, %s, or nothing for the model's default", choice, strings.Join(reasoning.Efforts, ", "))
+	}
+	if _, onRemote := c.remote.active(); onRemote || choice == "" {
+		return nil
+	}
+	info, ok := c.engine.engine().Info()
+	if !ok {
+		return nil
+	}
+	switch info.ThinkingControl {
+	case reasoning.EnableThinking.String():
+		if choice == ThinkingOff {
+			off := false
+			r.EnableThinking = &off
+		}
+	case reasoning.ReasoningEffort.String():
+		if choice == ThinkingOff {
+			choice = reasoning.Efforts[0]
+		}
+		r.ReasoningEffort = choice
+	}
+	return nil
+}
+
+// ThinkingOff is the SendRequest.Thinking that turns thinking off.
+const ThinkingOff = "off"
 
 // replyLimit is the engine's MaxTokens (0: none) for a request that asks
 // for asked (SendRequest.MaxTokens) under the settings' limit.
@@ -281,32 +318,66 @@ func (c *chatPart) promptTokens(r scheduler.Request) (n, budget int, err error) 
 // cancelled, with what had streamed.
 func (c *chatPart) stream(id string, turn turn, limit int, events <-chan scheduler.Event) {
 	defer c.forget(id)
-	var shown strings.Builder // what the window has been sent
+	var shown streamed // what the window has been sent
 	final := false
 	for ev := range events {
 		switch ev.Kind {
 		case scheduler.Delta:
-			if ev.Text != "" {
-				shown.WriteString(ev.Text)
-				c.emit(EventDelta, Delta{ID: id, Text: ev.Text})
+			if ev.Text != "" || ev.Reasoning != "" {
+				shown.add(ev.Text, ev.Reasoning, time.Now())
+				c.emit(EventDelta, Delta{ID: id, Text: ev.Text, Reasoning: ev.Reasoning})
 			}
 		case scheduler.Progress:
 			c.emit(EventProgress, Progress{ID: id, Prefilled: ev.Prefilled, PromptTokens: ev.PromptTokens})
 		case scheduler.Final:
 			final = true
-			c.finish(id, turn, limit, ev.Result, shown.String())
+			c.finish(id, turn, limit, ev.Result, &shown)
 		}
 	}
 	if !final {
-		c.finish(id, turn, limit, nil, shown.String())
+		c.finish(id, turn, limit, nil, &shown)
 	}
+}
+
+// streamed is what a reply has sent to the window, and when its thinking
+// began and ended.
+type streamed struct {
+	text, reasoning      strings.Builder
+	thinkStart, thinkEnd time.Time
+}
+
+func (s *streamed) add(text, reasoning string, now time.Time) {
+	if reasoning != "" && s.thinkStart.IsZero() {
+		s.thinkStart = now
+	}
+	if text != "" && !s.thinkStart.IsZero() && s.thinkEnd.IsZero() {
+		s.thinkEnd = now
+	}
+	s.text.WriteString(text)
+	s.reasoning.WriteString(reasoning)
+}
+
+// thinking is how long the model thought: from its first reasoning to its
+// first answer text, or to now when it never answered.
+func (s *streamed) thinking(now time.Time) time.Duration {
+	switch {
+	case s.thinkStart.IsZero():
+		return 0
+	case s.thinkEnd.IsZero():
+		return now.Sub(s.thinkStart)
+	}
+	return s.thinkEnd.Sub(s.thinkStart)
 }
 
 // finish ends reply id: its final event (finalOf, from the result, or a
 // cancellation when there is none, with the reply limit it ran under) is
 // kept in the history before it goes out.
-func (c *chatPart) finish(id string, turn turn, limit int, r *scheduler.Result, shown string) {
-	f := finalOf(id, r, shown)
+func (c *chatPart) finish(id string, turn turn, limit int, r *scheduler.Result, shown *streamed) {
+	f := finalOf(id, r, shown.text.String())
+	if r == nil {
+		f.Reasoning = shown.reasoning.String()
+	}
+	f.ThinkingMs = millis(shown.thinking(time.Now()))
 	f.MaxTokens = limit
 	c.recordReply(turn, f, shown)
 	c.forget(id) // before the event, so Status in its handler is not busy

@@ -153,25 +153,28 @@ func (c *chatPart) dropTurn(t turn) {
 // recordReply keeps a finished reply: its text (for a stopped one, what
 // had streamed) and its stats. Errors are not kept, nor is a reply
 // stopped before its first word.
-func (c *chatPart) recordReply(t turn, f Final, shown string) {
+func (c *chatPart) recordReply(t turn, f Final, shown *streamed) {
 	if c.hist == nil || t.convID == 0 || f.FinishReason == "error" {
 		return
 	}
-	text := f.Text
+	text, reasoning := f.Text, f.Reasoning
 	if f.FinishReason == "cancelled" {
-		text = shown // what the window shows; the engine may hold back a partial stop string
+		// What the window shows; the engine may hold back a partial stop string.
+		text, reasoning = shown.text.String(), shown.reasoning.String()
 	}
-	if strings.TrimSpace(text) == "" && f.FinishReason == "cancelled" {
+	if strings.TrimSpace(text) == "" && strings.TrimSpace(reasoning) == "" && f.FinishReason == "cancelled" {
 		return
 	}
 	st := &history.Stats{Tokens: f.GenTokens, TokensPerSec: f.DecodeTokPerSec,
-		TTFT: time.Duration(f.TTFTMs * float64(time.Millisecond)), FinishReason: f.FinishReason}
+		TTFT: time.Duration(f.TTFTMs * float64(time.Millisecond)), FinishReason: f.FinishReason,
+		Thinking: time.Duration(f.ThinkingMs * float64(time.Millisecond))}
 	var sources []history.Source
 	for _, src := range t.sources {
 		sources = append(sources, history.Source{Number: src.Number, Document: strings.ToValidUTF8(src.Document, "\uFFFD"), Label: src.Label})
 	}
 	if _, err := c.hist.AppendMessage(t.convID, history.Message{Role: history.RoleAssistant,
-		Content: strings.ToValidUTF8(text, "\uFFFD"), Stats: st, Sources: sources}); err != nil {
+		Content: strings.ToValidUTF8(text, "\uFFFD"), Reasoning: strings.ToValidUTF8(reasoning, "\uFFFD"),
+		Stats: st, Sources: sources}); err != nil {
 		if !errors.Is(err, history.ErrNotFound) { // deleted while it was generated
 			c.historyFailed(err)
 		}
@@ -223,10 +226,10 @@ func (c *chatPart) conversation(id int64) (Conversation, error) {
 	}
 	out := Conversation{ID: conv.ID, Title: conv.Title, Model: conv.Model, Messages: make([]StoredMessage, 0, len(conv.Messages))}
 	for _, m := range conv.Messages {
-		sm := StoredMessage{Role: string(m.Role), Content: m.Content}
+		sm := StoredMessage{Role: string(m.Role), Content: m.Content, Reasoning: m.Reasoning}
 		if m.Stats != nil {
 			sm.Stats = &ReplyStats{FinishReason: m.Stats.FinishReason, GenTokens: m.Stats.Tokens,
-				TTFTMs: millis(m.Stats.TTFT), DecodeTokPerSec: m.Stats.TokensPerSec}
+				TTFTMs: millis(m.Stats.TTFT), DecodeTokPerSec: m.Stats.TokensPerSec, ThinkingMs: millis(m.Stats.Thinking)}
 		}
 		for _, src := range m.Sources {
 			sm.Sources = append(sm.Sources, Source{Number: src.Number, Document: src.Document, Label: src.Label})

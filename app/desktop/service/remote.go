@@ -14,6 +14,7 @@ import (
 	"nibble/app/remote"
 	"nibble/app/settings"
 	"nibble/engine"
+	"nibble/engine/reasoning"
 	"nibble/engine/scheduler"
 )
 
@@ -203,8 +204,20 @@ func (r *remotes) submit(ctx context.Context, ep settings.RemoteEndpoint, req sc
 		res := &scheduler.Result{}
 		var text strings.Builder
 		var first, last time.Time
+		var thinking strings.Builder
+		// A server without a reasoning parser leaves the think block in the
+		// content: it is split off here as the server's own would be.
+		inline := reasoning.New(reasoning.Think, "")
+		deliver := func(p reasoning.Part) {
+			if p.Content == "" && p.Reasoning == "" {
+				return
+			}
+			text.WriteString(p.Content)
+			thinking.WriteString(p.Reasoning)
+			events <- scheduler.Event{Kind: scheduler.Delta, Text: p.Content, Reasoning: p.Reasoning, Token: -1}
+		}
 		for {
-			piece, err := stream.Next()
+			piece, err := stream.NextPiece()
 			if err != nil {
 				switch {
 				case errors.Is(err, io.EOF):
@@ -216,17 +229,19 @@ func (r *remotes) submit(ctx context.Context, ep settings.RemoteEndpoint, req sc
 				}
 				break
 			}
-			if piece == "" {
+			if piece == (remote.Piece{}) {
 				continue
 			}
 			last = time.Now()
 			if first.IsZero() {
 				first = last
 			}
-			text.WriteString(piece)
-			events <- scheduler.Event{Kind: scheduler.Delta, Text: piece, Token: -1}
+			p := inline.Push(piece.Text)
+			p.Reasoning = piece.Reasoning + p.Reasoning
+			deliver(p)
 		}
-		res.Text, res.StopReason = text.String(), res.FinishReason
+		deliver(inline.Flush())
+		res.Text, res.Reasoning, res.StopReason = text.String(), thinking.String(), res.FinishReason
 		if u := stream.Usage(); u != nil {
 			res.PromptTokens, res.GenTokens = u.PromptTokens, u.CompletionTokens
 		}

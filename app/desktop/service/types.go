@@ -63,6 +63,13 @@ type Model struct {
 	Remote      bool   `json:"remote,omitempty"`
 	Host        string `json:"host,omitempty"`
 	RemoteModel string `json:"remoteModel,omitempty"`
+	// Reasoning is how the model's chat template marks its thinking
+	// ("think", "harmony"; "" for a model that does not think aloud), which
+	// replies show apart from the answer. ThinkingControl is what the
+	// per-chat switch sets: "enable_thinking" (on or off),
+	// "reasoning_effort" (low, medium, high), or "" (no switch).
+	Reasoning       string `json:"reasoning,omitempty"`
+	ThinkingControl string `json:"thinkingControl,omitempty"`
 }
 
 func modelOf(info scheduler.ModelInfo) Model {
@@ -72,7 +79,8 @@ func modelOf(info scheduler.ModelInfo) Model {
 	}
 	return Model{Name: name, Path: info.Path, Arch: info.Arch, Backend: info.Backend,
 		Ctx: info.Options.Ctx, CtxTrain: info.CtxTrain, KV: info.Options.KV.String(), KVLabel: info.Options.KVLabel(), Slots: info.Slots,
-		Template: info.Template, TemplateProblem: info.TemplateProblem, MemoryBytes: info.Estimate.Total}
+		Template: info.Template, TemplateProblem: info.TemplateProblem, MemoryBytes: info.Estimate.Total,
+		Reasoning: info.Reasoning, ThinkingControl: info.ThinkingControl}
 }
 
 // Prepare is the progress of making the demo model.
@@ -110,12 +118,20 @@ type SendRequest struct {
 	// user message asks about: they go into a system message, whole or by
 	// their most relevant passages (documents.go).
 	Documents []string `json:"documents,omitempty"`
+	// Thinking is the chat's reasoning switch, for a model whose template
+	// has one (Model.ThinkingControl): "" leaves the template's default
+	// (thinking on), "off" turns it off (the lowest effort where the
+	// template takes an effort), "low", "medium" or "high" set the
+	// effort. Ignored for models without a switch.
+	Thinking string `json:"thinking,omitempty"`
 }
 
-// Delta is streamed text of reply ID.
+// Delta is streamed text of reply ID: answer text, and the model's
+// thinking (Model.Reasoning) apart from it.
 type Delta struct {
-	ID   string `json:"id"`
-	Text string `json:"text"`
+	ID        string `json:"id"`
+	Text      string `json:"text"`
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 // Progress is the prefill of reply ID: Prefilled of PromptTokens are in
@@ -133,8 +149,13 @@ type Final struct {
 	FinishReason string `json:"finishReason"`
 	Error        string `json:"error,omitempty"`
 	Text         string `json:"text"`
-	PromptTokens int    `json:"promptTokens"`
-	ReusedTokens int    `json:"reusedTokens"` // prompt tokens found in the cache
+	// Reasoning is the model's thinking before Text, the answer, and
+	// ThinkingMs how long it took: from the first reasoning to the first
+	// answer text (or the end).
+	Reasoning    string  `json:"reasoning,omitempty"`
+	ThinkingMs   float64 `json:"thinkingMs,omitempty"`
+	PromptTokens int     `json:"promptTokens"`
+	ReusedTokens int     `json:"reusedTokens"` // prompt tokens found in the cache
 	// PrefillTokens are the prompt tokens computed (not found in the cache).
 	PrefillTokens int `json:"prefillTokens"`
 	GenTokens     int `json:"genTokens"`
@@ -155,7 +176,7 @@ func finalOf(id string, r *scheduler.Result, shown string) Final {
 	if r == nil {
 		return Final{ID: id, FinishReason: "cancelled", Text: shown}
 	}
-	f := Final{ID: id, FinishReason: string(r.FinishReason), Text: r.Text, PromptTokens: r.PromptTokens,
+	f := Final{ID: id, FinishReason: string(r.FinishReason), Text: r.Text, Reasoning: r.Reasoning, PromptTokens: r.PromptTokens,
 		ReusedTokens: r.ReusedTokens, PrefillTokens: r.PrefillTokens, GenTokens: r.GenTokens,
 		TTFTMs:           millis(r.TimeToFirstToken),
 		PrefillTokPerSec: r.PrefillTokPerSec, DecodeTokPerSec: r.DecodeTokPerSec}

@@ -76,8 +76,16 @@ export const noReplyLimit = -1;
  * last exchange in the history gives way to this one (a regenerated reply,
  * an edited question).
  */
-export const send = (messages: Message[], maxTokens = 0, conversationId = 0, documents: string[] = [], replaceLast = false): Promise<SendResult> =>
-  call(() => App.Send(service.SendRequest.createFrom({ messages, maxTokens, conversationId, documents, replaceLast })));
+export const send = (
+  messages: Message[],
+  maxTokens = 0,
+  conversationId = 0,
+  documents: string[] = [],
+  replaceLast = false,
+  thinking: ThinkingChoice = '',
+): Promise<SendResult> => call(() => App.Send(service.SendRequest.createFrom({ messages, maxTokens, conversationId, documents, replaceLast, thinking })));
+/** A chat's reasoning switch (SendRequest.thinking): "" is the model's default, thinking on. */
+export type ThinkingChoice = '' | 'off' | 'low' | 'medium' | 'high';
 export const stop = (id: string): Promise<void> => call(() => App.Stop(id));
 export const autotest = (): Promise<Autotest> => call(() => App.Autotest());
 

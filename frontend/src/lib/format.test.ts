@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bytes, eta, expectedRate, expertsPerToken, messageLines, residentRead, tokens } from './format';
+import { bytes, eta, expectedRate, expertsPerToken, messageLines, residentRead, thoughtFor, tokens } from './format';
 
 describe('format', () => {
   it('writes context lengths as model cards do, and exactly', () => {
@@ -25,6 +25,16 @@ describe('format', () => {
     expect(expectedRate(3.46)).toBe('~3.5 tok/s');
     expect(expectedRate(0)).toBe('');
     expect(expectedRate(Number.NaN)).toBe('');
+  });
+
+  it('says how long a model thought', () => {
+    expect(thoughtFor(3210)).toBe('Thought for 3 s');
+    expect(thoughtFor(420)).toBe('Thought for 0.4 s');
+    expect(thoughtFor(12)).toBe('Thought for 0.1 s');
+    expect(thoughtFor(65_000)).toBe('Thought for 1 min 5 s');
+    expect(thoughtFor(120_000)).toBe('Thought for 2 min');
+    expect(thoughtFor(undefined)).toBe('Thoughts');
+    expect(thoughtFor(0)).toBe('Thoughts');
   });
 
   it('writes sizes and times left', () => {

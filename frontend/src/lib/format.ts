@@ -21,6 +21,21 @@ export function ms(n: number): string {
   return n >= 1000 ? `${(n / 1000).toFixed(2)} s` : `${Math.round(n)} ms`;
 }
 
+/**
+ * thoughtFor says how long a reasoning model thought, as the Thinking
+ * section's title: "Thought for 3 s", "Thought for 0.4 s", "Thought for
+ * 1 min 5 s"; "Thoughts" when the time is not known.
+ */
+export function thoughtFor(thinkingMs: number | undefined): string {
+  if (!thinkingMs || thinkingMs <= 0) return 'Thoughts';
+  const s = thinkingMs / 1000;
+  if (s < 1) return `Thought for ${Math.max(0.1, Math.round(s * 10) / 10)} s`;
+  const whole = Math.round(s);
+  if (whole < 60) return `Thought for ${whole} s`;
+  const rest = whole % 60;
+  return `Thought for ${Math.floor(whole / 60)} min${rest ? ` ${rest} s` : ''}`;
+}
+
 export function rate(tokPerSec: number): string {
   return `${tokPerSec.toFixed(1)} tok/s`;
 }

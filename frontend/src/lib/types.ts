@@ -63,10 +63,11 @@ export type Verdict = 'fits' | 'tight' | 'will-not-fit' | 'unknown';
 /** Download.state. */
 export type DownloadState = 'starting' | 'downloading' | 'verifying' | 'done' | 'failed' | 'cancelled';
 
-/** chat:delta: streamed text of reply id. */
+/** chat:delta: streamed text of reply id, and a reasoning model's thinking apart from it. */
 export interface Delta {
   id: string;
   text: string;
+  reasoning?: string;
 }
 
 /** chat:progress: prefill of reply id. */
@@ -84,6 +85,9 @@ export interface Final {
   finishReason: FinishReason;
   error?: string;
   text: string;
+  /** A reasoning model's thinking before text, and how long it took. */
+  reasoning?: string;
+  thinkingMs?: number;
   promptTokens: number;
   reusedTokens: number;
   /** Prompt tokens computed, not found in the cache. */

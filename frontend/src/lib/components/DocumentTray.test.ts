@@ -70,7 +70,7 @@ describe('document tray', () => {
     render(PromptBox);
     chat.setDraft('What did Q3 earn?');
     await chat.submit();
-    expect(engine.send).toHaveBeenCalledWith([{ role: 'user', content: 'What did Q3 earn?' }], 0, 0, ['d1'], false);
+    expect(engine.send).toHaveBeenCalledWith([{ role: 'user', content: 'What did Q3 earn?' }], 0, 0, ['d1'], false, '');
     await vi.waitFor(() => expect(screen.getByTestId('source-chip').textContent).toBe('[1] report.pdf, page 4'));
     expect(screen.getByTestId('document-use').textContent).toBe('report.pdf: too large: answering from the most relevant parts (3 of 20 sections)');
   });
@@ -154,6 +154,7 @@ describe('a reopened conversation', () => {
       7,
       ['d1'],
       false,
+      '',
     );
   });
 });

@@ -86,6 +86,7 @@ describe('a reply', () => {
       3,
       [],
       true,
+      '',
     );
     await vi.waitFor(() => expect(replies()[1]?.dataset.state).toBe('waiting'));
     expect(replies()).toHaveLength(2);
@@ -106,7 +107,7 @@ describe('a reply', () => {
     await fireEvent.input(screen.getByTestId('edit-input'), { target: { value: 'What is the time?' } });
     vi.mocked(engine.send).mockResolvedValueOnce({ replyId: 'r2', conversationId: 3 });
     await fireEvent.click(screen.getByTestId('edit-send'));
-    expect(engine.send).toHaveBeenLastCalledWith([{ role: 'user', content: 'What is the time?' }], 0, 3, [], true);
+    expect(engine.send).toHaveBeenLastCalledWith([{ role: 'user', content: 'What is the time?' }], 0, 3, [], true, '');
     await vi.waitFor(() => expect(screen.getAllByTestId('message').map((m) => m.textContent?.trim())).toContain('What is the time?'));
     expect(screen.queryByText('What is teh time?')).toBeNull();
   });
@@ -132,6 +133,72 @@ describe("the chat's reply limit", () => {
     await fireEvent.input(field, { target: { value: '16' } });
     vi.mocked(engine.send).mockResolvedValueOnce({ replyId: 'r1', conversationId: 1 });
     await fireEvent.click(screen.getByTestId('send-button'));
-    expect(engine.send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Hi' }], 16, 0, [], false);
+    expect(engine.send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Hi' }], 16, 0, [], false, '');
+  });
+});
+
+describe("a reasoning model's reply", () => {
+  it('shows the thinking collapsed above the answer, and Copy copies the answer', async () => {
+    vi.mocked(engine.setClipboardText).mockResolvedValue(true);
+    render(Conversation);
+    vi.mocked(engine.send).mockResolvedValueOnce({ replyId: 'r1', conversationId: 3 });
+    chat.setDraft('Hi');
+    await chat.submit();
+    emit('chat:delta', { id: 'r1', text: '', reasoning: 'They say hi.' });
+    const section = (await screen.findByTestId('thinking')) as HTMLDetailsElement;
+    await vi.waitFor(() => expect(section.open).toBe(true));
+    expect(screen.getByTestId('thinking-toggle').textContent).toBe('Thinking…');
+    emit('chat:delta', { id: 'r1', text: 'Hello!' });
+    emit('chat:final', final('r1', { text: 'Hello!', reasoning: 'They say hi.', thinkingMs: 2100 }));
+    await vi.waitFor(() => expect(section.open).toBe(false));
+    expect(screen.getByTestId('thinking-toggle').textContent).toBe('Thought for 2 s');
+    await fireEvent.click(await screen.findByTestId('copy-reply'));
+    expect(engine.setClipboardText).toHaveBeenCalledWith('Hello!');
+  });
+
+  it("shows only a quick action's answer", async () => {
+    render(Conversation);
+    await chat.startNew(async () => ({ replyId: 'q1', conversationId: 5, prompt: 'Fix: teh', name: 'Fix' }));
+    emit('chat:delta', { id: 'q1', text: '', reasoning: 'A typo.' });
+    expect(await screen.findByTestId('thinking-quiet')).toBeTruthy();
+    emit('chat:final', final('q1', { text: 'the', reasoning: 'A typo.' }));
+    await vi.waitFor(() => expect(replies()[0]?.dataset.state).toBe('done'));
+    expect(screen.queryByTestId('thinking')).toBeNull();
+    expect(replies()[0]?.textContent).not.toContain('A typo.');
+  });
+});
+
+describe('the thinking switch', () => {
+  it('shows for a template with enable_thinking and sets the chat', async () => {
+    engineStatus.status = { state: 'ready', busy: false, running: 0, model: model({ thinkingControl: 'enable_thinking', reasoning: 'think' }) };
+    render(PromptBox);
+    const box = (await screen.findByTestId('thinking-switch')) as HTMLInputElement;
+    expect(box.checked).toBe(true);
+    await fireEvent.click(box);
+    expect(chat.thinking).toBe('off');
+  });
+
+  it('is an effort choice for gpt-oss, and absent for other models and remote ones', async () => {
+    engineStatus.status = { state: 'ready', busy: false, running: 0, model: model({ thinkingControl: 'reasoning_effort', reasoning: 'harmony' }) };
+    const { unmount } = render(PromptBox);
+    const effort = (await screen.findByTestId('thinking-effort')) as HTMLSelectElement;
+    expect(effort.value).toBe('medium');
+    await fireEvent.change(effort, { target: { value: 'high' } });
+    expect(chat.thinking).toBe('high');
+    unmount();
+    engineStatus.status = { state: 'ready', busy: false, running: 0, model: model() };
+    const other = render(PromptBox);
+    expect(screen.queryByTestId('thinking-switch')).toBeNull();
+    expect(screen.queryByTestId('thinking-effort')).toBeNull();
+    other.unmount();
+    engineStatus.status = {
+      state: 'ready',
+      busy: false,
+      running: 0,
+      model: model({ thinkingControl: 'enable_thinking' }),
+      remote: model({ remote: true, name: 'far' }),
+    };
+    render(PromptBox);
+    expect(screen.queryByTestId('thinking-switch')).toBeNull();
   });
 });

@@ -39,7 +39,7 @@ describe('prompt box', () => {
     expect(shift).toBe(true); // not prevented: the textarea adds the newline
     expect(engine.send).not.toHaveBeenCalled();
     await fireEvent.keyDown(box(), { key: 'Enter' });
-    expect(engine.send).toHaveBeenCalledWith([{ role: 'user', content: 'Hello' }], 0, 0, [], false);
+    expect(engine.send).toHaveBeenCalledWith([{ role: 'user', content: 'Hello' }], 0, 0, [], false, '');
     expect(box().value).toBe('');
   });
 

@@ -2,6 +2,7 @@
 // and the kept conversation (history) the turns belong to.
 
 import * as engine from '../engine';
+import type { ThinkingChoice } from '../engine';
 import { message } from '../format';
 import type { Conversation, Delta, DocumentUse, Final, FinishReason, Message, Progress, ReplyStats, Role, Source } from '../types';
 import { documents } from './documents.svelte';
@@ -23,6 +24,13 @@ export interface Turn {
   /** The numbered sources of an answer about documents, and what each document gave. */
   sources?: Source[];
   uses?: DocumentUse[];
+  /** A reasoning model's thinking before the answer (content), streamed apart from it. */
+  reasoning?: string;
+  /** Only the answer is shown, not the thinking: a quick action's reply, an answer about documents. */
+  answerOnly?: boolean;
+  /** When the thinking began here (ms), and how long it took as seen here, until the final event says. */
+  thinkStart?: number;
+  thinkingMs?: number;
 }
 
 type Pending = { kind: 'delta'; data: Delta } | { kind: 'progress'; data: Progress } | { kind: 'final'; data: Final };
@@ -61,6 +69,8 @@ export class Chat {
   title = $state('');
   /** This chat's reply limit as typed (replyLimit reads it): "" is the settings' limit. */
   replyLimitText = $state('');
+  /** This chat's reasoning switch, for a model whose template has one: "" thinks as the model does by default. */
+  thinking = $state<ThinkingChoice>('');
 
   #key = 0;
   // Events can beat Send's answer: they are held until the id is known,
@@ -100,6 +110,11 @@ export class Chat {
   setDraft(text: string): void {
     this.draft = text;
     if (text.trim() !== '') this.promptError = null;
+  }
+
+  /** setThinking sets this chat's reasoning switch (its later replies). */
+  setThinking(choice: ThinkingChoice): void {
+    this.thinking = choice;
   }
 
   /** setReplyLimit is typing in the reply-limit field: it clears the prompt error it may have caused. */
@@ -170,14 +185,15 @@ export class Chat {
   async #reply(replaceLast: boolean): Promise<void> {
     this.#stopAsked = false;
     const messages = this.#history();
-    this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting', deltas: 0 });
+    const docs = documents.ids;
+    this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting', deltas: 0, answerOnly: docs.length > 0 });
     // The proxy the store hands out, so changes below are seen.
     const reply = this.turns[this.turns.length - 1];
     if (!reply) return;
     const session = this.#session;
     this.#inflight++;
     try {
-      const r = await engine.send(messages, replyLimit(this.replyLimitText) ?? 0, this.conversationId, documents.ids, replaceLast);
+      const r = await engine.send(messages, replyLimit(this.replyLimitText) ?? 0, this.conversationId, docs, replaceLast, this.thinking);
       reply.id = r.replyId;
       if (r.sources?.length) reply.sources = r.sources;
       if (r.documents?.length) reply.uses = r.documents;
@@ -224,7 +240,7 @@ export class Chat {
       this.conversationId = r.conversationId;
       this.title = r.name;
       this.turns.push({ key: ++this.#key, role: 'user', content: r.prompt, state: 'done', deltas: 0 });
-      this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting', deltas: 0, id: r.replyId });
+      this.turns.push({ key: ++this.#key, role: 'assistant', content: '', state: 'waiting', deltas: 0, id: r.replyId, answerOnly: true });
       for (const p of early) this.#apply(p);
     } finally {
       if (--this.#inflight === 0) this.#early.clear();
@@ -241,6 +257,7 @@ export class Chat {
     this.conversationId = 0;
     this.title = '';
     this.replyLimitText = '';
+    this.thinking = '';
     this.error = null;
     this.promptError = null;
     this.#early.clear();
@@ -262,6 +279,8 @@ export class Chat {
         deltas: 0,
         final: m.stats ? finalOf(m.stats, m.content) : undefined,
         sources: m.sources?.length ? m.sources : undefined,
+        reasoning: m.reasoning || undefined,
+        answerOnly: (m.sources?.length ?? 0) > 0,
       }));
   }
 
@@ -282,7 +301,10 @@ export class Chat {
     if (turn.state !== 'waiting' && turn.state !== 'streaming') return; // ended already
     switch (p.kind) {
       case 'delta':
+        if (p.data.reasoning && turn.thinkStart === undefined) turn.thinkStart = Date.now();
+        if (p.data.text && turn.thinkStart !== undefined && turn.thinkingMs === undefined) turn.thinkingMs = Date.now() - turn.thinkStart;
         turn.content += p.data.text;
+        if (p.data.reasoning) turn.reasoning = (turn.reasoning ?? '') + p.data.reasoning;
         turn.deltas++;
         turn.state = 'streaming';
         turn.prefill = undefined;
@@ -295,6 +317,7 @@ export class Chat {
         turn.prefill = undefined;
         // The final text is the whole reply: it mends a delta that was lost.
         if (p.data.text && p.data.text.length >= turn.content.length) turn.content = p.data.text;
+        if (p.data.reasoning && p.data.reasoning.length >= (turn.reasoning?.length ?? 0)) turn.reasoning = p.data.reasoning;
         if (p.data.finishReason === 'cancelled') turn.state = 'stopped';
         else if (p.data.finishReason === 'error') {
           turn.state = 'error';
@@ -321,6 +344,7 @@ function finalOf(s: ReplyStats, text: string): Final {
     reusedTokens: 0,
     genTokens: s.genTokens,
     ttftMs: s.ttftMs,
+    thinkingMs: s.thinkingMs,
     prefillTokPerSec: s.prefillTokPerSec,
     decodeTokPerSec: s.decodeTokPerSec,
   };

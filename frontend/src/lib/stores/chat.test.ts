@@ -53,7 +53,7 @@ describe('chat store', () => {
       documents.items = [{ ...reading, state: 'ready' }];
       send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 1 });
       await ask('What does it say?');
-      expect(send).toHaveBeenCalledWith([{ role: 'user', content: 'What does it say?' }], 0, 0, ['d1'], false);
+      expect(send).toHaveBeenCalledWith([{ role: 'user', content: 'What does it say?' }], 0, 0, ['d1'], false, '');
       expect(chat.promptError).toBeNull();
     } finally {
       documents.items = [];
@@ -99,7 +99,7 @@ describe('chat store', () => {
   it('sends the conversation id of the previous answer, and New chat starts over', async () => {
     send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 7 });
     await ask('First');
-    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'First' }], 0, 0, [], false);
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'First' }], 0, 0, [], false, '');
     emit('chat:delta', { id: 'r1', text: 'One' });
     emit('chat:final', final('r1', { text: 'One' }));
     expect(chat.conversationId).toBe(7);
@@ -116,6 +116,7 @@ describe('chat store', () => {
       7,
       [],
       false,
+      '',
     );
     emit('chat:final', final('r2', { text: 'Two' }));
 
@@ -124,7 +125,7 @@ describe('chat store', () => {
     expect(chat.conversationId).toBe(0);
     send.mockResolvedValueOnce({ replyId: 'r3', conversationId: 8 });
     await ask('Third');
-    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Third' }], 0, 0, [], false);
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Third' }], 0, 0, [], false, '');
     expect(chat.conversationId).toBe(8);
   });
 
@@ -181,6 +182,7 @@ describe('chat store', () => {
       0,
       [],
       false,
+      '',
     );
   });
 
@@ -236,6 +238,7 @@ describe('chat store', () => {
       12,
       [],
       false,
+      '',
     );
   });
 
@@ -261,6 +264,7 @@ describe('chat store', () => {
       4,
       [],
       true,
+      '',
     );
     expect(chat.turns.map((t) => [t.role, t.content, t.state])).toEqual([
       ['user', 'First', 'done'],
@@ -278,7 +282,7 @@ describe('chat store', () => {
     expect(chat.canRegenerate).toBe(true);
     send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 2 });
     await chat.regenerate();
-    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Hi' }], 0, 0, [], true);
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Hi' }], 0, 0, [], true, '');
     expect(chat.turns.map((t) => [t.role, t.state])).toEqual([
       ['user', 'done'],
       ['assistant', 'waiting'],
@@ -291,7 +295,7 @@ describe('chat store', () => {
     emit('chat:final', final('r1', { text: 'Huh?' }));
     send.mockResolvedValueOnce({ replyId: 'r2', conversationId: 9 });
     await chat.editLast('  First?  ');
-    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'First?' }], 0, 9, [], true);
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'First?' }], 0, 9, [], true, '');
     expect(chat.turns.map((t) => [t.role, t.content])).toEqual([
       ['user', 'First?'],
       ['assistant', ''],
@@ -308,7 +312,7 @@ describe('chat store', () => {
     chat.setReplyLimit('12');
     send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 1 });
     await ask('Short, please');
-    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Short, please' }], 12, 0, [], false);
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Short, please' }], 12, 0, [], false, '');
     emit('chat:final', final('r1', { text: 'Ok', finishReason: 'length', genTokens: 12, maxTokens: 12 }));
 
     chat.setReplyLimit('0'); // no limit
@@ -340,5 +344,49 @@ describe('replyLimit', () => {
     expect(replyLimit('0')).toBe(engine.noReplyLimit);
     expect(replyLimit(' 256 ')).toBe(256);
     for (const bad of ['-5', '1.5', '1e3', 'ten', '99999999999999999999']) expect(replyLimit(bad)).toBeNull();
+  });
+});
+
+describe('a reasoning model', () => {
+  it('streams the thinking apart from the answer and sends the switch', async () => {
+    send.mockResolvedValueOnce({ replyId: 'r1', conversationId: 4 });
+    chat.setThinking('off');
+    await ask('Hi');
+    expect(send).toHaveBeenLastCalledWith([{ role: 'user', content: 'Hi' }], 0, 0, [], false, 'off');
+    emit('chat:delta', { id: 'r1', text: '', reasoning: 'They greet' });
+    emit('chat:delta', { id: 'r1', text: '', reasoning: ' me.' });
+    expect(chat.turns[1]?.reasoning).toBe('They greet me.');
+    expect(chat.turns[1]?.content).toBe('');
+    emit('chat:delta', { id: 'r1', text: 'Hello!' });
+    expect(chat.turns[1]?.thinkingMs).toBeGreaterThanOrEqual(0); // shown until the final event says
+    emit('chat:final', final('r1', { text: 'Hello!', reasoning: 'They greet me.', thinkingMs: 1200 }));
+    expect(chat.turns[1]).toMatchObject({ content: 'Hello!', reasoning: 'They greet me.', state: 'done', answerOnly: false });
+    expect(chat.turns[1]?.final?.thinkingMs).toBe(1200);
+    // The model sees the answers, not the thinking.
+    send.mockResolvedValueOnce({ replyId: 'r2', conversationId: 4 });
+    await ask('More');
+    expect(send.mock.calls.at(-1)?.[0]).toEqual([
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: 'Hello!' },
+      { role: 'user', content: 'More' },
+    ]);
+    chat.newChat();
+    expect(chat.thinking).toBe('');
+  });
+
+  it("shows only a quick action's answer, and keeps reasoning restored from the history", async () => {
+    await chat.startNew(async () => ({ replyId: 'q1', conversationId: 5, prompt: 'Summarize: x', name: 'Summarize' }));
+    expect(chat.turns[1]?.answerOnly).toBe(true);
+    chat.restore({
+      id: 6,
+      title: 'old',
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'Hi' },
+        { role: 'assistant', content: 'Hello!', reasoning: 'A greeting.', stats: { finishReason: 'stop', thinkingMs: 800, promptTokens: 0, genTokens: 5, ttftMs: 1, prefillTokPerSec: 0, decodeTokPerSec: 1 } },
+      ],
+    });
+    expect(chat.turns[1]).toMatchObject({ reasoning: 'A greeting.', answerOnly: false });
+    expect(chat.turns[1]?.final?.thinkingMs).toBe(800);
   });
 });

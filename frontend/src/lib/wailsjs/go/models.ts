@@ -306,6 +306,7 @@ export namespace service {
 	}
 	export class ReplyStats {
 	    finishReason: string;
+	    thinkingMs?: number;
 	    promptTokens: number;
 	    genTokens: number;
 	    ttftMs: number;
@@ -319,6 +320,7 @@ export namespace service {
 	    constructor(source: any = {}) {
 	        if ('string' === typeof source) source = JSON.parse(source);
 	        this.finishReason = source["finishReason"];
+	        this.thinkingMs = source["thinkingMs"];
 	        this.promptTokens = source["promptTokens"];
 	        this.genTokens = source["genTokens"];
 	        this.ttftMs = source["ttftMs"];
@@ -331,6 +333,7 @@ export namespace service {
 	    content: string;
 	    stats?: ReplyStats;
 	    sources?: Source[];
+	    reasoning?: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new StoredMessage(source);
@@ -342,6 +345,7 @@ export namespace service {
 	        this.content = source["content"];
 	        this.stats = this.convertValues(source["stats"], ReplyStats);
 	        this.sources = this.convertValues(source["sources"], Source);
+	        this.reasoning = source["reasoning"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
@@ -518,6 +522,8 @@ export namespace service {
 	    remote?: boolean;
 	    host?: string;
 	    remoteModel?: string;
+	    reasoning?: string;
+	    thinkingControl?: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new Model(source);
@@ -542,6 +548,8 @@ export namespace service {
 	        this.remote = source["remote"];
 	        this.host = source["host"];
 	        this.remoteModel = source["remoteModel"];
+	        this.reasoning = source["reasoning"];
+	        this.thinkingControl = source["thinkingControl"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
@@ -995,6 +1003,7 @@ export namespace service {
 	    maxTokens?: number;
 	    replaceLast?: boolean;
 	    documents?: string[];
+	    thinking?: string;
 	
 	    static createFrom(source: any = {}) {
 	        return new SendRequest(source);
@@ -1008,6 +1017,7 @@ export namespace service {
 	        this.maxTokens = source["maxTokens"];
 	        this.replaceLast = source["replaceLast"];
 	        this.documents = source["documents"];
+	        this.thinking = source["thinking"];
 	    }
 	
 		convertValues(a: any, classs: any, asMap: boolean = false): any {
