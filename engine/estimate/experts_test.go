@@ -167,22 +167,33 @@ func TestExpertBiasesAndSharedNorms(t *testing.T) {
 }
 
 // A file whose keys and expert tensors disagree is refused with the key or
-// tensor named, never sized wrong.
+// tensor named, never sized wrong (the header's hyper-parameters may refuse
+// a bad count first, in their own words).
 func TestExpertKeysMustMatchTensors(t *testing.T) {
 	base := tinyMoE{arch: "qwen3moe", layers: 1, embd: 128, ff: 32, experts: 8, used: 2, vocab: 64}
 	for name, c := range map[string]struct {
 		m    func(tinyMoE) tinyMoE
-		want string
+		want []string
 	}{
-		"no count":     {func(m tinyMoE) tinyMoE { m.skip = map[string]bool{"expert_count": true}; return m }, "qwen3moe.expert_count is missing"},
-		"no used":      {func(m tinyMoE) tinyMoE { m.skip = map[string]bool{"expert_used_count": true}; return m }, "expert_used_count is 0"},
-		"used > count": {func(m tinyMoE) tinyMoE { m.override = map[string]uint64{"expert_used_count": 9}; return m }, "expert_used_count is 9 (want 1..8)"},
-		"dims":         {func(m tinyMoE) tinyMoE { m.expertsDim = 4; return m }, "blk.0.ffn_gate_exps.weight has 4 experts"},
+		"no count":     {func(m tinyMoE) tinyMoE { m.skip = map[string]bool{"expert_count": true}; return m }, []string{"blk.0.ffn_gate_exps.weight", "qwen3moe.expert_count is missing"}},
+		"no used":      {func(m tinyMoE) tinyMoE { m.skip = map[string]bool{"expert_used_count": true}; return m }, []string{"qwen3moe.expert_used_count"}},
+		"used > count": {func(m tinyMoE) tinyMoE { m.override = map[string]uint64{"expert_used_count": 9}; return m }, []string{"8 experts", "9"}},
+		"dims":         {func(m tinyMoE) tinyMoE { m.expertsDim = 4; return m }, []string{"blk.0.ffn_gate_exps.weight has 4 experts"}},
 	} {
 		_, err := FromFile(c.m(base).write(t))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want an error with %q", name, err, c.want)
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v, want an error with %q", name, err, w)
+			}
 		}
+	}
+	// The counts alone, as a file's keys would have them without the
+	// hyper-parameters' check in front.
+	f := &gguf.File{KV: map[string]gguf.Value{
+		"x.expert_count": {Type: gguf.Uint32, Data: uint32(8)}, "x.expert_used_count": {Type: gguf.Uint32, Data: uint32(9)},
+	}}
+	if _, _, err := readExperts(f, "x", true); err == nil || !strings.Contains(err.Error(), "x.expert_used_count is 9 (want 1..8)") {
+		t.Errorf("9 of 8 experts: %v", err)
 	}
 }
 
