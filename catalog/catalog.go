@@ -51,12 +51,24 @@ type Model struct {
 	AttnScale float64 `json:"attn_scale"`
 	// SlidingWindow is the local attention span in tokens (0 = none); with
 	// SlidingWindowPattern n, every n-th layer is global and the rest local.
-	SlidingWindow        int     `json:"sliding_window"`
-	SlidingWindowPattern int     `json:"sliding_window_pattern,omitempty"`
-	RopeBase             float64 `json:"rope_base"`
-	RMSEps               float64 `json:"rms_eps"`
-	TiedOutput           bool    `json:"tied_output"`
-	QKVBias              bool    `json:"qkv_bias"`
+	SlidingWindow        int `json:"sliding_window"`
+	SlidingWindowPattern int `json:"sliding_window_pattern,omitempty"`
+	// HeadDimGlobal and KVHeadsGlobal are the global layers' head shape
+	// where it differs from the sliding layers' (head_dim, kv_heads):
+	// Gemma 4's global_head_dim and num_global_key_value_heads; 0 = the
+	// same. They need a sliding window and its pattern.
+	HeadDimGlobal int `json:"head_dim_global,omitempty"`
+	KVHeadsGlobal int `json:"kv_heads_global,omitempty"`
+	// SharedKVLayers are the last layers that store no K/V and read the
+	// cache of the last earlier layer of their kind (Gemma 4's
+	// num_kv_shared_layers); PerLayerEmbd is the width of each layer's
+	// per-layer input (hidden_size_per_layer_input; 0 = none).
+	SharedKVLayers int     `json:"shared_kv_layers,omitempty"`
+	PerLayerEmbd   int     `json:"per_layer_embd,omitempty"`
+	RopeBase       float64 `json:"rope_base"`
+	RMSEps         float64 `json:"rms_eps"`
+	TiedOutput     bool    `json:"tied_output"`
+	QKVBias        bool    `json:"qkv_bias"`
 
 	// Experts and ExpertsUsed are a mixture of experts' experts per layer
 	// and per token (0 for a dense model); ExpertFF is one expert's
@@ -209,6 +221,9 @@ func (m *Model) validate() error {
 	if err := m.validateExperts(); err != nil {
 		return err
 	}
+	if err := m.validateLayerShapes(); err != nil {
+		return err
+	}
 	if len(m.Files) == 0 {
 		return fmt.Errorf("%s: no files", m.ID)
 	}
@@ -230,6 +245,29 @@ func (m *Model) validateExperts() error {
 		return fmt.Errorf("%s: %d of %d experts per token, expert_ff %d: want 1..experts and a positive width", m.ID, m.ExpertsUsed, m.Experts, m.ExpertFF)
 	case !(m.ActiveParamsB >= 0) || m.ActiveParamsB > m.ParamsB:
 		return fmt.Errorf("%s: active_params_b %g must be between 0 and params_b %g", m.ID, m.ActiveParamsB, m.ParamsB)
+	}
+	return nil
+}
+
+// validateLayerShapes checks the per-layer shapes: global layers exist
+// (a window and a pattern of at least 2) where they have their own head
+// shape, and the layers that store K/V include a sliding and a global one
+// for the sharing layers to read.
+func (m *Model) validateLayerShapes() error {
+	p := m.SlidingWindowPattern
+	switch {
+	case m.SlidingWindowPattern < 0:
+		return fmt.Errorf("%s: sliding_window_pattern %d invalid", m.ID, p)
+	case m.HeadDimGlobal < 0 || m.HeadDimGlobal > 1<<16 || m.HeadDimGlobal%8 != 0:
+		return fmt.Errorf("%s: head_dim_global %d: want a multiple of 8", m.ID, m.HeadDimGlobal)
+	case m.KVHeadsGlobal < 0 || m.KVHeadsGlobal > 0 && m.Heads%m.KVHeadsGlobal != 0:
+		return fmt.Errorf("%s: %d heads is not a multiple of %d global kv heads", m.ID, m.Heads, m.KVHeadsGlobal)
+	case (m.HeadDimGlobal > 0 || m.KVHeadsGlobal > 0) && (m.SlidingWindow == 0 || p < 2):
+		return fmt.Errorf("%s: head_dim_global and kv_heads_global need a sliding_window and a sliding_window_pattern of at least 2", m.ID)
+	case m.SharedKVLayers < 0 || m.SharedKVLayers > 0 && m.Layers-m.SharedKVLayers < max(p, 1):
+		return fmt.Errorf("%s: %d of %d layers share K/V: the layers before them must hold one of each kind (pattern %d)", m.ID, m.SharedKVLayers, m.Layers, p)
+	case m.PerLayerEmbd < 0 || m.PerLayerEmbd > 1<<16:
+		return fmt.Errorf("%s: per_layer_embd %d out of range", m.ID, m.PerLayerEmbd)
 	}
 	return nil
 }

@@ -230,3 +230,43 @@ func TestExpertFieldsValidated(t *testing.T) {
 		}
 	}
 }
+
+// Gemma 4's per-layer shapes (global_head_dim, num_global_key_value_heads,
+// num_kv_shared_layers, hidden_size_per_layer_input in the text_config of
+// the configs cited above): the entries carry them, and bad ones are
+// refused.
+func TestLayerShapeFields(t *testing.T) {
+	for _, w := range []struct {
+		id                                   string
+		headDimGlobal, kvGlobal, shared, ple int
+	}{
+		{"gemma-4-e4b-it", 512, 0, 18, 256},
+		{"gemma-4-26b-a4b-it", 512, 2, 0, 0},
+		{"gemma-4-31b-it", 512, 4, 0, 0},
+	} {
+		m, err := ByID(w.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.HeadDim != 256 || m.HeadDimGlobal != w.headDimGlobal || m.KVHeadsGlobal != w.kvGlobal || m.SharedKVLayers != w.shared || m.PerLayerEmbd != w.ple {
+			t.Errorf("%s: head dims %d/%d, global kv heads %d, shared %d, per-layer %d", w.id, m.HeadDim, m.HeadDimGlobal, m.KVHeadsGlobal, m.SharedKVLayers, m.PerLayerEmbd)
+		}
+	}
+	good := `{"version":1,"models":[{"id":"g","name":"G","arch":"gemma4","params_b":1,"layers":12,"embd":64,"heads":4,"kv_heads":2,"head_dim":16,"head_dim_global":32,"kv_heads_global":1,"shared_kv_layers":6,"per_layer_embd":8,"ff":128,"vocab":100,"ctx_train":512,"attn_scale":1,"sliding_window":32,"sliding_window_pattern":6,"rope_base":10000,"rms_eps":1e-6,"files":[{"quant":"Q8_0","size_bytes":1000}]}]}`
+	if _, err := Parse([]byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string]string{
+		"global dim":     strings.Replace(good, `"head_dim_global":32`, `"head_dim_global":30`, 1),
+		"global kv":      strings.Replace(good, `"kv_heads_global":1`, `"kv_heads_global":3`, 1),
+		"no pattern":     strings.Replace(good, `"sliding_window_pattern":6`, `"sliding_window_pattern":0`, 1),
+		"no window":      strings.Replace(good, `"sliding_window":32`, `"sliding_window":0`, 1),
+		"all shared":     strings.Replace(good, `"shared_kv_layers":6`, `"shared_kv_layers":7`, 1),
+		"negative share": strings.Replace(good, `"shared_kv_layers":6`, `"shared_kv_layers":-1`, 1),
+		"per-layer":      strings.Replace(good, `"per_layer_embd":8`, `"per_layer_embd":-8`, 1),
+	} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

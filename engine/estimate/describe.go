@@ -121,6 +121,7 @@ func FromCatalog(m *catalog.Model, quant string) (Desc, error) {
 		// register yet (its traits would leave every layer windowed).
 		hp.SWAPattern = m.SlidingWindowPattern
 	}
+	catalogLayerShapes(&hp, m)
 	if err := hp.Validate(); err != nil {
 		return Desc{}, fmt.Errorf("catalog %s: %w", m.ID, err)
 	}
@@ -148,6 +149,28 @@ func FromCatalog(m *catalog.Model, quant string) (Desc, error) {
 		d.Alternatives = append(d.Alternatives, Alternative{FileType: f.Quant, Bytes: f.SizeBytes, Approx: f.SizeApprox, Where: where})
 	}
 	return d, nil
+}
+
+// catalogLayerShapes gives hp the entry's per-layer shapes as a file of
+// the model gives them (Gemma 4): the global layers' head dim as the
+// model-wide one and the sliding layers' as the local one, kv heads per
+// layer, the layers that share K/V and the per-layer input width.
+func catalogLayerShapes(hp *model.HParams, m *catalog.Model) {
+	if d := m.HeadDimGlobal; d > 0 && d != m.HeadDim {
+		hp.HeadDimLocal, hp.RopeDimsLocal = m.HeadDim, m.HeadDim
+		hp.HeadDim, hp.RopeDims = d, d
+	}
+	if g := m.KVHeadsGlobal; g > 0 && g != m.KVHeads {
+		hp.LayerKVHeads = make([]int, m.Layers)
+		for il := range hp.LayerKVHeads {
+			hp.LayerKVHeads[il] = g
+			if hp.SlidingLayer(il) {
+				hp.LayerKVHeads[il] = m.KVHeads
+			}
+		}
+		hp.KVHeads = hp.LayerKVHeads[0]
+	}
+	hp.SharedKVLayers, hp.PerLayerEmbd = m.SharedKVLayers, m.PerLayerEmbd
 }
 
 // fileTypes are llama.cpp's llama_ftype values (general.file_type).
