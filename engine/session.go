@@ -125,16 +125,20 @@ func (o Options) KVLabel() string {
 	return o.KV.String() + " KV"
 }
 
-// ResolveRotate sets o.KVRotated for a model of head dim headDim on b: the
-// mode's choice for the cache type, except that auto does not rotate where
-// b cannot, and on there is an error.
-func (o Options) ResolveRotate(b backend.Backend, headDim int) (Options, error) {
+// ResolveRotate sets o.KVRotated for model hp on b: the mode's choice for
+// the cache type, except that auto does not rotate where b cannot rotate
+// the head dim of every layer that stores K/V (a cache rotates all its
+// layers or none: Gemma 4's global heads may be too wide where its sliding
+// ones are not), and on is refused there.
+func (o Options) ResolveRotate(b backend.Backend, hp model.HParams) (Options, error) {
 	o.KVRotated = o.KVRotate.Rotates(o.KV)
-	if o.KVRotated && !backend.RotatesHeadDim(b, headDim) {
-		if o.KVRotate == kv.RotateOn {
-			return o, fmt.Errorf("the %s backend cannot rotate K of head dim %d: use KV rotation auto or off", b.Name(), headDim)
+	for il := 0; o.KVRotated && il < hp.KVLayers(); il++ {
+		if d := hp.HeadDimOf(il); !backend.RotatesHeadDim(b, d) {
+			if o.KVRotate == kv.RotateOn {
+				return o, fmt.Errorf("the %s backend cannot rotate K of head dim %d (layer %d): use KV rotation auto or off", b.Name(), d, il)
+			}
+			o.KVRotated = false
 		}
-		o.KVRotated = false
 	}
 	return o, nil
 }
@@ -182,7 +186,7 @@ func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	if o.Evict.Policy != kv.EvictNone && m.HP.Window > 0 {
 		return nil, fmt.Errorf("%s: KV eviction is not available for sliding-window attention (window %d)", m.Name(), m.HP.Window)
 	}
-	o, err := o.ResolveRotate(b, m.HP.MaxHeadDim())
+	o, err := o.ResolveRotate(b, m.HP)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name(), err)
 	}

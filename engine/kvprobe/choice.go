@@ -68,8 +68,9 @@ type Choice struct {
 	Type       kv.Type     `json:"type"`
 	Rotate     bool        `json:"rotate"`
 	Candidates []Candidate `json:"candidates"`
-	// ScaleRatio is the model's q·k scale over 1/sqrt(head dim): 1 for most
-	// models, sqrt(head dim) for an attention scale of 1.0.
+	// ScaleRatio is the model's q·k scale over 1/sqrt(head dim), at the
+	// layer where it is largest: 1 for most models, sqrt(head dim) for an
+	// attention scale of 1.0 (the widest heads' where layers differ).
 	ScaleRatio float64       `json:"scale_ratio"`
 	Tokens     int           `json:"tokens"`
 	Elapsed    time.Duration `json:"elapsed_ns"`
@@ -155,12 +156,13 @@ func Choose(m *engine.Model, b backend.Backend, o ChoiceOptions) (*Choice, error
 // service can run it in the background between replies: each Step runs one
 // batch of one of the runs (f16, then each candidate) and returns.
 type Probe struct {
-	m      *engine.Model
-	o      ChoiceOptions
-	prompt []int32
-	runs   []kv.Config // f16, then one per candidate
-	cands  []Candidate // the candidates, in the order they are measured
-	c      *Choice
+	m       *engine.Model
+	o       ChoiceOptions
+	headDim int // of the layer whose q·k scale is largest against 1/sqrt(head dim)
+	prompt  []int32
+	runs    []kv.Config // f16, then one per candidate
+	cands   []Candidate // the candidates, in the order they are measured
+	c       *Choice
 
 	run, pos int
 	st       *model.State
@@ -198,10 +200,9 @@ func New(m *engine.Model, b backend.Backend, o ChoiceOptions) (*Probe, error) {
 	if len(prompt) < 2*o.Batch {
 		return nil, fmt.Errorf("kv choice: %d prompt tokens, want at least %d", len(prompt), 2*o.Batch)
 	}
-	hd := m.HP.HeadDim
-	p := &Probe{m: m, o: o, prompt: prompt,
-		c: &Choice{Tokens: len(prompt), ScaleRatio: float64(m.HP.QKScale()) * math.Sqrt(float64(hd))}}
-	defaultQ4, err := engine.Options{KV: kv.Q4}.ResolveRotate(b, hd)
+	ratio, hd := scaleRatio(m.HP)
+	p := &Probe{m: m, o: o, prompt: prompt, headDim: hd, c: &Choice{Tokens: len(prompt), ScaleRatio: ratio}}
+	defaultQ4, err := engine.Options{KV: kv.Q4}.ResolveRotate(b, m.HP)
 	if err != nil {
 		return nil, fmt.Errorf("kv choice: %w", err)
 	}
@@ -218,6 +219,20 @@ func New(m *engine.Model, b backend.Backend, o ChoiceOptions) (*Probe, error) {
 		p.runs = append(p.runs, kv.Config{Type: cand.Type, GroupSize: kv.DefaultGroupSize, Rotate: cand.Rotate, Smooth: true, Residual: residual})
 	}
 	return p, nil
+}
+
+// scaleRatio is hp's q·k scale over 1/sqrt(head dim) at the layer where
+// it is largest, and that layer's head dim: with a scale fixed for every
+// layer (Gemma 4's 1.0), the widest heads'.
+func scaleRatio(hp model.HParams) (float64, int) {
+	ratio, hd := 0.0, hp.HeadDim
+	for il := range hp.Layers {
+		d := hp.HeadDimOf(il)
+		if r := float64(hp.QKScale()) * math.Sqrt(float64(d)); r > ratio {
+			ratio, hd = r, d
+		}
+	}
+	return ratio, hd
 }
 
 // Progress is the forward batches run so far and in all.
@@ -286,7 +301,7 @@ func (p *Probe) step() error {
 			Cosine: numeric.Cosine(p.last, p.base[len(p.base)-1])}
 		cand.Passed = cand.Quality.Top1Agreement >= p.o.MinTop1 && cand.Quality.Cosine >= p.o.MinCosine
 		if p.c.ScaleRatio > p.o.MaxScaleRatio && cand.Type == kv.Q4 && !cand.Rotate {
-			cand.Skipped = fmt.Sprintf("attention scale %.2f× the usual 1/sqrt(%d)", p.c.ScaleRatio, p.m.HP.HeadDim)
+			cand.Skipped = fmt.Sprintf("attention scale %.2f× the usual 1/sqrt(%d)", p.c.ScaleRatio, p.headDim)
 		}
 		p.c.Candidates = append(p.c.Candidates, cand)
 	}

@@ -70,7 +70,7 @@ func MeasureQuality(m *engine.Model, b backend.Backend, prompt []int32, types []
 	}
 	rep := &QualityReport{Types: map[kv.Type]*Quality{}, FloorBatch: 16, Rotated: map[kv.Type]bool{}}
 	for _, t := range types {
-		so, err := engine.Options{KV: t, KVRotate: o.Rotate}.ResolveRotate(b, m.HP.HeadDim)
+		so, err := engine.Options{KV: t, KVRotate: o.Rotate}.ResolveRotate(b, m.HP)
 		if err != nil {
 			return nil, fmt.Errorf("kv quality (%s): %w", t, err)
 		}
