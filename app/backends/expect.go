@@ -5,7 +5,9 @@ import (
 	"strings"
 
 	"nibble/engine/estimate"
+	"nibble/engine/ggml"
 	"nibble/engine/kv"
+	"nibble/engine/model"
 	"nibble/engine/speed"
 	"nibble/metal/traffic"
 )
@@ -38,11 +40,7 @@ func ExpectDecode(d estimate.Desc, ctx int, t kv.Type, c Choice, threads int) (E
 		return Expected{}, err
 	}
 	hp := d.HParams
-	hd := hp.HeadDim
-	if hd <= 0 {
-		hd = hp.Embd / hp.Heads
-	}
-	return Expected{TokPerSec: speed.CPUAt(p, r, hp.Layers, hp.Heads, hd, perPos),
+	return Expected{TokPerSec: speed.CPUAt(p, r, hp.Layers, hp.Heads, perPos),
 		How: fmt.Sprintf("%.1f MB a token at the CPU's measured %.1f GB/s (%s)", float64(p.Bytes())/1e6, r.BytesPerSec/1e9, r.Type)}, nil
 }
 
@@ -61,21 +59,43 @@ func expectMetal(d estimate.Desc, p speed.PerToken, ctx int, t kv.Type, device s
 // MetalShape is d's geometry for the traffic model, every matrix of the
 // file's dominant type.
 func MetalShape(d estimate.Desc, p speed.PerToken) traffic.Shape {
-	hp := d.HParams
+	return TrafficShape(d.Name, d.HParams, p.Type)
+}
+
+// TrafficShape is hp's geometry for the traffic model, every matrix of
+// type t: a mixture of experts' chosen experts with the dense feed-forward
+// a token reads beside them (none for Qwen3-MoE, whose feed_forward_length
+// describes no block), and each layer's attention where layers differ
+// (Gemma 4's sliding and global head shapes, sliding windows, layers that
+// share K/V) and Gemma's per-layer inputs.
+func TrafficShape(name string, hp model.HParams, t ggml.Type) traffic.Shape {
 	hd, kvh := hp.HeadDim, hp.KVHeads
 	if hd <= 0 {
-		hd = hp.Embd / hp.Heads
+		hd = hp.Embd / max(hp.Heads, 1)
 	}
 	if kvh <= 0 {
 		kvh = hp.Heads
 	}
-	s := traffic.Shape{Name: d.Name, Layers: hp.Layers, Hidden: hp.Embd, Heads: hp.Heads, KVHeads: kvh, HeadDim: hd,
-		FFN: hp.FF, Vocab: hp.Vocab, Weight: p.Type, Embed: p.Type, Output: p.Type, QKVBias: hp.QKVBias}
+	s := traffic.Shape{Name: name, Layers: hp.Layers, Hidden: hp.Embd, Heads: hp.Heads, KVHeads: kvh, HeadDim: hd,
+		FFN: hp.FF, Vocab: hp.Vocab, Weight: t, Embed: t, Output: t, QKVBias: hp.QKVBias, PerLayerEmbd: hp.PerLayerEmbd}
 	if hp.MoE() {
-		// A token reads its chosen experts only, and the dense
-		// feed-forward (shared experts) beside them.
-		s.Experts, s.ExpertsUsed, s.ExpertFFN, s.ExpertWeight = hp.Experts, hp.ExpertsUsed, hp.ExpertFF, p.Type
+		s.Experts, s.ExpertsUsed, s.ExpertFFN, s.ExpertWeight = hp.Experts, hp.ExpertsUsed, hp.ExpertFF, t
 		s.FFN = hp.DenseFF()
+	}
+	layers, uniform := make([]traffic.Layer, max(hp.Layers, 0)), true
+	for il := range layers {
+		l := traffic.Layer{KVHeads: kvh, HeadDim: hd, SharesKV: hp.KVSource(il) != il}
+		if hp.HeadDimLocal > 0 || hp.LayerKVHeads != nil {
+			l.KVHeads, l.HeadDim = hp.KVHeadsOf(il), hp.HeadDimOf(il)
+		}
+		if hp.SlidingLayer(il) {
+			l.Window = hp.Window
+		}
+		layers[il] = l
+		uniform = uniform && l == traffic.Layer{KVHeads: kvh, HeadDim: hd}
+	}
+	if !uniform {
+		s.PerLayer = layers
 	}
 	return s
 }

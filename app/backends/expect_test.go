@@ -4,10 +4,12 @@ import (
 	"math"
 	"testing"
 
+	"nibble/catalog"
 	"nibble/engine/estimate"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/model"
+	"nibble/engine/speed"
 	"nibble/metal/traffic"
 )
 
@@ -56,5 +58,75 @@ func TestExpectMetalMoE(t *testing.T) {
 	}
 	if resident, _ := traffic.WeightBytes(shape); e.TokPerSec < 5*400e9/float64(resident) {
 		t.Errorf("%.2f tok/s: not the active experts' rate", e.TokPerSec)
+	}
+}
+
+// The catalog's mixtures and Gemma 4s on Metal: the traffic shape takes the
+// experts with only the dense feed-forward a family has beside them
+// (Qwen3-30B-A3B's ff describes no block; Gemma 4 26B-A4B's is one), and
+// each Gemma 4 layer's attention: sliding layers of 256-wide heads over
+// their window, global ones of 512 over the context, E4B's last 18 layers
+// reading earlier layers' K/V. The expected rate is that shape's step.
+func TestExpectMetalCatalog(t *testing.T) {
+	for _, w := range []struct {
+		id                  string
+		ffn, experts        int
+		globalKV, slidingKV int
+		shared, perLayer    int
+	}{
+		{"qwen3-30b-a3b", 0, 128, 0, 0, 0, 0},
+		{"mixtral-8x7b-instruct-v0.1", 0, 8, 0, 0, 0, 0},
+		{"gemma-4-26b-a4b-it", 2112, 128, 2, 8, 0, 0},
+		{"gemma-4-31b-it", 21504, 0, 4, 16, 0, 0},
+		{"gemma-4-e4b-it", 10240, 0, 2, 2, 18, 256},
+	} {
+		m, err := catalog.ByID(w.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := estimate.FromCatalog(m, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := MetalShape(d, speed.PerToken{Type: ggml.Q4_K})
+		if s.FFN != w.ffn || s.Experts != w.experts || s.PerLayerEmbd != w.perLayer {
+			t.Errorf("%s: ffn %d, %d experts, per-layer input %d", w.id, s.FFN, s.Experts, s.PerLayerEmbd)
+		}
+		if w.globalKV > 0 {
+			shared := 0
+			for il := range s.Layers {
+				l := s.Layer(il)
+				want := traffic.Layer{KVHeads: w.slidingKV, HeadDim: 256, Window: m.SlidingWindow}
+				if il%6 == 5 {
+					want = traffic.Layer{KVHeads: w.globalKV, HeadDim: 512}
+				}
+				want.SharesKV = il >= m.Layers-w.shared
+				if l != want {
+					t.Errorf("%s layer %d: %+v, want %+v", w.id, il, l, want)
+					break
+				}
+				if l.SharesKV {
+					shared++
+				}
+			}
+			if shared != w.shared {
+				t.Errorf("%s: %d layers share K/V, want %d", w.id, shared, w.shared)
+			}
+		} else if s.PerLayer != nil {
+			t.Errorf("%s: per-layer attention %+v for uniform layers", w.id, s.PerLayer)
+		}
+		e, err := ExpectDecode(d, 32768, kv.Q4, Choice{Backend: Metal, Device: "Apple M4 Max"}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := speed.Read(d, 32768, kv.Q4, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := traffic.DecodeStep(MetalShape(d, p), 32768, traffic.Cache{Type: kv.Q4, GroupSize: 32})
+		if want := 546e9 / float64(step.Bytes()); math.Abs(e.TokPerSec-want) > 1e-9*want {
+			t.Errorf("%s: %.2f tok/s, want %.2f", w.id, e.TokPerSec, want)
+		}
+		t.Logf("%s: %.1f tok/s on an M4 Max at 32K (%s)", w.id, e.TokPerSec, e.How)
 	}
 }

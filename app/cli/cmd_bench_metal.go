@@ -3,9 +3,11 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
+	"nibble/app/backends"
 	"nibble/catalog"
-	"nibble/engine/family"
+	"nibble/engine/estimate"
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/metal/traffic"
@@ -99,16 +101,16 @@ func benchMetalModelCmd(env *Env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
-		s.Name, s.Layers, s.Hidden, s.Heads, s.KVHeads, s.HeadDim = m.ID, m.Layers, m.Embd, m.Heads, m.KVHeads, m.HeadDim
-		s.FFN, s.Vocab, s.QKVBias = m.FF, m.Vocab, m.QKVBias
-		if m.Experts > 0 {
-			s.Experts, s.ExpertsUsed, s.ExpertFFN = m.Experts, m.ExpertsUsed, m.ExpertFF
-			// Only a family with a dense feed-forward beside its experts
-			// reads ff a token.
-			if f, ok := family.Lookup(m.Arch); !ok || !f.Tensors.DenseBesideExperts {
-				s.FFN = 0
-			}
+		// The shape the estimator reads from the entry: the experts with
+		// only a dense feed-forward beside them that the family has, and
+		// each layer's attention (Gemma 4's head shapes, windows, shared
+		// K/V).
+		d, err := estimate.FromCatalog(m, "")
+		if err != nil {
+			return err
 		}
+		s = backends.TrafficShape(m.ID, d.HParams, wt)
+		s.Embed, s.Output, s.ExpertWeight = ot, ot, et
 	}
 	// A catalog shape replaced the shape flags; its sizes are positive. A
 	// mixture of experts may have no dense feed-forward beside its experts.
@@ -149,7 +151,15 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	r := metalModelReport{Model: s.Name, Shape: s, Ctx: *ctx, KV: kt.String(), KVGroup: c.GroupSize, Step: step,
 		Attention: step.Filter("attn_")}
 	r.ResidentWeights, r.ActiveWeights = traffic.WeightBytes(s)
-	r.AttnLayer.Attention(s.Heads, s.KVHeads, s.HeadDim, *ctx, *ctx, c)
+	// One layer over the whole context: the widest such (Gemma 4's global
+	// layers), else the first.
+	one := s.Layer(0)
+	for il := range s.Layers {
+		if l := s.Layer(il); l.Window == 0 && (one.Window > 0 || l.KVHeads*l.HeadDim > one.KVHeads*one.HeadDim) {
+			one = l
+		}
+	}
+	r.AttnLayer.Attention(s.Heads, one.KVHeads, one.HeadDim, *ctx, *ctx, c)
 	for _, d := range devices {
 		sec := d.Seconds(step.Bytes())
 		r.Devices = append(r.Devices, metalModelDevice{Device: d, StepMs: 1e3 * sec, TokensPerSec: 1 / sec,
@@ -168,6 +178,9 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	if s.Experts > 0 {
 		fmt.Fprintf(w, "experts: %d of %d per token, ffn %d, weights %v\n", s.ExpertsUsed, s.Experts, s.ExpertFFN, s.ExpertWeight)
 	}
+	if s.PerLayer != nil {
+		fmt.Fprintf(w, "layers: %s\n", layerSummary(s))
+	}
 	fmt.Fprintf(w, "weights: %s MB resident, %s MB active (read per token)\n", mb(r.ResidentWeights), mb(r.ActiveWeights))
 	fmt.Fprintf(w, "decode step at %d positions, %s KV cache\n\n", *ctx, kt)
 	fmt.Fprintf(w, "%-22s %6s %12s %10s\n", "kernel", "count", "read MB", "write MB")
@@ -185,4 +198,29 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	}
 	fmt.Fprintln(w, "\nTimes are bytes/bandwidth (a floor); floor us is one layer's attention FLOPs at Apple's published FP32 peak.")
 	return nil
+}
+
+// layerSummary counts the layers of each attention shape, in order of
+// first appearance: "25 × 8/256 window 1024, 5 × 2/512".
+func layerSummary(s traffic.Shape) string {
+	var kinds []traffic.Layer
+	count := map[traffic.Layer]int{}
+	for il := range s.Layers {
+		l := s.Layer(il)
+		if count[l] == 0 {
+			kinds = append(kinds, l)
+		}
+		count[l]++
+	}
+	parts := make([]string, len(kinds))
+	for i, l := range kinds {
+		parts[i] = fmt.Sprintf("%d × %d/%d", count[l], l.KVHeads, l.HeadDim)
+		if l.Window > 0 {
+			parts[i] += fmt.Sprintf(" window %d", l.Window)
+		}
+		if l.SharesKV {
+			parts[i] += " sharing K/V"
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"nibble/engine/kv"
+	"nibble/metal/traffic"
 )
 
 func TestBenchMetalModel(t *testing.T) {
@@ -83,4 +86,38 @@ func TestBenchMetalModelMoE(t *testing.T) {
 			t.Errorf("%v: rc %d, want 2", bad, rc)
 		}
 	}
+}
+
+// A Gemma 4 from the catalog: each layer in its own head shape (sliding
+// 16 × 256 over a 1024-token window, global 4 × 512 over the context), the
+// one-layer attention figure a global layer's, and the text names both.
+func TestBenchMetalModelGemma4(t *testing.T) {
+	var out, errb bytes.Buffer
+	env := &Env{Stdout: &out, Stderr: &errb}
+	if rc := Run(env, []string{"bench", "metal-model", "--catalog", "gemma-4-31b-it", "--ctx", "32768", "--kv", "q4", "--json"}); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var r metalModelReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Shape.PerLayer) != 60 || r.Shape.Layer(5) != (traffic.Layer{KVHeads: 4, HeadDim: 512}) ||
+		r.Shape.Layer(0) != (traffic.Layer{KVHeads: 16, HeadDim: 256, Window: 1024}) || r.Shape.FFN != 21504 {
+		t.Fatalf("shape %+v", r.Shape)
+	}
+	var global traffic.Step
+	global.Attention(32, 4, 512, 32768, 32768, traffic.Cache{Type: kv.Q4, GroupSize: 32})
+	// q4 gs32: 512 × (0.5 + 4/32) bytes per head and position, K and V (read
+	// once per threadgroup column of the 8 query heads of a kv head).
+	if kvb := int64(2 * 4 * 32768 * 320); r.AttnLayer.Read != global.Read || global.Kernels[0].Read < kvb {
+		t.Errorf("attention layer reads %d bytes, a global layer %d (its K/V %d)", r.AttnLayer.Read, global.Read, kvb)
+	}
+	out.Reset()
+	if rc := Run(env, []string{"bench", "metal-model", "--catalog", "gemma-4-e4b-it", "--device", "M4 Max"}); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	if want := "layers: 20 × 2/256 window 512, 4 × 2/512, 15 × 2/256 window 512 sharing K/V, 3 × 2/512 sharing K/V"; !strings.Contains(out.String(), want) {
+		t.Errorf("no %q in\n%s", want, out.String())
+	}
+	t.Logf("\n%s", out.String())
 }

@@ -162,11 +162,11 @@ func AttentionCost(threads int, t kv.Type) (float64, error) {
 
 // CPUAt is CPU with the attention's arithmetic added: perPos seconds per
 // query head, head dimension and position (AttentionCost), over the
-// positions each layer attends to (p.Positions).
-func CPUAt(p PerToken, r Rate, layers, heads, headDim int, perPos float64) float64 {
+// positions each layer attends to in its head dim (p.HeadDimPositions).
+func CPUAt(p PerToken, r Rate, layers, heads int, perPos float64) float64 {
 	if r.BytesPerSec <= 0 || p.Bytes() <= 0 {
 		return 0
 	}
-	fixed := float64(layers*opsPerLayer+4)*r.PerOp + float64(heads*headDim*p.Positions)*perPos
+	fixed := float64(layers*opsPerLayer+4)*r.PerOp + float64(int64(heads)*p.HeadDimPositions)*perPos
 	return 1 / (float64(p.Bytes())/r.BytesPerSec + fixed)
 }

@@ -28,6 +28,10 @@ type PerToken struct {
 	// Positions are the cached positions attention reads, summed over
 	// the layers (a sliding-window layer reads its window at most).
 	Positions int
+	// HeadDimPositions is the same sum weighted by each layer's head dim:
+	// the attention's arithmetic per query head (Gemma 4's global layers
+	// have wider heads than its sliding ones).
+	HeadDimPositions int64
 	// Type is the weights' dominant type: the file type's, else the type
 	// whose size per element is closest to the file's average.
 	Type ggml.Type
@@ -70,7 +74,7 @@ func Read(d estimate.Desc, ctx int, t kv.Type, group int) (PerToken, error) {
 		// from the catalog's active parameters).
 		read = float64(d.ActiveBytes)
 	}
-	var kvRead int64
+	var kvRead, hdPositions int64
 	var positions int
 	for il := 0; il < hp.Layers; il++ {
 		n := ctx
@@ -85,8 +89,9 @@ func Read(d estimate.Desc, ctx int, t kv.Type, group int) (PerToken, error) {
 		}
 		kvRead += int64(n) * 2 * int64(lkvh) * int64(kv.BytesPerTokenHead(t, lhd, group))
 		positions += n
+		hdPositions += int64(lhd) * int64(n)
 	}
-	return PerToken{Weights: int64(read), KV: kvRead, Positions: positions, Type: dominantType(d.FileType, perElem)}, nil
+	return PerToken{Weights: int64(read), KV: kvRead, Positions: positions, HeadDimPositions: hdPositions, Type: dominantType(d.FileType, perElem)}, nil
 }
 
 // candidates are the weight types a file's average size per element is

@@ -39,11 +39,20 @@ func TestRead(t *testing.T) {
 	if want := int64((8 + 20) * 2 * 2 * 16 * 2); p.KV != want {
 		t.Errorf("kv %d, want %d", p.KV, want)
 	}
-	if p.Positions != 28 {
-		t.Errorf("%d positions attended, want 28", p.Positions)
+	if p.Positions != 28 || p.HeadDimPositions != 28*int64(d.HParams.HeadDim) {
+		t.Errorf("%d positions attended (%d weighted by head dim), want 28", p.Positions, p.HeadDimPositions)
 	}
 	if p.Type != ggml.Q8_0 {
 		t.Errorf("type %s", p.Type)
+	}
+	// Gemma 4's sliding layer of 16-wide heads, global one of 32: the
+	// attention's arithmetic counts each layer's own width.
+	hp.Arch, hp.HeadDimLocal, hp.HeadDim = "gemma4", 16, 32
+	if p, err = Read(estimate.Desc{Name: "g4", HParams: hp, WeightsBytes: d.WeightsBytes, FileType: "Q8_0"}, 20, kv.F16, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p.Positions != 28 || p.HeadDimPositions != 8*16+20*32 || p.KV != int64((8*16+20*32)*2*2*2) {
+		t.Errorf("gemma4: %d positions (%d weighted by head dim), kv %d", p.Positions, p.HeadDimPositions, p.KV)
 	}
 	if _, err := Read(estimate.Desc{Name: "empty"}, 10, kv.Q4, 0); err == nil {
 		t.Error("a desc without a shape has bytes")
@@ -141,7 +150,7 @@ func TestAgainstDecode(t *testing.T) {
 			}
 			measured := steps / time.Since(t0).Seconds()
 			s.Truncate(4)
-			want := CPUAt(p, r, d.HParams.Layers, d.HParams.Heads, d.HParams.HeadDim, perPos)
+			want := CPUAt(p, r, d.HParams.Layers, d.HParams.Heads, perPos)
 			ratios = append(ratios, want/measured)
 			t.Logf("expected %.2f tok/s (%.1f MB at %.2f GB/s, %.0f µs an op), measured %.2f: %.2f×",
 				want, float64(p.Bytes())/1e6, r.BytesPerSec/1e9, r.PerOp*1e6, measured, want/measured)

@@ -36,6 +36,43 @@ type Shape struct {
 	// experts (a shared expert), 0 for none.
 	Experts, ExpertsUsed, ExpertFFN int       `json:",omitempty"`
 	ExpertWeight                    ggml.Type `json:",omitempty"`
+	// PerLayer gives each layer's attention where layers differ (Gemma 4's
+	// sliding and global head shapes, sliding windows, layers that read
+	// another's K/V); nil: every layer is KVHeads × HeadDim over the whole
+	// context.
+	PerLayer []Layer `json:",omitempty"`
+	// PerLayerEmbd is the width of each layer's per-layer input (Gemma 4's
+	// E models: a table of Layers×PerLayerEmbd per token, of which a step
+	// reads one row, projected from the embedding and fed through a gate
+	// and a projection in every layer); 0 none.
+	PerLayerEmbd int `json:",omitempty"`
+}
+
+// Layer is one layer's attention geometry.
+type Layer struct {
+	KVHeads, HeadDim int
+	// Window is the positions a sliding-window layer attends over (its
+	// cache is a ring of them); 0: the whole context.
+	Window int `json:",omitempty"`
+	// SharesKV: the layer attends over an earlier layer's cache, so it has
+	// no k and v matrices and stores nothing.
+	SharesKV bool `json:",omitempty"`
+}
+
+// Layer is layer il's attention geometry.
+func (m Shape) Layer(il int) Layer {
+	if il >= 0 && il < len(m.PerLayer) {
+		return m.PerLayer[il]
+	}
+	return Layer{KVHeads: m.KVHeads, HeadDim: m.HeadDim}
+}
+
+// positions is what layer l attends over with ctx positions cached.
+func (l Layer) positions(ctx int) int {
+	if l.Window > 0 {
+		return min(l.Window, ctx)
+	}
+	return ctx
 }
 
 // WeightBytes is the weights of the model: resident (every matrix, every
@@ -44,21 +81,37 @@ type Shape struct {
 // embedding row).
 func WeightBytes(m Shape) (resident, active int64) {
 	mat := func(t ggml.Type, rows, cols int) int64 { return int64(rows) * int64(t.RowBytes(cols)) }
-	h, qd, kd := m.Hidden, m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
-	layer := mat(m.Weight, qd, h) + 2*mat(m.Weight, kd, h) + mat(m.Weight, h, qd) + 3*mat(m.Weight, m.FFN, h)
-	if m.QKVBias {
-		layer += 4 * int64(qd+2*kd)
-	}
-	resLayer, actLayer := layer, layer
-	if m.Experts > 0 {
-		expert := 3 * mat(m.ExpertWeight, m.ExpertFFN, h)
-		router := mat(ggml.F32, m.Experts, h)
-		resLayer += router + int64(m.Experts)*expert
-		actLayer += router + int64(m.ExpertsUsed)*expert
+	h := m.Hidden
+	for il := range m.Layers {
+		l := m.Layer(il)
+		qd, kd := m.Heads*l.HeadDim, l.KVHeads*l.HeadDim
+		if l.SharesKV {
+			kd = 0
+		}
+		layer := mat(m.Weight, qd, h) + 2*mat(m.Weight, kd, h) + mat(m.Weight, h, qd) + 3*mat(m.Weight, m.FFN, h)
+		if m.QKVBias {
+			layer += 4 * int64(qd+2*kd)
+		}
+		if w := m.PerLayerEmbd; w > 0 {
+			layer += mat(m.Weight, w, h) + mat(m.Weight, h, w)
+		}
+		resident += layer
+		active += layer
+		if m.Experts > 0 {
+			expert := 3 * mat(m.ExpertWeight, m.ExpertFFN, h)
+			router := mat(ggml.F32, m.Experts, h)
+			resident += router + int64(m.Experts)*expert
+			active += router + int64(m.ExpertsUsed)*expert
+		}
 	}
 	out := mat(m.Output, m.Vocab, h)
-	resident = int64(m.Layers)*resLayer + mat(m.Embed, m.Vocab, h) + out
-	active = int64(m.Layers)*actLayer + int64(m.Embed.RowBytes(h)) + out
+	resident += mat(m.Embed, m.Vocab, h) + out
+	active += int64(m.Embed.RowBytes(h)) + out
+	if w := m.Layers * m.PerLayerEmbd; w > 0 {
+		proj := mat(m.Weight, w, h)
+		resident += mat(m.Embed, m.Vocab, w) + proj
+		active += int64(m.Embed.RowBytes(w)) + proj
+	}
 	return resident, active
 }
 
@@ -141,29 +194,46 @@ func (s *Step) Attention(heads, kvHeads, d, n, ctx int, c Cache) {
 // cache holds ctx positions): embed; per layer norm, q/k/v, RoPE, KV store,
 // attention, o, residual, norm, gate/up, SwiGLU, down (or the experts, and
 // a shared expert beside them), residual; final norm, output, argmax. The
-// dispatches of metal/internal/gpu's decode traces.
+// dispatches of metal/internal/gpu's decode traces. Each layer attends in
+// its own head shape over its window (Shape.PerLayer); a layer that shares
+// K/V projects and stores none. Per-layer inputs (Shape.PerLayerEmbd) add
+// their table row and projection before the layers, and a gate, GELU
+// product, projection, norm and add in each.
 func DecodeStep(m Shape, ctx int, c Cache) Step {
 	var s Step
 	h, f := int64(m.Hidden), int64(m.FFN)
-	qd, kd := int64(m.Heads*m.HeadDim), int64(m.KVHeads*m.HeadDim)
 	mv := func(t ggml.Type, rows, cols int64) {
 		w := int64(t.RowBytes(int(cols))) * rows
 		s.add("mul_mv_"+encoder.KernelSuffix(t), w+4*cols, 4*rows, 2*rows*cols)
 	}
 	norm := func() { s.Norm(m.Hidden) }
 	s.add("get_rows_"+encoder.KernelSuffix(m.Embed), int64(m.Embed.RowBytes(m.Hidden)), 4*h, 0)
-	for l := 0; l < m.Layers; l++ {
+	ple, all := int64(m.PerLayerEmbd), int64(m.Layers*m.PerLayerEmbd)
+	if ple > 0 {
+		s.add("get_rows_"+encoder.KernelSuffix(m.Embed), int64(m.Embed.RowBytes(int(all))), 4*all, 0)
+		mv(m.Weight, all, h)
+		s.add("rms_norm", 8*all, 4*all, 0)
+		s.add("add", 8*all, 4*all, 0)
+	}
+	for il := 0; il < m.Layers; il++ {
+		l := m.Layer(il)
+		qd, kd := int64(m.Heads*l.HeadDim), int64(l.KVHeads*l.HeadDim)
 		norm()
 		mv(m.Weight, qd, h)
-		mv(m.Weight, kd, h)
-		mv(m.Weight, kd, h)
+		if !l.SharesKV {
+			mv(m.Weight, kd, h)
+			mv(m.Weight, kd, h)
+		}
 		if m.QKVBias {
 			s.add("add_bias", 4*(qd+2*kd)*2, 4*(qd+2*kd), 0)
 		}
 		s.add("rope", 4*qd, 4*qd, 0)
-		s.add("rope", 4*kd, 4*kd, 0)
-		s.add("kv_append_"+c.Type.String(), 4*2*kd, KVBytes(m.KVHeads, m.HeadDim, 1, c), 0)
-		s.Attention(m.Heads, m.KVHeads, m.HeadDim, ctx, ctx, c)
+		if !l.SharesKV {
+			s.add("rope", 4*kd, 4*kd, 0)
+			s.add("kv_append_"+c.Type.String(), 4*2*kd, KVBytes(l.KVHeads, l.HeadDim, 1, c), 0)
+		}
+		n := l.positions(ctx)
+		s.Attention(m.Heads, l.KVHeads, l.HeadDim, n, n, c)
 		mv(m.Weight, h, qd)
 		s.add("add", 8*h, 4*h, 0)
 		norm()
@@ -180,6 +250,13 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 			s.Add(m.Hidden) // the shared expert's output to the experts'
 		}
 		s.Add(m.Hidden)
+		if ple > 0 {
+			mv(m.Weight, ple, h)
+			s.add("geglu", 8*ple, 4*ple, 0)
+			mv(m.Weight, h, ple)
+			norm()
+			s.Add(m.Hidden)
+		}
 	}
 	norm()
 	mv(m.Output, int64(m.Vocab), h)

@@ -239,3 +239,62 @@ func TestMoEAgainstH200(t *testing.T) {
 		}
 	}
 }
+
+// Layers of their own attention shape (Gemma 4): a PerLayer that repeats
+// the model-wide shape changes nothing; otherwise each layer reads its own
+// K/V (over its window where it slides), a layer that shares K/V has no k
+// and v matrices and stores nothing, and per-layer inputs add their
+// projections and one table row to what a token reads.
+func TestPerLayerShapes(t *testing.T) {
+	c := Cache{Type: kv.Q4, GroupSize: 32}
+	same := llama1B
+	same.PerLayer = make([]Layer, same.Layers)
+	for il := range same.PerLayer {
+		same.PerLayer[il] = Layer{KVHeads: 8, HeadDim: 64}
+	}
+	a, b := DecodeStep(llama1B, 4096, c), DecodeStep(same, 4096, c)
+	if a.Read != b.Read || a.Written != b.Written || len(a.Kernels) != len(b.Kernels) {
+		t.Errorf("uniform PerLayer: %d/%d bytes, without %d/%d", b.Read, b.Written, a.Read, a.Written)
+	}
+	g := Shape{Name: "gemma4", Layers: 6, Hidden: 1024, Heads: 8, KVHeads: 4, HeadDim: 256, FFN: 4096, Vocab: 1000,
+		Weight: ggml.Q4_0, Embed: ggml.Q4_0, Output: ggml.Q4_0}
+	sliding, global := Layer{KVHeads: 4, HeadDim: 256, Window: 512}, Layer{KVHeads: 1, HeadDim: 512}
+	g.PerLayer = []Layer{sliding, sliding, global, sliding, {KVHeads: 4, HeadDim: 256, Window: 512, SharesKV: true}, {KVHeads: 1, HeadDim: 512, SharesKV: true}}
+	s := DecodeStep(g, 4096, c)
+	var want int64
+	for _, l := range g.PerLayer {
+		var one Step
+		one.Attention(g.Heads, l.KVHeads, l.HeadDim, l.positions(4096), l.positions(4096), c)
+		want += one.Filter("attn_decode_").Read
+	}
+	attn := s.Filter("attn_decode_")
+	if attn.Read != want || attn.Kernels[0].Count != 6 {
+		t.Errorf("attention reads %d bytes in %d dispatches, want %d in 6", attn.Read, attn.Kernels[0].Count, want)
+	}
+	// Global layers (1 × 512) read the whole context, sliding ones (4 × 256) their window.
+	if full, win := KVBytes(1, 512, 4096, c), KVBytes(4, 256, 512, c); want < 2*full+4*win {
+		t.Errorf("attention reads %d bytes, less than the layers' K/V %d", want, 2*full+4*win)
+	}
+	if n := s.Filter("kv_append_").Kernels[0].Count; n != 4 {
+		t.Errorf("%d layers store K/V, want 4", n)
+	}
+	resident, active := WeightBytes(g)
+	q4 := func(rows, cols int) int64 { return int64(rows * ggml.Q4_0.RowBytes(cols)) }
+	// Per layer q and o of heads × its head dim, k and v where it stores them.
+	attnW := 3*(2*q4(8*256, 1024)+2*q4(4*256, 1024)) + q4(8*512, 1024) + q4(1024, 8*512) + 2*q4(512, 1024) +
+		q4(8*256, 1024) + q4(1024, 8*256) + q4(8*512, 1024) + q4(1024, 8*512)
+	wantActive := attnW + 6*3*q4(4096, 1024) + int64(ggml.Q4_0.RowBytes(1024)) + q4(1000, 1024)
+	if active != wantActive || resident != wantActive-int64(ggml.Q4_0.RowBytes(1024))+q4(1000, 1024) {
+		t.Errorf("weights resident %d active %d, want %d and %d", resident, active, wantActive-int64(ggml.Q4_0.RowBytes(1024))+q4(1000, 1024), wantActive)
+	}
+	g.PerLayerEmbd = 64
+	r2, a2 := WeightBytes(g)
+	perLayer := 6*(q4(64, 1024)+q4(1024, 64)) + q4(6*64, 1024)
+	if a2-active != perLayer+int64(ggml.Q4_0.RowBytes(6*64)) || r2-resident != perLayer+q4(1000, 6*64) {
+		t.Errorf("per-layer inputs add %d active, %d resident bytes; want %d and %d", a2-active, r2-resident,
+			perLayer+int64(ggml.Q4_0.RowBytes(6*64)), perLayer+q4(1000, 6*64))
+	}
+	if s2 := DecodeStep(g, 4096, c); s2.Filter("mul_mv_").Read-s.Filter("mul_mv_").Read < perLayer {
+		t.Errorf("the step's matmuls read %d more bytes with per-layer inputs, want at least %d", s2.Filter("mul_mv_").Read-s.Filter("mul_mv_").Read, perLayer)
+	}
+}
