@@ -173,8 +173,12 @@ func benchMetalModelCmd(env *Env, args []string) error {
 		return enc.Encode(r)
 	}
 	w := env.Stdout
-	fmt.Fprintf(w, "model %s: %d layers, %d/%d heads × %d, hidden %d, ffn %d, vocab %d, weights %v (output %v)\n",
-		s.Name, s.Layers, s.Heads, s.KVHeads, s.HeadDim, s.Hidden, s.FFN, s.Vocab, s.Weight, s.Output)
+	headShape := fmt.Sprintf("%d/%d heads × %d", s.Heads, s.KVHeads, s.HeadDim)
+	if s.PerLayer != nil {
+		headShape = fmt.Sprintf("%d heads", s.Heads) // the layers line gives their kv heads and dims
+	}
+	fmt.Fprintf(w, "model %s: %d layers, %s, hidden %d, ffn %d, vocab %d, weights %v (output %v)\n",
+		s.Name, s.Layers, headShape, s.Hidden, s.FFN, s.Vocab, s.Weight, s.Output)
 	if s.Experts > 0 {
 		fmt.Fprintf(w, "experts: %d of %d per token, ffn %d, weights %v\n", s.ExpertsUsed, s.Experts, s.ExpertFFN, s.ExpertWeight)
 	}
