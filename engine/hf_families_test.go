@@ -109,8 +109,8 @@ func checkHFReference(t *testing.T, m *Model, ref *familyReference) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d tokens: f16 KV cos %.8f, max|Δlogit| %.5f, top-10 %v, greedy %d/%d equal",
-		n, cos, maxAbs, slices.Equal(sortedIDs(gotTop), sortedIDs(wantTop)), commonPrefix(greedy, ref.Greedy), len(ref.Greedy))
+	t.Logf("%d tokens: f16 KV cos %.8f, max|Δlogit| %.5f, top-10 %v (ordered %v), greedy %d/%d equal",
+		n, cos, maxAbs, slices.Equal(sortedIDs(gotTop), sortedIDs(wantTop)), slices.Equal(gotTop, wantTop), commonPrefix(greedy, ref.Greedy), len(ref.Greedy))
 	if !(cos >= 0.99999) {
 		t.Errorf("f16 KV: last-position cosine %.8f < 0.99999", cos)
 	}
