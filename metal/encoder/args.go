@@ -95,6 +95,7 @@ type MulMVArgs struct {
 	WStride uint32 `msl:"w_stride"`
 	XStride uint32 `msl:"x_stride"`
 	DStride uint32 `msl:"d_stride"`
+	Split   uint32 `msl:"split"`
 }
 
 // MulMVIDArgs is mul_mv_id_args (mul_mv.metal).
@@ -108,6 +109,7 @@ type MulMVIDArgs struct {
 	ExpertStride uint64 `msl:"expert_stride"`
 	XStride      uint32 `msl:"x_stride"`
 	DStride      uint32 `msl:"d_stride"`
+	Split        uint32 `msl:"split"`
 }
 
 // MulMMIDArgs is mul_mm_id_args (mul_mm.metal).

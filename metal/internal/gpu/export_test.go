@@ -543,3 +543,29 @@ func kernelsRun(tee *TeeDevice) error {
 	}
 	return tee.Sync()
 }
+
+var decodeOut = flag.String("decode-out", "", "TestExportDecode: write kernels.cu and the decode-step traces here")
+
+// TestExportDecode writes kernels.cu and the 1B decode-step traces alone
+// (q4 KV at depth 4096, Q4_K and Q4_0 weights; f16 KV with Q4_K), for
+// `run.sh decode` and `run.sh ncu-decode`: the kernels of one tree against
+// another's (DIR=old, DIR=new) without the emulator's check trace.
+func TestExportDecode(t *testing.T) {
+	if *decodeOut == "" {
+		t.Skip("no -decode-out")
+	}
+	dir := *decodeOut
+	if _, err := WriteKernels(dir); err != nil {
+		t.Fatal(err)
+	}
+	q40 := llama1B
+	q40.Name, q40.Weight = "llama3.2-1b-q4_0", ggml.Q4_0
+	for _, c := range []struct {
+		s   traffic.Shape
+		typ kv.Type
+	}{{llama1B, kv.Q4}, {llama1B, kv.F16}, {q40, kv.Q4}} {
+		if err := decodeStepTrace(dir, c.s, c.typ, 4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
