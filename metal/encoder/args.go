@@ -89,13 +89,14 @@ type MulMMArgs struct {
 
 // MulMVArgs is mul_mv_args (mul_mv.metal).
 type MulMVArgs struct {
-	Cols    uint32 `msl:"cols"`
-	Rows    uint32 `msl:"rows"`
-	XRows   uint32 `msl:"xrows"`
-	WStride uint32 `msl:"w_stride"`
-	XStride uint32 `msl:"x_stride"`
-	DStride uint32 `msl:"d_stride"`
-	Split   uint32 `msl:"split"`
+	Cols    uint32  `msl:"cols"`
+	Rows    uint32  `msl:"rows"`
+	XRows   uint32  `msl:"xrows"`
+	WStride uint32  `msl:"w_stride"`
+	XStride uint32  `msl:"x_stride"`
+	DStride uint32  `msl:"d_stride"`
+	Split   uint32  `msl:"split"`
+	Eps     float32 `msl:"eps"`
 }
 
 // MulMVIDArgs is mul_mv_id_args (mul_mv.metal).

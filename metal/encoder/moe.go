@@ -120,7 +120,7 @@ func (e *Encoder) MatMulID(dst Region, w *Weight, experts int, x, ids Region, ro
 				XPerSlot: perSlot, WStride: u32(rb), ExpertStride: uint64(outs) * uint64(rb), XStride: u32(4 * w.Cols),
 				DStride: u32(4 * outs), Split: u32(g.Split)}.Bytes()}},
 			Buffers:     []device.Binding{w.bind(1), x.bind(2), ids.bind(3), dst.bind(4)},
-			Threadgroup: []int{g.ThreadgroupBytes(1)},
+			Threadgroup: []int{g.ThreadgroupBytes(1, false)},
 		})
 		return
 	}

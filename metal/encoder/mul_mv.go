@@ -10,6 +10,8 @@ import (
 const (
 	mulMVMaxX      = 4
 	fcMulMVNX      = 600
+	fcMulMVNorm    = 601
+	fcMulMVGLU     = 602
 	mulMVMaxRows   = 4
 	mulMVMaxSplit  = 8
 	mulMVMaxGroupW = 16 // simdgroups per threadgroup at most (512 threads)
@@ -51,13 +53,18 @@ type MatVecShape struct {
 func (s MatVecShape) Threads() int { return 32 * s.Sets * s.Split }
 
 // ThreadgroupBytes is the length of [[threadgroup(0)]] for nx rows of x:
-// one float per row of W, row of x and simdgroup when split, else the
-// smallest length Metal takes.
-func (s MatVecShape) ThreadgroupBytes(nx int) int {
+// one float per row of W, row of x and simdgroup when split (and one per
+// row of x for Σx² with the fused norm), else the smallest length Metal
+// takes.
+func (s MatVecShape) ThreadgroupBytes(nx int, norm bool) int {
 	if s.Split == 1 {
 		return 16
 	}
-	return (4*s.Sets*s.Split*s.Rows*nx + 15) &^ 15
+	n := s.Rows * nx
+	if norm {
+		n += nx
+	}
+	return (4*s.Sets*s.Split*n + 15) &^ 15
 }
 
 // MatVecGrid is the grid of a mat-vec of W (rows×cols of type t) for slots
@@ -85,6 +92,15 @@ func (e *Encoder) matVecGrid(t ggml.Type, rows, cols, slots int) MatVecShape {
 	return MatVecGrid(t, rows, cols, slots, e.cores, e.mvPerCore)
 }
 
+// mvFusion is what a mat-vec does to x as it loads it (mul_mv.metal's
+// FC_mul_mv_norm and FC_mul_mv_glu): nothing, the RMS norm with weight norm
+// and eps, or SwiGLU with up (x is the gate).
+type mvFusion struct {
+	norm *Weight
+	eps  float32
+	up   *Region
+}
+
 // mulMV: dst[r] = W·x[r], r < rows (mat-vec; small row counts). x and dst
 // are rows×Cols and rows×Rows floats, row after row.
 //
@@ -92,6 +108,10 @@ func (e *Encoder) matVecGrid(t ggml.Type, rows, cols, slots int) MatVecShape {
 // min(rows, 4) rows of x per threadgroup so each weight is read once for up
 // to four of them.
 func (e *Encoder) mulMV(dst Region, w *Weight, x Region, rows int) {
+	e.mulMVFused(dst, w, x, rows, mvFusion{})
+}
+
+func (e *Encoder) mulMVFused(dst Region, w *Weight, x Region, rows int, f mvFusion) {
 	if !e.checkWeight("mul_mv", w) {
 		return
 	}
@@ -114,13 +134,58 @@ func (e *Encoder) mulMV(dst Region, w *Weight, x Region, rows int) {
 	}
 	nx := min(rows, mulMVMaxX)
 	g := e.matVecGrid(w.Type, w.Rows, w.Cols, (rows+nx-1)/nx)
+	// Unused by the plain kernel, buffers 4 and 5 are bound to x (every
+	// device takes a binding for each buffer a kernel declares).
+	binds := []device.Binding{w.bind(1), x.bind(2), dst.bind(3), x.bind(4), x.bind(5)}
+	if f.norm != nil {
+		binds[3] = f.norm.bind(4)
+	}
+	if f.up != nil {
+		binds[4] = f.up.bind(5)
+	}
 	e.dispatch(device.Dispatch{
-		Pipeline: e.pipeline("kernel_mul_mv_"+KernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)}),
-		Groups:   [3]int{g.Groups, (rows + nx - 1) / nx, 1},
-		Threads:  [3]int{g.Threads(), 1, 1},
+		Pipeline: e.pipeline("kernel_mul_mv_"+KernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)},
+			device.Constant{Index: fcMulMVNorm, Value: f.norm != nil}, device.Constant{Index: fcMulMVGLU, Value: f.up != nil}),
+		Groups:  [3]int{g.Groups, (rows + nx - 1) / nx, 1},
+		Threads: [3]int{g.Threads(), 1, 1},
 		Inline: []device.Inline{{Index: 0, Data: MulMVArgs{Cols: u32(w.Cols), Rows: u32(w.Rows), XRows: u32(rows),
-			WStride: u32(w.RowBytes()), XStride: u32(4 * w.Cols), DStride: u32(4 * w.Rows), Split: u32(g.Split)}.Bytes()}},
-		Buffers:     []device.Binding{w.bind(1), x.bind(2), dst.bind(3)},
-		Threadgroup: []int{g.ThreadgroupBytes(nx)},
+			WStride: u32(w.RowBytes()), XStride: u32(4 * w.Cols), DStride: u32(4 * w.Rows), Split: u32(g.Split), Eps: f.eps}.Bytes()}},
+		Buffers:     binds,
+		Threadgroup: []int{g.ThreadgroupBytes(nx, f.norm != nil)},
 	})
+}
+
+// MatMulNorm encodes dst[r] = W·RMSNorm(x[r]) for r < rows, the norm's
+// weight norm and eps as RMSNorm's: for the mat-vec's rows with an F32
+// norm as wide as W, one dispatch that normalises x as it loads it
+// (FC_mul_mv_norm); otherwise RMSNorm into scratch memory, then MatMul.
+func (e *Encoder) MatMulNorm(dst Region, w *Weight, x Region, norm *Weight, eps float32, rows int) {
+	if norm != nil && norm.Buf != nil && norm.Type == ggml.F32 && norm.Rows*norm.Cols == w.Cols && w.Cols%4 == 0 &&
+		norm.Off%16 == 0 && norm.Len >= 4*w.Cols && (rows < mulMMMinRows || mulMMFits(w, x) != "") {
+		e.mulMVFused(dst, w, x, rows, mvFusion{norm: norm, eps: eps})
+		return
+	}
+	h := e.scratch(4 * rows * w.Cols)
+	if h.Buf == nil {
+		return
+	}
+	e.RMSNorm(h, x, norm, eps, rows)
+	e.MatMul(dst, w, h, rows)
+}
+
+// MatMulSwiGLU encodes dst[r] = W·(silu(gate[r])·up[r]) for r < rows:
+// for the mat-vec's rows one dispatch that forms SwiGLU's product as it
+// loads x (FC_mul_mv_glu: bit for bit SwiGLU then MatMul); otherwise SwiGLU
+// into scratch memory, then MatMul.
+func (e *Encoder) MatMulSwiGLU(dst Region, w *Weight, gate, up Region, rows int) {
+	if up.Off%16 == 0 && up.Len >= 4*rows*w.Cols && (rows < mulMMMinRows || mulMMFits(w, gate) != "") {
+		e.mulMVFused(dst, w, gate, rows, mvFusion{up: &up})
+		return
+	}
+	a := e.scratch(4 * rows * w.Cols)
+	if a.Buf == nil {
+		return
+	}
+	e.SwiGLU(a, gate, up, rows*w.Cols)
+	e.MatMul(dst, w, a, rows)
 }

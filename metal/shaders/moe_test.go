@@ -288,7 +288,7 @@ func TestMulMVID(t *testing.T) {
 						run(t, d, o, device.Dispatch{
 							Pipeline: pipeline(t, l, "kernel_mul_mv_id_"+encoder.KernelSuffix(typ)),
 							Groups:   [3]int{g.Groups, slots, 1}, Threads: [3]int{g.Threads(), 1, 1},
-							Threadgroup: []int{g.ThreadgroupBytes(1)},
+							Threadgroup: []int{g.ThreadgroupBytes(1, false)},
 							Inline: []device.Inline{{Index: 0, Data: encoder.MulMVIDArgs{Cols: uint32(c.cols), Rows: uint32(c.outs), Experts: uint32(c.experts),
 								K: uint32(c.k), XPerSlot: perSlot, WStride: uint32(rb), ExpertStride: uint64(rb * c.outs),
 								XStride: uint32(4 * c.cols), DStride: uint32(dStride), Split: uint32(g.Split)}.Bytes()}},

@@ -22,6 +22,20 @@ using namespace metal;
 // over them unroll and decode (1) keeps no registers for the others.
 constant short FC_mul_mv_nx [[function_constant(600)]];
 
+// Fusions that save a dispatch and a round trip of x through memory (both false:
+// the plain mat-vec). With FC_mul_mv_norm, x is the RMS
+// norm's input and g (buffer 4, f32) its weight: the kernel multiplies
+// x by g as it loads each chunk, sums x² beside the products (the row's
+// chunks are all met by the split simdgroups of a set) and scales the
+// sums by 1/sqrt(Σx²/cols + eps) at the end, W·(x·g·s) = s·W·(x·g); the
+// mat-vecs that read one norm each redo it (a few floats per chunk). With
+// FC_mul_mv_glu, x is SwiGLU's gate and up (buffer 5) its other input:
+// each chunk of x is silu(gate)·up as kernel_swiglu_f32 computes it
+// (elementwise.metal's ew_silu), so the product is the unfused one's bit
+// for bit.
+constant bool FC_mul_mv_norm [[function_constant(601)]];
+constant bool FC_mul_mv_glu  [[function_constant(602)]];
+
 // The argument struct (setBytes at buffer(0)).
 struct mul_mv_args {
     uint cols;     // elements per row of W and of x, a multiple of the type's qk
@@ -31,6 +45,7 @@ struct mul_mv_args {
     uint x_stride; // bytes between rows of x, a multiple of 16
     uint d_stride; // bytes between rows of dst, a multiple of 4
     uint split;    // simdgroups per set of rows, dividing its chunks (a power of two)
+    float eps;     // the RMS norm's (FC_mul_mv_norm)
 };
 
 // mv_codes16(b, il, q) writes the codes of elements il*16 .. il*16+15 of
@@ -247,7 +262,9 @@ kernel void kernel_mul_mv(
         device const char    * w    [[buffer(1)]],
         device const char    * x    [[buffer(2)]],
         device       char    * dst  [[buffer(3)]],
-        threadgroup  float   * red  [[threadgroup(0)]], // nsg·nr·nx floats when split > 1
+        device const float4  * g    [[buffer(4)]], // FC_mul_mv_norm: the norm's weight
+        device const char    * up   [[buffer(5)]], // FC_mul_mv_glu: SwiGLU's up, rows as x's
+        threadgroup  float   * red  [[threadgroup(0)]], // nsg·(nr + 1)·nx floats when split > 1
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort nsg  [[simdgroups_per_threadgroup]],
@@ -270,8 +287,11 @@ kernel void kernel_mul_mv(
         xr[j] = (device const float4 *) (x + (ulong) (y0 + min(uint(j), ny - 1))*args.x_stride);
     }
 
-    float acc[MUL_MV_NR_MAX*MUL_MV_NX_MAX]; // acc[k*NX + j]: row k of W, row j of x
-    for (short i = 0; i < NR*NX; i++) {
+    // acc[k*NX + j]: row k of W, row j of x; acc[NR*NX + j]: Σx² of row j
+    // of x (FC_mul_mv_norm).
+    float acc[(MUL_MV_NR_MAX + 1)*MUL_MV_NX_MAX];
+    const short nacc = NR*NX + (FC_mul_mv_norm ? NX : 0);
+    for (short i = 0; i < nacc; i++) {
         acc[i] = 0.0f;
     }
 
@@ -282,6 +302,18 @@ kernel void kernel_mul_mv(
         for (short j = 0; j < NX; j++) {
             device const float4 * xc = xr[j] + 4*c;
             xv[j] = float4x4(xc[0], xc[1], xc[2], xc[3]);
+            if (FC_mul_mv_norm) {
+                acc[NR*NX + j] += dot(xv[j][0], xv[j][0]) + dot(xv[j][1], xv[j][1]) + dot(xv[j][2], xv[j][2]) + dot(xv[j][3], xv[j][3]);
+                for (short i = 0; i < 4; i++) {
+                    xv[j][i] *= g[4*c + i];
+                }
+            }
+            if (FC_mul_mv_glu) {
+                device const float4 * uc = (device const float4 *) (up + (ulong) (y0 + min(uint(j), ny - 1))*args.x_stride) + 4*c;
+                for (short i = 0; i < 4; i++) {
+                    xv[j][i] = ew_silu(xv[j][i])*uc[i];
+                }
+            }
             xs[j] = dot(xv[j][0] + xv[j][1] + xv[j][2] + xv[j][3], float4(1.0f));
         }
         const uint  b  = c/W::nl; // nl is a power of two: a shift
@@ -296,14 +328,16 @@ kernel void kernel_mul_mv(
         }
     }
 
-    if (!mv_reduce(acc, NR*NX, sg, split, lane, red) || lane != 0) {
+    if (!mv_reduce(acc, nacc, sg, split, lane, red) || lane != 0) {
         return;
     }
     for (short j = 0; j < NX; j++) {
         device float * d = (device float *) (dst + (ulong) (y0 + j)*args.d_stride);
+        // rms_norm.metal's scale, from the same Σx² (summed in another order)
+        const float s = FC_mul_mv_norm ? 1.0f/sqrt(acc[NR*NX + j]/args.cols + args.eps) : 1.0f;
         for (short k = 0; k < NR; k++) {
             if (j < ny && r0 + k < args.rows) {
-                d[r0 + k] = acc[k*NX + j];
+                d[r0 + k] = FC_mul_mv_norm ? acc[k*NX + j]*s : acc[k*NX + j];
             }
         }
     }

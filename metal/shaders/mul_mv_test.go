@@ -75,7 +75,8 @@ func TestMulMV(t *testing.T) {
 				x[i] = float32(r.NormFloat64())
 			}
 			want, scale := mulMVRef(wf, x, c.rows, c.cols, c.xrows)
-			p, err := l.Pipeline("kernel_mul_mv_"+encoder.KernelSuffix(typ), device.Constant{Index: 600, Value: int16(c.nx)})
+			p, err := l.Pipeline("kernel_mul_mv_"+encoder.KernelSuffix(typ), device.Constant{Index: 600, Value: int16(c.nx)},
+				device.Constant{Index: 601, Value: false}, device.Constant{Index: 602, Value: false})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,15 +87,16 @@ func TestMulMV(t *testing.T) {
 					// row is written.
 					dStride := 4*c.rows + 16
 					dst := buffer(t, d, make([]byte, dStride*c.xrows))
+					xb := buffer(t, d, f32Bytes(x))
 					run(t, d, o, device.Dispatch{
 						Pipeline:    p,
 						Groups:      [3]int{g.Groups, (c.xrows + c.nx - 1) / c.nx, 1},
 						Threads:     [3]int{g.Threads(), 1, 1},
-						Threadgroup: []int{g.ThreadgroupBytes(c.nx)},
+						Threadgroup: []int{g.ThreadgroupBytes(c.nx, false)},
 						Inline: []device.Inline{{Index: 0, Data: encoder.MulMVArgs{Cols: uint32(c.cols), Rows: uint32(c.rows), XRows: uint32(c.xrows),
 							WStride: uint32(typ.RowBytes(c.cols)), XStride: uint32(4 * c.cols), DStride: uint32(dStride), Split: uint32(g.Split)}.Bytes()}},
 						Buffers: []device.Binding{
-							{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 3, Buffer: dst},
+							{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: xb}, {Index: 3, Buffer: dst}, {Index: 4, Buffer: xb}, {Index: 5, Buffer: xb},
 						},
 					})
 					for y := 0; y < c.xrows; y++ {
