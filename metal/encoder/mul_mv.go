@@ -10,8 +10,6 @@ import (
 const (
 	mulMVMaxX      = 4
 	fcMulMVNX      = 600
-	fcMulMVNorm    = 601
-	fcMulMVGLU     = 602
 	mulMVMaxRows   = 4
 	mulMVMaxSplit  = 8
 	mulMVMaxGroupW = 16 // simdgroups per threadgroup at most (512 threads)
@@ -93,7 +91,7 @@ func (e *Encoder) matVecGrid(t ggml.Type, rows, cols, slots int) MatVecShape {
 }
 
 // mvFusion is what a mat-vec does to x as it loads it (mul_mv.metal's
-// FC_mul_mv_norm and FC_mul_mv_glu): nothing, the RMS norm with weight norm
+// kernel_mul_mv_norm_<type>, kernel_mul_mv_swiglu_<type>): nothing, the RMS norm with weight norm
 // and eps, or SwiGLU with up (x is the gate).
 type mvFusion struct {
 	norm *Weight
@@ -137,15 +135,17 @@ func (e *Encoder) mulMVFused(dst Region, w *Weight, x Region, rows int, f mvFusi
 	// Unused by the plain kernel, buffers 4 and 5 are bound to x (every
 	// device takes a binding for each buffer a kernel declares).
 	binds := []device.Binding{w.bind(1), x.bind(2), dst.bind(3), x.bind(4), x.bind(5)}
+	name := "kernel_mul_mv_"
 	if f.norm != nil {
 		binds[3] = f.norm.bind(4)
+		name = "kernel_mul_mv_norm_"
 	}
 	if f.up != nil {
 		binds[4] = f.up.bind(5)
+		name = "kernel_mul_mv_swiglu_"
 	}
 	e.dispatch(device.Dispatch{
-		Pipeline: e.pipeline("kernel_mul_mv_"+KernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)},
-			device.Constant{Index: fcMulMVNorm, Value: f.norm != nil}, device.Constant{Index: fcMulMVGLU, Value: f.up != nil}),
+		Pipeline: e.pipeline(name+KernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)}),
 		Groups:  [3]int{g.Groups, (rows + nx - 1) / nx, 1},
 		Threads: [3]int{g.Threads(), 1, 1},
 		Inline: []device.Inline{{Index: 0, Data: MulMVArgs{Cols: u32(w.Cols), Rows: u32(w.Rows), XRows: u32(rows),
@@ -158,7 +158,7 @@ func (e *Encoder) mulMVFused(dst Region, w *Weight, x Region, rows int, f mvFusi
 // MatMulNorm encodes dst[r] = W·RMSNorm(x[r]) for r < rows, the norm's
 // weight norm and eps as RMSNorm's: for the mat-vec's rows with an F32
 // norm as wide as W, one dispatch that normalises x as it loads it
-// (FC_mul_mv_norm); otherwise RMSNorm into scratch memory, then MatMul.
+// (kernel_mul_mv_norm_<type>); otherwise RMSNorm into scratch memory, then MatMul.
 func (e *Encoder) MatMulNorm(dst Region, w *Weight, x Region, norm *Weight, eps float32, rows int) {
 	if norm != nil && norm.Buf != nil && norm.Type == ggml.F32 && norm.Rows*norm.Cols == w.Cols && w.Cols%4 == 0 &&
 		norm.Off%16 == 0 && norm.Len >= 4*w.Cols && (rows < mulMMMinRows || mulMMFits(w, x) != "") {
@@ -175,7 +175,7 @@ func (e *Encoder) MatMulNorm(dst Region, w *Weight, x Region, norm *Weight, eps 
 
 // MatMulSwiGLU encodes dst[r] = W·(silu(gate[r])·up[r]) for r < rows:
 // for the mat-vec's rows one dispatch that forms SwiGLU's product as it
-// loads x (FC_mul_mv_glu: bit for bit SwiGLU then MatMul); otherwise SwiGLU
+// loads x (kernel_mul_mv_swiglu_<type>: bit for bit SwiGLU then MatMul); otherwise SwiGLU
 // into scratch memory, then MatMul.
 func (e *Encoder) MatMulSwiGLU(dst Region, w *Weight, gate, up Region, rows int) {
 	if up.Off%16 == 0 && up.Len >= 4*rows*w.Cols && (rows < mulMMMinRows || mulMMFits(w, gate) != "") {

@@ -22,19 +22,21 @@ using namespace metal;
 // over them unroll and decode (1) keeps no registers for the others.
 constant short FC_mul_mv_nx [[function_constant(600)]];
 
-// Fusions that save a dispatch and a round trip of x through memory (both false:
-// the plain mat-vec). With FC_mul_mv_norm, x is the RMS
-// norm's input and g (buffer 4, f32) its weight: the kernel multiplies
-// x by g as it loads each chunk, sums x² beside the products (the row's
-// chunks are all met by the split simdgroups of a set) and scales the
-// sums by 1/sqrt(Σx²/cols + eps) at the end, W·(x·g·s) = s·W·(x·g); the
-// mat-vecs that read one norm each redo it (a few floats per chunk). With
-// FC_mul_mv_glu, x is SwiGLU's gate and up (buffer 5) its other input:
-// each chunk of x is silu(gate)·up as kernel_swiglu_f32 computes it
-// (elementwise.metal's ew_silu), so the product is the unfused one's bit
-// for bit.
-constant bool FC_mul_mv_norm [[function_constant(601)]];
-constant bool FC_mul_mv_glu  [[function_constant(602)]];
+// Fusions that save a dispatch and a round trip of x through memory
+// (kernel_mul_mv_norm_<type>, kernel_mul_mv_swiglu_<type>: the template's
+// F). With MV_NORM, x is the RMS norm's input and g (buffer 4, f32) its
+// weight: the kernel multiplies x by g as it loads each chunk, sums x²
+// beside the products (the row's chunks are all met by the split
+// simdgroups of a set) and scales the sums by 1/sqrt(Σx²/cols + eps) at
+// the end, W·(x·g·s) = s·W·(x·g); the mat-vecs that read one norm each redo
+// it (a few floats per chunk). With MV_SWIGLU, x is SwiGLU's gate and up
+// (buffer 5) its other input: each chunk of x is silu(gate)·up as
+// kernel_swiglu_f32 computes it (elementwise.metal's ew_silu), so the
+// product is the unfused one's bit for bit. Separate kernels rather than
+// function constants: a decode step runs both kinds on one weight type.
+#define MV_PLAIN  0
+#define MV_NORM   1
+#define MV_SWIGLU 2
 
 // The argument struct (setBytes at buffer(0)).
 struct mul_mv_args {
@@ -45,7 +47,7 @@ struct mul_mv_args {
     uint x_stride; // bytes between rows of x, a multiple of 16
     uint d_stride; // bytes between rows of dst, a multiple of 4
     uint split;    // simdgroups per set of rows, dividing its chunks (a power of two)
-    float eps;     // the RMS norm's (FC_mul_mv_norm)
+    float eps;     // the RMS norm's (MV_NORM)
 };
 
 // mv_codes16(b, il, q) writes the codes of elements il*16 .. il*16+15 of
@@ -256,14 +258,14 @@ inline bool mv_reduce(thread float * acc, short n, ushort sg, ushort split, usho
 // matrix of few rows otherwise leaves most of them idle). A set past the
 // last row computes on clamped rows and writes nothing (it must reach the
 // barrier of mv_reduce).
-template <typename B>
+template <typename B, short F>
 kernel void kernel_mul_mv(
         constant mul_mv_args & args [[buffer(0)]],
         device const char    * w    [[buffer(1)]],
         device const char    * x    [[buffer(2)]],
         device       char    * dst  [[buffer(3)]],
-        device const float4  * g    [[buffer(4)]], // FC_mul_mv_norm: the norm's weight
-        device const char    * up   [[buffer(5)]], // FC_mul_mv_glu: SwiGLU's up, rows as x's
+        device const float4  * g    [[buffer(4)]], // MV_NORM: the norm's weight
+        device const char    * up   [[buffer(5)]], // MV_SWIGLU: SwiGLU's up, rows as x's
         threadgroup  float   * red  [[threadgroup(0)]], // nsg·(nr + 1)·nx floats when split > 1
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
@@ -288,9 +290,9 @@ kernel void kernel_mul_mv(
     }
 
     // acc[k*NX + j]: row k of W, row j of x; acc[NR*NX + j]: Σx² of row j
-    // of x (FC_mul_mv_norm).
+    // of x (MV_NORM).
     float acc[(MUL_MV_NR_MAX + 1)*MUL_MV_NX_MAX];
-    const short nacc = NR*NX + (FC_mul_mv_norm ? NX : 0);
+    const short nacc = NR*NX + (F == MV_NORM ? NX : 0);
     for (short i = 0; i < nacc; i++) {
         acc[i] = 0.0f;
     }
@@ -302,13 +304,13 @@ kernel void kernel_mul_mv(
         for (short j = 0; j < NX; j++) {
             device const float4 * xc = xr[j] + 4*c;
             xv[j] = float4x4(xc[0], xc[1], xc[2], xc[3]);
-            if (FC_mul_mv_norm) {
+            if (F == MV_NORM) {
                 acc[NR*NX + j] += dot(xv[j][0], xv[j][0]) + dot(xv[j][1], xv[j][1]) + dot(xv[j][2], xv[j][2]) + dot(xv[j][3], xv[j][3]);
                 for (short i = 0; i < 4; i++) {
                     xv[j][i] *= g[4*c + i];
                 }
             }
-            if (FC_mul_mv_glu) {
+            if (F == MV_SWIGLU) {
                 device const float4 * uc = (device const float4 *) (up + (ulong) (y0 + min(uint(j), ny - 1))*args.x_stride) + 4*c;
                 for (short i = 0; i < 4; i++) {
                     xv[j][i] = ew_silu(xv[j][i])*uc[i];
@@ -334,31 +336,61 @@ kernel void kernel_mul_mv(
     for (short j = 0; j < NX; j++) {
         device float * d = (device float *) (dst + (ulong) (y0 + j)*args.d_stride);
         // rms_norm.metal's scale, from the same Σx² (summed in another order)
-        const float s = FC_mul_mv_norm ? 1.0f/sqrt(acc[NR*NX + j]/args.cols + args.eps) : 1.0f;
+        const float s = F == MV_NORM ? 1.0f/sqrt(acc[NR*NX + j]/args.cols + args.eps) : 1.0f;
         for (short k = 0; k < NR; k++) {
             if (j < ny && r0 + k < args.rows) {
-                d[r0 + k] = FC_mul_mv_norm ? acc[k*NX + j]*s : acc[k*NX + j];
+                d[r0 + k] = F == MV_NORM ? acc[k*NX + j]*s : acc[k*NX + j];
             }
         }
     }
 }
 
-typedef decltype(kernel_mul_mv<block_f32>) mul_mv_t;
+typedef decltype(kernel_mul_mv<block_f32, MV_PLAIN>) mul_mv_t;
 
-template [[host_name("kernel_mul_mv_f32")]]  kernel mul_mv_t kernel_mul_mv<block_f32>;
-template [[host_name("kernel_mul_mv_f16")]]  kernel mul_mv_t kernel_mul_mv<block_f16>;
-template [[host_name("kernel_mul_mv_bf16")]] kernel mul_mv_t kernel_mul_mv<block_bf16>;
-template [[host_name("kernel_mul_mv_q4_0")]] kernel mul_mv_t kernel_mul_mv<block_q4_0>;
-template [[host_name("kernel_mul_mv_q4_1")]] kernel mul_mv_t kernel_mul_mv<block_q4_1>;
-template [[host_name("kernel_mul_mv_q5_0")]] kernel mul_mv_t kernel_mul_mv<block_q5_0>;
-template [[host_name("kernel_mul_mv_q5_1")]] kernel mul_mv_t kernel_mul_mv<block_q5_1>;
-template [[host_name("kernel_mul_mv_q8_0")]] kernel mul_mv_t kernel_mul_mv<block_q8_0>;
-template [[host_name("kernel_mul_mv_mxfp4")]] kernel mul_mv_t kernel_mul_mv<block_mxfp4>;
-template [[host_name("kernel_mul_mv_q2_k")]] kernel mul_mv_t kernel_mul_mv<block_q2_k>;
-template [[host_name("kernel_mul_mv_q3_k")]] kernel mul_mv_t kernel_mul_mv<block_q3_k>;
-template [[host_name("kernel_mul_mv_q4_k")]] kernel mul_mv_t kernel_mul_mv<block_q4_k>;
-template [[host_name("kernel_mul_mv_q5_k")]] kernel mul_mv_t kernel_mul_mv<block_q5_k>;
-template [[host_name("kernel_mul_mv_q6_k")]] kernel mul_mv_t kernel_mul_mv<block_q6_k>;
+template [[host_name("kernel_mul_mv_f32")]]       kernel mul_mv_t kernel_mul_mv<block_f32, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_f16")]]       kernel mul_mv_t kernel_mul_mv<block_f16, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_bf16")]]      kernel mul_mv_t kernel_mul_mv<block_bf16, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q4_0")]]      kernel mul_mv_t kernel_mul_mv<block_q4_0, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q4_1")]]      kernel mul_mv_t kernel_mul_mv<block_q4_1, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q5_0")]]      kernel mul_mv_t kernel_mul_mv<block_q5_0, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q5_1")]]      kernel mul_mv_t kernel_mul_mv<block_q5_1, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q8_0")]]      kernel mul_mv_t kernel_mul_mv<block_q8_0, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_mxfp4")]]     kernel mul_mv_t kernel_mul_mv<block_mxfp4, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q2_k")]]      kernel mul_mv_t kernel_mul_mv<block_q2_k, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q3_k")]]      kernel mul_mv_t kernel_mul_mv<block_q3_k, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q4_k")]]      kernel mul_mv_t kernel_mul_mv<block_q4_k, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q5_k")]]      kernel mul_mv_t kernel_mul_mv<block_q5_k, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q6_k")]]      kernel mul_mv_t kernel_mul_mv<block_q6_k, MV_PLAIN>;
+
+template [[host_name("kernel_mul_mv_norm_f32")]]  kernel mul_mv_t kernel_mul_mv<block_f32, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_f16")]]  kernel mul_mv_t kernel_mul_mv<block_f16, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_bf16")]] kernel mul_mv_t kernel_mul_mv<block_bf16, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q4_0")]] kernel mul_mv_t kernel_mul_mv<block_q4_0, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q4_1")]] kernel mul_mv_t kernel_mul_mv<block_q4_1, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q5_0")]] kernel mul_mv_t kernel_mul_mv<block_q5_0, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q5_1")]] kernel mul_mv_t kernel_mul_mv<block_q5_1, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q8_0")]] kernel mul_mv_t kernel_mul_mv<block_q8_0, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_mxfp4")]] kernel mul_mv_t kernel_mul_mv<block_mxfp4, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q2_k")]] kernel mul_mv_t kernel_mul_mv<block_q2_k, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q3_k")]] kernel mul_mv_t kernel_mul_mv<block_q3_k, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q4_k")]] kernel mul_mv_t kernel_mul_mv<block_q4_k, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q5_k")]] kernel mul_mv_t kernel_mul_mv<block_q5_k, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q6_k")]] kernel mul_mv_t kernel_mul_mv<block_q6_k, MV_NORM>;
+
+template [[host_name("kernel_mul_mv_swiglu_f32")]] kernel mul_mv_t kernel_mul_mv<block_f32, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_f16")]] kernel mul_mv_t kernel_mul_mv<block_f16, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_bf16")]] kernel mul_mv_t kernel_mul_mv<block_bf16, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q4_0")]] kernel mul_mv_t kernel_mul_mv<block_q4_0, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q4_1")]] kernel mul_mv_t kernel_mul_mv<block_q4_1, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q5_0")]] kernel mul_mv_t kernel_mul_mv<block_q5_0, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q5_1")]] kernel mul_mv_t kernel_mul_mv<block_q5_1, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q8_0")]] kernel mul_mv_t kernel_mul_mv<block_q8_0, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_mxfp4")]] kernel mul_mv_t kernel_mul_mv<block_mxfp4, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q2_k")]] kernel mul_mv_t kernel_mul_mv<block_q2_k, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q3_k")]] kernel mul_mv_t kernel_mul_mv<block_q3_k, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q4_k")]] kernel mul_mv_t kernel_mul_mv<block_q4_k, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q5_k")]] kernel mul_mv_t kernel_mul_mv<block_q5_k, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q6_k")]] kernel mul_mv_t kernel_mul_mv<block_q6_k, MV_SWIGLU>;
 
 // kernel_mul_mv_id_<type>: the mixture-of-experts mat-vec,
 // dst[s] = W_e·x[s/k] (x_per_slot: x[s]) with e = ids[s], for the slots

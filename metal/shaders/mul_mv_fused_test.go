@@ -22,14 +22,20 @@ var mvFusedCases = []mulMVCase{
 	{256, 5, 1, 1, 8}, {768, 20, 3, 3, 8}, {2048, 37, 1, 1, 8}, {2048, 37, 1, 1, 1000}, {1024, 9, 2, 2, 1000},
 }
 
-// mvFused runs kernel_mul_mv_<typ> with function constants norm and glu:
+// mvFused runs kernel_mul_mv_<typ>, kernel_mul_mv_norm_<typ> (norm) or
+// kernel_mul_mv_swiglu_<typ> (glu):
 // buffer 4 the norm's weight, buffer 5 up (x where unused). dst rows are
 // 4·rows+16 bytes apart.
 func mvFused(t *testing.T, d *emulator.Device, l *emulator.Library, o emulator.Order, typ ggml.Type, c mulMVCase, norm, glu bool,
 	eps float32, w, x, gw, up device.Buffer) []byte {
 	t.Helper()
-	p, err := l.Pipeline("kernel_mul_mv_"+encoder.KernelSuffix(typ), device.Constant{Index: 600, Value: int16(c.nx)},
-		device.Constant{Index: 601, Value: norm}, device.Constant{Index: 602, Value: glu})
+	name := "kernel_mul_mv_"
+	if norm {
+		name = "kernel_mul_mv_norm_"
+	} else if glu {
+		name = "kernel_mul_mv_swiglu_"
+	}
+	p, err := l.Pipeline(name+encoder.KernelSuffix(typ), device.Constant{Index: 600, Value: int16(c.nx)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +77,7 @@ func checkMV(t *testing.T, dst []byte, rows, xrows int, want, scale []float64, t
 	return worst
 }
 
-// The RMS norm fused into the mat-vec (FC_mul_mv_norm) against its twin in
+// The RMS norm fused into the mat-vec (kernel_mul_mv_norm_<type>) against its twin in
 // float64, W·(x·g/sqrt(mean(x²) + eps)), for every weight type. Tolerance:
 // mul_mv's 1e-6·Σ|w·x'| doubled for the scale's own rounding (a float32
 // Σx² over up to 2048 elements, a division and a square root).
@@ -123,7 +129,7 @@ func TestMulMVNorm(t *testing.T) {
 	}
 }
 
-// SwiGLU fused into the mat-vec (FC_mul_mv_glu): bit for bit
+// SwiGLU fused into the mat-vec (kernel_mul_mv_swiglu_<type>): bit for bit
 // kernel_swiglu_f32_4 then the plain kernel_mul_mv (same grid), and within
 // mul_mv's tolerance of the float64 product with the CPU's silu
 // (fastmath.SiLU, the swiglu kernel's twin).

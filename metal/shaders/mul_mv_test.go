@@ -75,8 +75,7 @@ func TestMulMV(t *testing.T) {
 				x[i] = float32(r.NormFloat64())
 			}
 			want, scale := mulMVRef(wf, x, c.rows, c.cols, c.xrows)
-			p, err := l.Pipeline("kernel_mul_mv_"+encoder.KernelSuffix(typ), device.Constant{Index: 600, Value: int16(c.nx)},
-				device.Constant{Index: 601, Value: false}, device.Constant{Index: 602, Value: false})
+			p, err := l.Pipeline("kernel_mul_mv_"+encoder.KernelSuffix(typ), device.Constant{Index: 600, Value: int16(c.nx)})
 			if err != nil {
 				t.Fatal(err)
 			}
