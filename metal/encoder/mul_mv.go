@@ -146,8 +146,8 @@ func (e *Encoder) mulMVFused(dst Region, w *Weight, x Region, rows int, f mvFusi
 	}
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline(name+KernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)}),
-		Groups:  [3]int{g.Groups, (rows + nx - 1) / nx, 1},
-		Threads: [3]int{g.Threads(), 1, 1},
+		Groups:   [3]int{g.Groups, (rows + nx - 1) / nx, 1},
+		Threads:  [3]int{g.Threads(), 1, 1},
 		Inline: []device.Inline{{Index: 0, Data: MulMVArgs{Cols: u32(w.Cols), Rows: u32(w.Rows), XRows: u32(rows),
 			WStride: u32(w.RowBytes()), XStride: u32(4 * w.Cols), DStride: u32(4 * w.Rows), Split: u32(g.Split), Eps: f.eps}.Bytes()}},
 		Buffers:     binds,
