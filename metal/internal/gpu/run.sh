@@ -125,7 +125,8 @@ decode_compare() {
   wait
   for b in decode-new decode-old mvcheck; do [ -x build/$b ] || { echo "build $b: FAILED"; head -30 "$OUT/build-$b.log"; }; done
   echo "builds took $((SECONDS - t0)) s"
-  build/mvcheck check "$DIR/check-mv.trace" 2>&1 | tail -4 | tee "$OUT/check-mv.txt"
+  build/mvcheck check "$DIR/check-mv.trace" > "$OUT/check-mv.txt" 2>&1
+  grep -E "^dispatch|^check:" "$OUT/check-mv.txt" | head -24; awk '$3 > 0' "$OUT/check-mv.txt" | grep ^kernel
   local w=q4 i
   for i in 1 2; do
     for m in q4 q4_0-q4; do
@@ -134,13 +135,14 @@ decode_compare() {
       done
     done
   done 2>&1 | tee "$OUT/decode-compare.txt"
-  for v in q4-4k q4-4k-unfused q4_0-q4-4k q4_0-q4-4k-unfused q4-4k-pc4 q4-4k-pc8 q4-4k-pc32 q4-4k-pc64 f16-4k; do
+  for v in q4-4k q4-4k-fused q4_0-q4-4k q4_0-q4-4k-fused q4-4k-pc4 q4-4k-pc8 q4-4k-pc32 q4-4k-pc64 f16-4k; do
     echo "== new $v: $(build/decode-new time "$DIR/decode-llama3.2-1b-$v.trace" ${ITERS:-30} --wall | tr '\n' ' ')"
   done 2>&1 | tee -a "$OUT/decode-compare.txt"
-  build/decode-new time "$DIR/decode-llama3.2-1b-q4-4k.trace" ${ITERS:-20} --flush > "$OUT/decode-new-q4-per-kernel.txt" 2>&1
-  build/decode-new time "$DIR/decode-llama3.2-1b-q4-4k.trace" ${ITERS:-20} --flush --per-grid > "$OUT/decode-new-q4-per-grid.txt" 2>&1
-  build/decode-old time "$OLD/decode-llama3.2-1b-q4-4k.trace" ${ITERS:-20} --flush > "$OUT/decode-old-q4-per-kernel.txt" 2>&1
-  head -14 "$OUT/decode-new-q4-per-kernel.txt"
+  # Per kernel (events between dispatches, L2 flushed): the new step, by
+  # grid too, and the old.
+  build/decode-new time "$DIR/decode-llama3.2-1b-q4-4k.trace" ${ITERS:-20} --flush --per-grid > "$OUT/decode-new-q4-per-kernel.txt" 2>&1
+  build/decode-old time "$OLD/decode-llama3.2-1b-q4-4k.trace" ${ITERS:-20} --flush >> "$OUT/decode-new-q4-per-kernel.txt" 2>&1
+  head -24 "$OUT/decode-new-q4-per-kernel.txt"
   BIN=build/decode-new ncu_decode
   echo "decode-compare took $((SECONDS - t0)) s"
 }
@@ -170,7 +172,7 @@ ncu_decode() {
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
     ${BIN:-build/decode1b} time "$tr" 1 > "$OUT/ncu-decode-q4.csv" 2>&1
   echo "== ncu decode (rc $?): $(grep -c dram__bytes_read "$OUT/ncu-decode-q4.csv") rows of $n dispatches"
-  python3 ncu_sum.py "$OUT/ncu-decode-q4.csv" | tee "$OUT/ncu-decode-q4-sum.txt"
+  python3 ncu_sum.py "$OUT/ncu-decode-q4.csv"
 }
 
 NCU_METRICS=launch__registers_per_thread,launch__occupancy_limit_registers,launch__waves_per_multiprocessor,gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
