@@ -119,23 +119,23 @@ trace_kernels() {
 decode_compare() {
   local t0=$SECONDS OLD=${OLD:?OLD: the TestExportDecode directory of the other tree}
   local NV="nvcc -std=c++17 -O3 -arch=$ARCH -lineinfo -I include -Xcompiler -Wno-unused-function"
-  $NV --use_fast_math -DMSL_ONLY $(trace_kernels "$DIR"/decode-*.trace) $FC1B -I "$DIR" harness.cu -o build/decode-new > "$OUT/build-decode-new.log" 2>&1 &
-  $NV --use_fast_math -DMSL_ONLY $(trace_kernels "$OLD"/decode-*.trace) $FC1B -I "$OLD" harness.cu -o build/decode-old > "$OUT/build-decode-old.log" 2>&1 &
+  $NV --use_fast_math -DMSL_ONLY $(trace_kernels "$DIR"/decode-*.trace) $FC1B -I "$DIR" harness.cu -o build/decode-new > build/decode-new.log 2>&1 &
+  $NV --use_fast_math -DMSL_ONLY $(trace_kernels "$OLD"/decode-*.trace) $FC1B -I "$OLD" harness.cu -o build/decode-old > build/decode-old.log 2>&1 &
   # The mat-vecs reach every collective with the whole simdgroup (no early
   # return): MSL_FULL_WARP, so that a lane still in a divergent branch (the
   # IEEE division's slow path in SwiGLU's silu) is waited for rather than
   # left out of __activemask()'s collective, as Metal's simdgroups
   # reconverge after a branch. mvcheck-active keeps the active-lanes shim.
-  $NV -DMSL_ONLY -DMSL_FULL_WARP $(trace_kernels "$DIR"/check-mv.trace) -I "$DIR" harness.cu -o build/mvcheck > "$OUT/build-mvcheck.log" 2>&1 &
-  $NV -DMSL_ONLY $(trace_kernels "$DIR"/check-mv.trace) -I "$DIR" harness.cu -o build/mvcheck-active > "$OUT/build-mvcheck-active.log" 2>&1 &
+  $NV -DMSL_ONLY -DMSL_FULL_WARP $(trace_kernels "$DIR"/check-mv.trace) -I "$DIR" harness.cu -o build/mvcheck > build/mvcheck.log 2>&1 &
+  $NV -DMSL_ONLY $(trace_kernels "$DIR"/check-mv.trace) -I "$DIR" harness.cu -o build/mvcheck-active > build/mvcheck-active.log 2>&1 &
   wait
-  for b in decode-new decode-old mvcheck mvcheck-active; do [ -x build/$b ] || { echo "build $b: FAILED"; head -30 "$OUT/build-$b.log"; }; done
+  for b in decode-new decode-old mvcheck mvcheck-active; do [ -x build/$b ] || { echo "build $b: FAILED"; head -30 build/$b.log; }; done
   echo "builds took $((SECONDS - t0)) s"
   for b in mvcheck mvcheck-active; do
     build/$b check "$DIR/check-mv.trace" > "$OUT/check-mv-$b.txt" 2>&1
     echo "== $b"; grep -E "^dispatch|^check:" "$OUT/check-mv-$b.txt" | head -24; awk '$3 > 0' "$OUT/check-mv-$b.txt" | grep ^kernel
   done
-  local w=q4 i
+  local i
   for i in 1 2; do
     for m in q4 q4_0-q4; do
       for b in old new; do
