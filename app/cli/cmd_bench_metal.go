@@ -16,7 +16,7 @@ func init() {
 		Name: "bench metal-model",
 		Usage: "[--catalog ID | --layers N --hidden N --heads N --kv-heads N --head-dim N --ffn N --vocab N] " +
 			"[--experts N --experts-used K --expert-ffn N [--expert-weights TYPE]] " +
-			"[--weights Q4_K] [--output Q6_K] [--ctx 131072] [--kv q4|q8|f16] [--kv-group 32] [--device NAME] [--fused] [--json]",
+			"[--weights Q4_K] [--output Q6_K] [--ctx 131072] [--kv q4|q8|f16] [--kv-group 32] [--device NAME] [--fused] [--rope-kv] [--json]",
 		Run: benchMetalModelCmd,
 	})
 }
@@ -75,6 +75,7 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	group := fs.Int("kv-group", kv.DefaultGroupSize, "q4/q8 group size: 32 or 64")
 	dev := fs.String("device", "", "only this device (M1 ... M4 Max)")
 	fused := fs.Bool("fused", false, "the step with the RMS norms and SwiGLU fused into the mat-vecs (not what the backend encodes)")
+	ropeKV := fs.Bool("rope-kv", false, "the step with K's RoPE fused into the KV store (not what the backend encodes)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
@@ -151,7 +152,7 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	if kt == kv.F16 {
 		c.GroupSize = 0
 	}
-	step := traffic.DecodeStepFused(s, *ctx, c, *fused)
+	step := traffic.DecodeStepWith(s, *ctx, c, traffic.Fusions{MatVec: *fused, RoPEInStore: *ropeKV})
 	r := metalModelReport{Model: s.Name, Shape: s, Ctx: *ctx, KV: kt.String(), KVGroup: c.GroupSize, Step: step,
 		Attention: step.Filter("attn_")}
 	r.ResidentWeights, r.ActiveWeights = traffic.WeightBytes(s)

@@ -61,20 +61,22 @@ type GetRowsArgs struct {
 
 // KVAppendArgs is kv_append_args (kv_append.metal).
 type KVAppendArgs struct {
-	D        uint32  `msl:"d"`
-	GS       uint32  `msl:"gs"`
-	KVHeads  uint32  `msl:"kv_heads"`
-	Ctx      uint32  `msl:"ctx"`
-	Pos      uint32  `msl:"pos"`
-	N        uint32  `msl:"n"`
-	Smooth   uint32  `msl:"smooth"`
-	Rotate   uint32  `msl:"rotate"`
-	Norm     float32 `msl:"norm"`
-	VPS      uint32  `msl:"vps"`
-	Window   uint32  `msl:"window"`
-	RingFrom uint32  `msl:"ring_from"`
-	Meta     uint64  `msl:"meta"`
-	Ring     uint64  `msl:"ring"`
+	D          uint32  `msl:"d"`
+	GS         uint32  `msl:"gs"`
+	KVHeads    uint32  `msl:"kv_heads"`
+	Ctx        uint32  `msl:"ctx"`
+	Pos        uint32  `msl:"pos"`
+	N          uint32  `msl:"n"`
+	Smooth     uint32  `msl:"smooth"`
+	Rotate     uint32  `msl:"rotate"`
+	Norm       float32 `msl:"norm"`
+	VPS        uint32  `msl:"vps"`
+	Window     uint32  `msl:"window"`
+	RingFrom   uint32  `msl:"ring_from"`
+	Meta       uint64  `msl:"meta"`
+	Ring       uint64  `msl:"ring"`
+	RopePairs  uint32  `msl:"rope_pairs"`
+	RopeMScale float32 `msl:"rope_mscale"`
 }
 
 // MulMMArgs is mul_mm_args (mul_mm.metal).

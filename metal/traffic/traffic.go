@@ -143,18 +143,28 @@ func (s *Step) Attention(heads, kvHeads, d, n, ctx int, c Cache) {
 // a shared expert beside them), residual; final norm, output, argmax. The
 // dispatches of metal/internal/gpu's decode traces.
 func DecodeStep(m Shape, ctx int, c Cache) Step {
-	return DecodeStepFused(m, ctx, c, false)
+	return DecodeStepWith(m, ctx, c, Fusions{})
 }
 
-// DecodeStepFused is DecodeStep, with fused the RMS norms in the mat-vecs
-// that read them and SwiGLU in the down projection (metal/encoder's
-// MatMulNorm and MatMulSwiGLU: kernel_mul_mv_norm_<type> reads x and the
-// norm's weight beside W, kernel_mul_mv_swiglu_<type> gate and up; each
-// from DRAM once, the sets of rows re-read them from the cache). The
-// Metal backend encodes the unfused step.
-func DecodeStepFused(m Shape, ctx int, c Cache, fused bool) Step {
+// Fusions are the fused kernels a decode step may use instead of a pair of
+// dispatches. The Metal backend encodes neither.
+type Fusions struct {
+	// MatVec: the RMS norms in the mat-vecs that read them and SwiGLU in
+	// the down projection (metal/encoder's MatMulNorm and MatMulSwiGLU:
+	// kernel_mul_mv_norm_<type> reads x and the norm's weight beside W,
+	// kernel_mul_mv_swiglu_<type> gate and up; each from DRAM once, the
+	// sets of rows re-read them from the cache).
+	MatVec bool
+	// RoPEInStore: K's RoPE in the KV store (KVStoreRoPE: the store reads
+	// the pairs' angles, 8 bytes a pair).
+	RoPEInStore bool
+}
+
+// DecodeStepWith is DecodeStep with the fusions f.
+func DecodeStepWith(m Shape, ctx int, c Cache, f Fusions) Step {
+	fused := f.MatVec
 	var s Step
-	h, f := int64(m.Hidden), int64(m.FFN)
+	h, ffn := int64(m.Hidden), int64(m.FFN)
 	qd, kd := int64(m.Heads*m.HeadDim), int64(m.KVHeads*m.HeadDim)
 	mv := func(t ggml.Type, rows, cols int64) {
 		w := int64(t.RowBytes(int(cols))) * rows
@@ -182,8 +192,12 @@ func DecodeStepFused(m Shape, ctx int, c Cache, fused bool) Step {
 			s.add("add_bias", 4*(qd+2*kd)*2, 4*(qd+2*kd), 0)
 		}
 		s.add("rope", 4*qd, 4*qd, 0)
-		s.add("rope", 4*kd, 4*kd, 0)
-		s.add("kv_append_"+c.Type.String(), 4*2*kd, KVBytes(m.KVHeads, m.HeadDim, 1, c), 0)
+		if f.RoPEInStore {
+			s.add("kv_append_"+c.Type.String(), 4*2*kd+4*int64(m.HeadDim), KVBytes(m.KVHeads, m.HeadDim, 1, c), 0)
+		} else {
+			s.add("rope", 4*kd, 4*kd, 0)
+			s.add("kv_append_"+c.Type.String(), 4*2*kd, KVBytes(m.KVHeads, m.HeadDim, 1, c), 0)
+		}
 		s.Attention(m.Heads, m.KVHeads, m.HeadDim, ctx, ctx, c)
 		mv(m.Weight, h, qd)
 		s.add("add", 8*h, 4*h, 0)
@@ -191,22 +205,22 @@ func DecodeStepFused(m Shape, ctx int, c Cache, fused bool) Step {
 			s.Norm(m.Hidden)
 			s.Experts(m)
 		}
-		if f > 0 {
+		if ffn > 0 {
 			if m.Experts > 0 && !fused {
-				mv(m.Weight, f, h) // the experts' norm serves the shared expert
-				mv(m.Weight, f, h)
+				mv(m.Weight, ffn, h) // the experts' norm serves the shared expert
+				mv(m.Weight, ffn, h)
 			} else {
-				normed(m.Weight, h, f, f)
+				normed(m.Weight, h, ffn, ffn)
 			}
 			if fused {
 				w := int64(m.Weight.RowBytes(m.FFN)) * h
-				s.add("mul_mv_swiglu_"+encoder.KernelSuffix(m.Weight), w+8*f, 4*h, 2*h*f)
+				s.add("mul_mv_swiglu_"+encoder.KernelSuffix(m.Weight), w+8*ffn, 4*h, 2*h*ffn)
 			} else {
-				s.add("swiglu", 8*f, 4*f, 0)
-				mv(m.Weight, h, f)
+				s.add("swiglu", 8*ffn, 4*ffn, 0)
+				mv(m.Weight, h, ffn)
 			}
 		}
-		if m.Experts > 0 && f > 0 {
+		if m.Experts > 0 && ffn > 0 {
 			s.Add(m.Hidden) // the shared expert's output to the experts'
 		}
 		s.Add(m.Hidden)

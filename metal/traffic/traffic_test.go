@@ -262,7 +262,7 @@ var h200Fused = map[string]struct {
 // attention's within 3.5% (+3.2%; +2.3% on the H100, +3.0% in the MoE
 // step).
 func TestFusedAgainstH200(t *testing.T) {
-	s := DecodeStepFused(llama1B, 4096, Cache{Type: kv.Q4, GroupSize: 32}, true)
+	s := DecodeStepWith(llama1B, 4096, Cache{Type: kv.Q4, GroupSize: 32}, Fusions{MatVec: true})
 	var model, measured float64
 	n := 0
 	for _, k := range s.Kernels {
@@ -317,5 +317,25 @@ func TestDeviceCores(t *testing.T) {
 	}
 	if s := max.MatVecSplit(ggml.Q4_K, 512, 2048); s < 2 {
 		t.Errorf("M1 Max, 512 rows: split %d", s)
+	}
+}
+
+// K's RoPE in the KV store: 16 dispatches fewer for the 1B step (260, as
+// the -ropekv trace), the store reading the angles (a head's pairs, 8 bytes
+// each) in their place.
+func TestRoPEInStore(t *testing.T) {
+	c := Cache{Type: kv.Q4, GroupSize: 32}
+	plain, fused := DecodeStep(llama1B, 4096, c), DecodeStepWith(llama1B, 4096, c, Fusions{RoPEInStore: true})
+	count := func(s Step) (n int) {
+		for _, k := range s.Kernels {
+			n += k.Count
+		}
+		return n
+	}
+	if count(plain) != 276 || count(fused) != 260 {
+		t.Errorf("%d and %d dispatches, want 276 and 260", count(plain), count(fused))
+	}
+	if d := plain.Read - fused.Read; d != 16*(4*512-4*64) {
+		t.Errorf("the fused step reads %d bytes fewer, want %d", d, 16*(4*512-4*64))
 	}
 }

@@ -246,6 +246,7 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 // (encoder.MatVecSimdgroupsPerCore when 0); suffix, the trace name's.
 type stepOptions struct {
 	fused   bool
+	ropeKV  bool // K's RoPE in the KV store (KVStoreRoPE)
 	perCore int
 	suffix  string
 }
@@ -295,8 +296,12 @@ func decodeStepTraceWith(dir string, s traffic.Shape, typ kv.Type, ctx int, opt 
 		c := kvLayer(r, cfg)
 		normed(x, n1, []encoder.Region{q, k, v}, wq, wk, wv)
 		e.RoPE(q, s.Heads, s.HeadDim, 1, []int32{int32(pos)}, rope)
-		e.RoPE(k, s.KVHeads, s.HeadDim, 1, []int32{int32(pos)}, rope)
-		e.KVStore(c, k, v, pos, 1)
+		if opt.ropeKV {
+			e.KVStoreRoPE(c, k, v, pos, 1, rope)
+		} else {
+			e.RoPE(k, s.KVHeads, s.HeadDim, 1, []int32{int32(pos)}, rope)
+			e.KVStore(c, k, v, pos, 1)
+		}
 		e.AttendDecode(att, q, c, pos+1, a, ws)
 		e.MatMul(o, wo, att, 1)
 		e.Add(x, o, s.Hidden)
@@ -605,6 +610,7 @@ func TestExportDecode(t *testing.T) {
 		{llama1B, kv.Q4, stepOptions{}}, {llama1B, kv.F16, stepOptions{}}, {q40, kv.Q4, stepOptions{}},
 		// With the fusions, and other mat-vec grids.
 		{llama1B, kv.Q4, stepOptions{fused: true, suffix: "-fused"}}, {q40, kv.Q4, stepOptions{fused: true, suffix: "-fused"}},
+		{llama1B, kv.Q4, stepOptions{ropeKV: true, suffix: "-ropekv"}}, {q40, kv.Q4, stepOptions{ropeKV: true, suffix: "-ropekv"}},
 		{llama1B, kv.Q4, stepOptions{perCore: 4, suffix: "-pc4"}},
 		{llama1B, kv.Q4, stepOptions{perCore: 8, suffix: "-pc8"}},
 		{llama1B, kv.Q4, stepOptions{perCore: 32, suffix: "-pc32"}},
@@ -719,6 +725,49 @@ func matVecRun(tee *TeeDevice) error {
 			}
 			e.Reset()
 		}
+	}
+	// K's RoPE in the KV store, q4 (smoothed, rotated, a residual window)
+	// and f16: one decode row, then a batch.
+	rope := &backend.RoPE{Dims: 64, Base: 500000, PosScale: 1}
+	for _, cfg := range []kv.Config{{Type: kv.Q4, GroupSize: 32, Smooth: true, Rotate: true, Residual: 16}, {Type: kv.F16}} {
+		cfg.Layers, cfg.KVHeads, cfg.HeadDim, cfg.Ctx = 1, 8, 64, 4096
+		c := &encoder.KVLayer{Cfg: cfg}
+		var err error
+		if c.K, err = buf(make([]byte, c.PlaneBytes())); err != nil {
+			return err
+		}
+		if c.V, err = buf(make([]byte, c.PlaneBytes())); err != nil {
+			return err
+		}
+		if cfg.Smooths() {
+			ones := make([]byte, 4*8*64)
+			for i := 0; i < len(ones); i += 4 {
+				binary.LittleEndian.PutUint32(ones[i:], math.Float32bits(1))
+			}
+			if c.Lambda, err = buf(ones); err != nil {
+				return err
+			}
+		}
+		k, err := buf(floats(5*8*64, 2))
+		if err != nil {
+			return err
+		}
+		v, err := buf(floats(5*8*64, 1))
+		if err != nil {
+			return err
+		}
+		e.KVStoreRoPE(c, k, v, 4095, 1, rope)
+		e.KVStoreRoPE(c, k, v, 10, 5, rope)
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("kv store with RoPE: %w", err)
+		}
+		if err := tee.Submit(e.List()); err != nil {
+			return err
+		}
+		if err := tee.Sync(); err != nil {
+			return err
+		}
+		e.Reset()
 	}
 	return nil
 }

@@ -143,7 +143,7 @@ decode_compare() {
       done
     done
   done 2>&1 | tee "$OUT/decode-compare.txt"
-  for v in q4-4k q4-4k-fused q4_0-q4-4k q4_0-q4-4k-fused q4-4k-pc4 q4-4k-pc8 q4-4k-pc32 q4-4k-pc64 f16-4k; do
+  for v in q4-4k q4-4k-fused q4-4k-ropekv q4_0-q4-4k q4_0-q4-4k-fused q4_0-q4-4k-ropekv q4-4k-pc4 q4-4k-pc8 q4-4k-pc32 q4-4k-pc64 f16-4k; do
     echo "== new $v: $(build/decode-new time "$DIR/decode-llama3.2-1b-$v.trace" ${ITERS:-30} --wall | tr '\n' ' ')"
   done 2>&1 | tee -a "$OUT/decode-compare.txt"
   # Per kernel (events between dispatches, L2 flushed): the new step, by
