@@ -18,13 +18,18 @@ func init() {
 		Name: "bench metal-model",
 		Usage: "[--catalog ID | --layers N --hidden N --heads N --kv-heads N --head-dim N --ffn N --vocab N] " +
 			"[--experts N --experts-used K --expert-ffn N [--expert-weights TYPE]] " +
-			"[--weights Q4_K] [--output Q6_K] [--ctx 131072] [--kv q4|q8|f16] [--kv-group 32] [--device NAME] [--json]",
+			"[--weights Q4_K] [--output Q6_K] [--ctx 131072] [--kv q4|q8|f16] [--kv-group 32] [--device NAME] [--fused] [--rope-kv] [--json]",
 		Run: benchMetalModelCmd,
 	})
 }
 
 type metalModelDevice struct {
 	traffic.Device
+	Cores int `json:"gpu_cores"`
+	// MatVecSplit is the mat-vec grid's split for the layer's smallest and
+	// largest matrices (k and gate, or q and o): simdgroups sharing a set
+	// of rows where the cores outnumber the rows (metal/encoder.MatVecGrid).
+	MatVecSplit   [2]int  `json:"matvec_split"`
 	StepMs        float64 `json:"step_ms"`
 	AttentionMs   float64 `json:"attention_ms"`
 	AttnLayerUs   float64 `json:"attention_layer_us"`
@@ -71,6 +76,8 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	kvType := fs.String("kv", "q4", "KV cache type: f16, q8 or q4")
 	group := fs.Int("kv-group", kv.DefaultGroupSize, "q4/q8 group size: 32 or 64")
 	dev := fs.String("device", "", "only this device (M1 ... M4 Max)")
+	fused := fs.Bool("fused", false, "the step with the RMS norms and SwiGLU fused into the mat-vecs (not what the backend encodes)")
+	ropeKV := fs.Bool("rope-kv", false, "the step with K's RoPE fused into the KV store (not what the backend encodes)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := ParseFlags(fs, args); err != nil {
 		return err
@@ -147,7 +154,7 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	if kt == kv.F16 {
 		c.GroupSize = 0
 	}
-	step := traffic.DecodeStep(s, *ctx, c)
+	step := traffic.DecodeStepWith(s, *ctx, c, traffic.Fusions{MatVec: *fused, RoPEInStore: *ropeKV})
 	r := metalModelReport{Model: s.Name, Shape: s, Ctx: *ctx, KV: kt.String(), KVGroup: c.GroupSize, Step: step,
 		Attention: step.Filter("attn_")}
 	r.ResidentWeights, r.ActiveWeights = traffic.WeightBytes(s)
@@ -162,7 +169,9 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	r.AttnLayer.Attention(s.Heads, one.KVHeads, one.HeadDim, *ctx, *ctx, c)
 	for _, d := range devices {
 		sec := d.Seconds(step.Bytes())
-		r.Devices = append(r.Devices, metalModelDevice{Device: d, StepMs: 1e3 * sec, TokensPerSec: 1 / sec,
+		big := max(s.FFN, s.Heads*s.HeadDim)
+		r.Devices = append(r.Devices, metalModelDevice{Device: d, Cores: d.Cores(), StepMs: 1e3 * sec, TokensPerSec: 1 / sec,
+			MatVecSplit: [2]int{d.MatVecSplit(s.Weight, s.KVHeads*s.HeadDim, s.Hidden), d.MatVecSplit(s.Weight, big, s.Hidden)},
 			AttentionMs: 1e3 * d.Seconds(r.Attention.Bytes()), AttnLayerUs: 1e6 * d.Seconds(r.AttnLayer.Bytes()),
 			AttnComputeUs: 1e6 * d.ComputeSeconds(r.AttnLayer.FLOPs)})
 	}
@@ -192,15 +201,17 @@ func benchMetalModelCmd(env *Env, args []string) error {
 		fmt.Fprintf(w, "%-22s %6d %12s %10s\n", k.Name, k.Count, mb(k.Read), mb(k.Written))
 	}
 	fmt.Fprintf(w, "%-22s %6s %12s %10s\n\n", "total", "", mb(step.Read), mb(step.Written))
-	fmt.Fprintf(w, "%-9s %8s %10s %9s %13s %15s %9s\n", "device", "GB/s", "step ms", "tok/s", "attention ms", "attn/layer us", "floor us")
+	fmt.Fprintf(w, "%-9s %5s %8s %10s %9s %13s %15s %9s %9s\n", "device", "cores", "GB/s", "step ms", "tok/s", "attention ms", "attn/layer us", "floor us", "mv split")
 	for _, d := range r.Devices {
 		floor := "-"
 		if d.AttnComputeUs > 0 {
 			floor = fmt.Sprintf("%.0f", d.AttnComputeUs)
 		}
-		fmt.Fprintf(w, "%-9s %8.0f %10.2f %9.1f %13.2f %15.0f %9s\n", d.Name, d.GBs, d.StepMs, d.TokensPerSec, d.AttentionMs, d.AttnLayerUs, floor)
+		fmt.Fprintf(w, "%-9s %5d %8.0f %10.2f %9.1f %13.2f %15.0f %9s %9s\n", d.Name, d.Cores, d.GBs, d.StepMs, d.TokensPerSec, d.AttentionMs,
+			d.AttnLayerUs, floor, fmt.Sprintf("%d/%d", d.MatVecSplit[0], d.MatVecSplit[1]))
 	}
-	fmt.Fprintln(w, "\nTimes are bytes/bandwidth (a floor); floor us is one layer's attention FLOPs at Apple's published FP32 peak.")
+	fmt.Fprintln(w, "\nTimes are bytes/bandwidth (a floor); floor us is one layer's attention FLOPs at Apple's published FP32 peak;")
+	fmt.Fprintln(w, "mv split: simdgroups sharing a mat-vec's rows on the chip's cores, for k and the widest matrix.")
 	return nil
 }
 

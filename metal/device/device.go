@@ -210,3 +210,25 @@ func CheckArgs(k *msl.Kernel, d *Dispatch) error {
 	}
 	return nil
 }
+
+// Cores is implemented by a device that knows how many cores its GPU has
+// (an Apple GPU's cores, 7 to 80; an NVIDIA GPU's SMs). The encoder sizes
+// grids from it: a mat-vec of a few thousand rows fills an 8-core GPU with
+// one simdgroup per couple of rows and leaves most of 132 SMs idle.
+type Cores interface {
+	Cores() int
+}
+
+// DefaultCores is CoreCount of a device that does not say: the smallest
+// Apple GPU's (M1's 7 or 8), the grids that suit every Apple GPU.
+const DefaultCores = 8
+
+// CoreCount is d's core count when it reports one, DefaultCores otherwise.
+func CoreCount(d Device) int {
+	if c, ok := d.(Cores); ok {
+		if n := c.Cores(); n > 0 {
+			return n
+		}
+	}
+	return DefaultCores
+}

@@ -61,20 +61,22 @@ type GetRowsArgs struct {
 
 // KVAppendArgs is kv_append_args (kv_append.metal).
 type KVAppendArgs struct {
-	D        uint32  `msl:"d"`
-	GS       uint32  `msl:"gs"`
-	KVHeads  uint32  `msl:"kv_heads"`
-	Ctx      uint32  `msl:"ctx"`
-	Pos      uint32  `msl:"pos"`
-	N        uint32  `msl:"n"`
-	Smooth   uint32  `msl:"smooth"`
-	Rotate   uint32  `msl:"rotate"`
-	Norm     float32 `msl:"norm"`
-	VPS      uint32  `msl:"vps"`
-	Window   uint32  `msl:"window"`
-	RingFrom uint32  `msl:"ring_from"`
-	Meta     uint64  `msl:"meta"`
-	Ring     uint64  `msl:"ring"`
+	D          uint32  `msl:"d"`
+	GS         uint32  `msl:"gs"`
+	KVHeads    uint32  `msl:"kv_heads"`
+	Ctx        uint32  `msl:"ctx"`
+	Pos        uint32  `msl:"pos"`
+	N          uint32  `msl:"n"`
+	Smooth     uint32  `msl:"smooth"`
+	Rotate     uint32  `msl:"rotate"`
+	Norm       float32 `msl:"norm"`
+	VPS        uint32  `msl:"vps"`
+	Window     uint32  `msl:"window"`
+	RingFrom   uint32  `msl:"ring_from"`
+	Meta       uint64  `msl:"meta"`
+	Ring       uint64  `msl:"ring"`
+	RopePairs  uint32  `msl:"rope_pairs"`
+	RopeMScale float32 `msl:"rope_mscale"`
 }
 
 // MulMMArgs is mul_mm_args (mul_mm.metal).
@@ -89,12 +91,14 @@ type MulMMArgs struct {
 
 // MulMVArgs is mul_mv_args (mul_mv.metal).
 type MulMVArgs struct {
-	Cols    uint32 `msl:"cols"`
-	Rows    uint32 `msl:"rows"`
-	XRows   uint32 `msl:"xrows"`
-	WStride uint32 `msl:"w_stride"`
-	XStride uint32 `msl:"x_stride"`
-	DStride uint32 `msl:"d_stride"`
+	Cols    uint32  `msl:"cols"`
+	Rows    uint32  `msl:"rows"`
+	XRows   uint32  `msl:"xrows"`
+	WStride uint32  `msl:"w_stride"`
+	XStride uint32  `msl:"x_stride"`
+	DStride uint32  `msl:"d_stride"`
+	Split   uint32  `msl:"split"`
+	Eps     float32 `msl:"eps"`
 }
 
 // MulMVIDArgs is mul_mv_id_args (mul_mv.metal).
@@ -108,6 +112,7 @@ type MulMVIDArgs struct {
 	ExpertStride uint64 `msl:"expert_stride"`
 	XStride      uint32 `msl:"x_stride"`
 	DStride      uint32 `msl:"d_stride"`
+	Split        uint32 `msl:"split"`
 }
 
 // MulMMIDArgs is mul_mm_id_args (mul_mm.metal).

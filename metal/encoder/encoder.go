@@ -61,12 +61,24 @@ type Encoder struct {
 	// that live until Close.
 	consts map[string]Region
 	key    []byte // scratch for constant keys
+
+	cores     int // the device's (device.CoreCount), for grids
+	mvPerCore int // MatVecSimdgroupsPerCore unless tuned
 }
 
 // New returns an encoder for the kernels of lib on dev.
 func New(dev device.Device, lib device.Library) *Encoder {
-	return &Encoder{dev: dev, lib: lib, pipes: map[pipeKey]device.Pipeline{}}
+	return &Encoder{dev: dev, lib: lib, pipes: map[pipeKey]device.Pipeline{},
+		cores: device.CoreCount(dev), mvPerCore: MatVecSimdgroupsPerCore}
 }
+
+// TuneMatVec sets the simdgroups a core the mat-vec grids aim at
+// (MatVecGrid's perCore; MatVecSimdgroupsPerCore by default), to measure
+// other grids on one device.
+func (e *Encoder) TuneMatVec(perCore int) { e.mvPerCore = max(perCore, 1) }
+
+// Cores is the device's core count the grids are sized for.
+func (e *Encoder) Cores() int { return e.cores }
 
 // List is the command list encoded since the last Reset.
 func (e *Encoder) List() *device.CommandList { return &e.list }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
+	"nibble/engine/backend"
 	"nibble/engine/kv"
 	"nibble/metal/device"
 )
@@ -76,6 +77,40 @@ func (e *Encoder) KVSetSmoothing(c *KVLayer, lambda []float32) {
 // kernel_kv_append_{f16,q8,q4}: a thread per 8 elements, grid y 0 for K
 // and 1 for V.
 func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
+	e.kvStore(c, k, v, pos, rows, nil)
+}
+
+// KVStoreRoPE is RoPE on k at positions pos, pos+1, ... (RoPE's contract)
+// followed by KVStore, in one dispatch where RoPE is norm (pairs 2j, 2j+1:
+// kernel_kv_append_* rotate each lane's chunk before the rest): there k is
+// left as given and only the cache holds it rotated, for a K nothing else
+// reads (a decode step's). NeoX's pairs span lanes: RoPE, then KVStore.
+func (e *Encoder) KVStoreRoPE(c *KVLayer, k, v Region, pos, rows int, r *backend.RoPE) {
+	if c == nil {
+		e.Failf("kv store: no cache layer")
+		return
+	}
+	if !e.ropeValid("kv store", c.KVHeads(), c.HeadDim(), rows, rows, r) {
+		return
+	}
+	if pos < 0 || pos+rows > 1<<24 {
+		// The kernel takes the position as a float: exact up to 2^24.
+		e.Failf("kv store: RoPE positions [%d, %d)", pos, pos+rows)
+		return
+	}
+	if r.Neox {
+		positions := make([]int32, rows)
+		for i := range positions {
+			positions[i] = int32(pos + i)
+		}
+		e.RoPE(k, c.KVHeads(), c.HeadDim(), rows, positions, r)
+		e.KVStore(c, k, v, pos, rows)
+		return
+	}
+	e.kvStore(c, k, v, pos, rows, r)
+}
+
+func (e *Encoder) kvStore(c *KVLayer, k, v Region, pos, rows int, rope *backend.RoPE) {
 	if c == nil {
 		e.Failf("kv store: no cache layer")
 		return
@@ -135,12 +170,16 @@ func (e *Encoder) KVStore(c *KVLayer, k, v Region, pos, rows int) {
 	vps, threads := kvAppendLayout(rows*c.KVHeads(), d)
 	a := KVAppendArgs{D: u32(d), GS: u32(cfg.GroupSize), KVHeads: u32(c.KVHeads()), Ctx: u32(c.Slots()), Pos: u32(pos), N: u32(n),
 		Smooth: flag(smooth), Rotate: flag(cfg.Rotate), Norm: rotationNorm(d), VPS: u32(vps), Window: u32(c.Residual()),
-		RingFrom: u32(ringFrom), Meta: uint64(c.CodesBytes()), Ring: uint64(c.RingOffset())}
+		RingFrom: u32(ringFrom), Meta: uint64(c.CodesBytes()), Ring: uint64(c.RingOffset()), RopeMScale: 1}
+	freq := k // bound but not read without RoPE
+	if rope != nil {
+		a.RopePairs, a.RopeMScale, freq = u32(rope.Dims/2), ropeMScale(rope), e.ropeFreqs(rope)
+	}
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_kv_append_" + cfg.Type.String()),
 		Groups:   [3]int{(threads + kvAppendThreads - 1) / kvAppendThreads, 2, 1},
 		Threads:  [3]int{kvAppendThreads, 1, 1},
 		Inline:   []device.Inline{{Index: 0, Data: a.Bytes()}},
-		Buffers:  []device.Binding{k.bind(1), v.bind(2), lambda.bind(3), signs.bind(4), c.K.bind(5), c.V.bind(6)},
+		Buffers:  []device.Binding{k.bind(1), v.bind(2), lambda.bind(3), signs.bind(4), c.K.bind(5), c.V.bind(6), freq.bind(7)},
 	})
 }

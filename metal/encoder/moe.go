@@ -111,15 +111,16 @@ func (e *Encoder) MatMulID(dst Region, w *Weight, experts int, x, ids Region, ro
 	}
 	suffix := KernelSuffix(w.Type)
 	if rows < mulMMMinRows || mulMMFits(w, x) != "" {
-		perGroup := mulMVRowsPerSimdgroup * mulMVSimdgroups
+		g := e.matVecGrid(w.Type, outs, w.Cols, slots)
 		e.dispatch(device.Dispatch{
 			Pipeline: e.pipeline("kernel_mul_mv_id_" + suffix),
-			Groups:   [3]int{(outs + perGroup - 1) / perGroup, slots, 1},
-			Threads:  [3]int{32 * mulMVSimdgroups, 1, 1},
+			Groups:   [3]int{g.Groups, slots, 1},
+			Threads:  [3]int{g.Threads(), 1, 1},
 			Inline: []device.Inline{{Index: 0, Data: MulMVIDArgs{Cols: u32(w.Cols), Rows: u32(outs), Experts: u32(experts), K: u32(k),
 				XPerSlot: perSlot, WStride: u32(rb), ExpertStride: uint64(outs) * uint64(rb), XStride: u32(4 * w.Cols),
-				DStride: u32(4 * outs)}.Bytes()}},
-			Buffers: []device.Binding{w.bind(1), x.bind(2), ids.bind(3), dst.bind(4)},
+				DStride: u32(4 * outs), Split: u32(g.Split)}.Bytes()}},
+			Buffers:     []device.Binding{w.bind(1), x.bind(2), ids.bind(3), dst.bind(4)},
+			Threadgroup: []int{g.ThreadgroupBytes(1, false)},
 		})
 		return
 	}

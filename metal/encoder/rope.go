@@ -20,27 +20,7 @@ import (
 // kernel_rope_{norm,neox}_f32: grid (rows, head groups), a thread per pair
 // that computes its sin and cos once for the heads of its group.
 func (e *Encoder) RoPE(x Region, heads, headDim, rows int, pos []int32, r *backend.RoPE) {
-	switch {
-	case r == nil:
-		e.Failf("rope: no parameters")
-		return
-	case heads < 0 || rows < 0 || len(pos) < rows:
-		e.Failf("rope: %d heads, %d rows, %d positions", heads, rows, len(pos))
-		return
-	case r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim || r.Dims > 2048:
-		e.Failf("rope: %d rotated dims of a head of %d", r.Dims, headDim)
-		return
-	case r.FreqFactors != nil && len(r.FreqFactors) != r.Dims/2:
-		e.Failf("rope: %d frequency factors for %d dims", len(r.FreqFactors), r.Dims)
-		return
-	case !(r.AttnFactor >= 0) || math.IsInf(float64(r.AttnFactor), 0):
-		e.Failf("rope: attention factor %g", r.AttnFactor)
-		return
-	case r.ExtFactor != 0 && !yarnValid(r):
-		e.Failf("rope: YaRN with extrapolation factor %g, betas %g and %g, original context %d, position scale %g, base %g",
-			r.ExtFactor, r.BetaFast, r.BetaSlow, r.OrigCtx, r.PosScale, r.Base)
-		return
-	case !e.ewCheck("rope", rows*heads*headDim, x) || rows == 0 || heads == 0:
+	if !e.ropeValid("rope", heads, headDim, rows, len(pos), r) || !e.ewCheck("rope", rows*heads*headDim, x) || rows == 0 || heads == 0 {
 		return
 	}
 	p := make([]byte, 4*rows)
@@ -71,6 +51,32 @@ func (e *Encoder) RoPE(x Region, heads, headDim, rows int, pos []int32, r *backe
 		Inline:   []device.Inline{{Index: 0, Data: RoPEArgs{Heads: u32(heads), HeadDim: u32(headDim), Pairs: u32(pairs), HPG: u32(hpg), MScale: mscale}.Bytes()}},
 		Buffers:  []device.Binding{x.bind(1), e.upload(p).bind(2), e.ropeFreqs(r).bind(3)},
 	})
+}
+
+// ropeValid checks RoPE's parameters for an op (its contract in RoPE).
+func (e *Encoder) ropeValid(op string, heads, headDim, rows, npos int, r *backend.RoPE) bool {
+	switch {
+	case r == nil:
+		e.Failf("%s: no parameters", op)
+		return false
+	case heads < 0 || rows < 0 || npos < rows:
+		e.Failf("%s: %d heads, %d rows, %d positions", op, heads, rows, npos)
+		return false
+	case r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim || r.Dims > 2048:
+		e.Failf("%s: %d rotated dims of a head of %d", op, r.Dims, headDim)
+		return false
+	case r.FreqFactors != nil && len(r.FreqFactors) != r.Dims/2:
+		e.Failf("%s: %d frequency factors for %d dims", op, len(r.FreqFactors), r.Dims)
+		return false
+	case !(r.AttnFactor >= 0) || math.IsInf(float64(r.AttnFactor), 0):
+		e.Failf("%s: attention factor %g", op, r.AttnFactor)
+		return false
+	case r.ExtFactor != 0 && !yarnValid(r):
+		e.Failf(op+": YaRN with extrapolation factor %g, betas %g and %g, original context %d, position scale %g, base %g",
+			r.ExtFactor, r.BetaFast, r.BetaSlow, r.OrigCtx, r.PosScale, r.Base)
+		return false
+	}
+	return true
 }
 
 // ropeFreqs are the pairs' angles per position (RoPEFrequencies), each as

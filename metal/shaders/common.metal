@@ -448,3 +448,21 @@ template <> struct weight_traits<block_q6_k> {
     template <typename T4x4>
     static void dequant16(device const block_q6_k * b, short il, thread T4x4 & out) { dequant16_q6_k(b, il, out); }
 };
+
+// rope.metal's angle, here because kv_append.metal (RoPE fused into the
+// store) comes before rope.metal in the program.
+// rope_angle returns p·(hi + lo) mod 2π, in [-π, π] up to rounding.
+inline float rope_angle(float p, float2 f) {
+    // 2π = C1 + C2 + C3 (each the float nearest to what is left).
+    const float C1 = 6.28318548202514648438f;
+    const float C2 = -1.74845553146951715461e-07f;
+    const float C3 = -6.86049804002352750e-15f;
+    const float a = p*f.x;
+    const float e = fma(p, f.x, -a); // exact: a + e = p·hi
+    const float k = rint(a*0.15915494309189533577f);
+    // a and k·C1 are multiples of C1's ulp (2^-21) once a >= 4, and their
+    // difference is within π: exact.
+    float r = fma(-k, C1, a);
+    r = fma(-k, C2, r);
+    return r + (fma(p, f.y, e) - k*C3);
+}

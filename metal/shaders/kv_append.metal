@@ -19,6 +19,11 @@
 // row (head·window + position % window) of d halves: K as its codes see it
 // (smoothed and rotated), V as given (engine/kv residual.go's storeTail).
 //
+// With rope_pairs > 0, K is rotated by RoPE (norm: pairs 2j, 2j+1, each in
+// one lane's chunk) at position pos + row before anything else
+// (kv_append_rope): RoPE fused into the store, for a K that nothing else
+// reads (a decode step's; the K tensor itself is left as given).
+//
 // One thread per 8 consecutive elements of a head vector (one q4 word), a
 // head vector in d/8 consecutive lanes: a group's min/max and the rotation's
 // butterflies and block mixing across chunks are simd shuffles, no
@@ -47,7 +52,31 @@ struct kv_append_args {
     uint  ring_from;// first row of the batch stored in the ring too
     ulong meta;     // byte offset of the metadata in a plane
     ulong ring;     // byte offset of the ring in a plane (4-byte aligned)
+    uint  rope_pairs;  // RoPE on K first (norm: pairs 2j, 2j+1), its rotated pairs; 0: none
+    float rope_mscale; // its attention factor on cos and sin (1: none)
 };
+
+// kv_append_rope rotates the pairs of this lane's chunk c (pairs 4c ..
+// 4c+3, those below pairs) by p·freq[j], as kernel_rope_norm_f32 does
+// (the same angle, cos and sin, products): K stored as if RoPE had run on
+// it first, position p = pos + row, one dispatch fewer a layer.
+inline void kv_append_rope(thread float4 & x0, thread float4 & x1, uint c, float p, device const float2 * freq,
+                           uint pairs, float mscale) {
+    float e[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    for (uint t = 0; t < 4; t++) {
+        const uint j = 4*c + t;
+        if (j < pairs) {
+            const float r  = rope_angle(p, freq[j]);
+            const float co = precise::cos(r)*mscale;
+            const float si = precise::sin(r)*mscale;
+            const float a = e[2*t], b = e[2*t + 1];
+            e[2*t]     = a*co - b*si;
+            e[2*t + 1] = a*si + b*co;
+        }
+    }
+    x0 = float4(e[0], e[1], e[2], e[3]);
+    x1 = float4(e[4], e[5], e[6], e[7]);
+}
 
 // kv_append_rotate applies the Walsh–Hadamard transform, times norm, to each
 // block of a head vector held 8 elements a lane, a block in the
@@ -126,6 +155,7 @@ kernel void kernel_kv_append(
         device const float      * signs  [[buffer(4)]], // d ±1, then Q_m (m·m, m > 1) (read when rotate)
         device       char       * kp     [[buffer(5)]],
         device       char       * vp     [[buffer(6)]],
+        device const float2     * freq   [[buffer(7)]], // rope_pairs {hi, lo} angles per position (read when rope_pairs > 0)
         uint2 tg  [[threadgroup_position_in_grid]],
         uint  tid [[thread_index_in_threadgroup]],
         uint  ntg [[threads_per_threadgroup]]) {
@@ -152,6 +182,9 @@ kernel void kernel_kv_append(
     device const float4 * src = (device const float4 *) ((is_k ? k : v) + ((ulong) vec*chunks + c)*8);
     float4 x0 = src[0];
     float4 x1 = src[1];
+    if (is_k && args.rope_pairs > 0) {
+        kv_append_rope(x0, x1, c, float(args.pos + row), freq, args.rope_pairs, args.rope_mscale);
+    }
     if (is_k && args.smooth) {
         device const float4 * l = (device const float4 *) (lambda + h*args.d + c*8);
         x0 /= l[0];

@@ -163,7 +163,7 @@ func TestKVAppend(t *testing.T) {
 					Buffers: []device.Binding{
 						{Index: 1, Buffer: buffer(t, d, f32Bytes(kr))}, {Index: 2, Buffer: buffer(t, d, f32Bytes(vr))},
 						{Index: 3, Buffer: buffer(t, d, f32Bytes(lambda))}, {Index: 4, Buffer: buffer(t, d, f32Bytes(signs))},
-						{Index: 5, Buffer: kp}, {Index: 6, Buffer: vp},
+						{Index: 5, Buffer: kp}, {Index: 6, Buffer: vp}, {Index: 7, Buffer: kp}, // no RoPE: 7 unread
 					},
 				})
 				kvAppendCompare(t, "K", kp.Bytes(), lv.K.Raw, codes, ring.RingOffset())
@@ -193,7 +193,7 @@ func kvAppendArgs(hd, gs, kvHeads, ctx, pos, n int, smooth, rotate bool, vps, wi
 	}
 	return encoder.KVAppendArgs{D: uint32(hd), GS: uint32(gs), KVHeads: uint32(kvHeads), Ctx: uint32(ctx), Pos: uint32(pos), N: uint32(n),
 		Smooth: b(smooth), Rotate: b(rotate), Norm: float32(1 / math.Sqrt(float64(hd&-hd))),
-		VPS: uint32(vps), Window: uint32(window), RingFrom: uint32(ringFrom), Meta: uint64(meta), Ring: uint64(ring)}.Bytes()
+		VPS: uint32(vps), Window: uint32(window), RingFrom: uint32(ringFrom), Meta: uint64(meta), Ring: uint64(ring), RopeMScale: 1}.Bytes()
 }
 
 func kvAppendCompare(t *testing.T, plane string, got, want []byte, codes, ring int) {
@@ -290,7 +290,7 @@ func TestKVAppendRing(t *testing.T) {
 					Buffers: []device.Binding{
 						{Index: 1, Buffer: buffer(t, d, f32Bytes(kr))}, {Index: 2, Buffer: buffer(t, d, f32Bytes(vr))},
 						{Index: 3, Buffer: buffer(t, d, f32Bytes(lambda))}, {Index: 4, Buffer: buffer(t, d, f32Bytes(signs))},
-						{Index: 5, Buffer: kp}, {Index: 6, Buffer: vp},
+						{Index: 5, Buffer: kp}, {Index: 6, Buffer: vp}, {Index: 7, Buffer: kp}, // no RoPE: 7 unread
 					},
 				})
 				kvAppendCompare(t, "K", kp.Bytes(), lv.K.Raw, layer.CodesBytes(), layer.RingOffset())

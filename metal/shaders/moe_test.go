@@ -261,7 +261,8 @@ func TestMulMVID(t *testing.T) {
 		if typ.BlockSize() < ggml.QK_K {
 			cols = 96
 		}
-		cases := []idCase{{typ, 8, 20, cols, 1, 2, false, -1}, {typ, 16, 33, 2 * cols, 3, 4, true, -1}, {typ, 4, 9, cols, 2, 4, false, 3}}
+		cases := []idCase{{typ, 8, 20, cols, 1, 2, false, -1}, {typ, 16, 33, 2 * cols, 3, 4, true, -1}, {typ, 4, 9, cols, 2, 4, false, 3},
+			{typ, 4, 7, 1024, 1, 2, false, -1}}
 		if typ == ggml.Q4_0 || typ == ggml.MXFP4 {
 			cases = append(cases, idCase{typ, 64, 96, 2048, 1, 8, false, -1}, idCase{typ, 64, 64, 768, 1, 8, true, -1})
 		}
@@ -271,26 +272,32 @@ func TestMulMVID(t *testing.T) {
 			dequantize(t, typ, wf, w)
 			want, scale := matMulIDRef(wf, x, ids, c.outs, c.cols, c.k, c.perSlot)
 			slots := c.rows * c.k
-			for _, o := range orders {
-				t.Run(c.String()+"_"+o.String(), func(t *testing.T) {
-					dStride := 4*c.outs + 16
-					dst := buffer(t, d, make([]byte, dStride*slots))
-					perSlot := uint32(0)
-					if c.perSlot {
-						perSlot = 1
-					}
-					rb := typ.RowBytes(c.cols)
-					run(t, d, o, device.Dispatch{
-						Pipeline: pipeline(t, l, "kernel_mul_mv_id_"+encoder.KernelSuffix(typ)),
-						Groups:   [3]int{(c.outs + 7) / 8, slots, 1}, Threads: [3]int{64, 1, 1},
-						Inline: []device.Inline{{Index: 0, Data: encoder.MulMVIDArgs{Cols: uint32(c.cols), Rows: uint32(c.outs), Experts: uint32(c.experts),
-							K: uint32(c.k), XPerSlot: perSlot, WStride: uint32(rb), ExpertStride: uint64(rb * c.outs),
-							XStride: uint32(4 * c.cols), DStride: uint32(dStride)}.Bytes()}},
-						Buffers: []device.Binding{{Index: 1, Buffer: buffer(t, d, w)}, {Index: 2, Buffer: buffer(t, d, f32Bytes(x))},
-							{Index: 3, Buffer: buffer(t, d, f32Bytes(ids))}, {Index: 4, Buffer: dst}},
+			// 8 cores: the type's sets and rows; 1000: split where the
+			// row's chunks allow.
+			for _, cores := range []int{8, 1000} {
+				g := encoder.MatVecGrid(typ, c.outs, c.cols, slots, cores, encoder.MatVecSimdgroupsPerCore)
+				for _, o := range orders {
+					t.Run(fmt.Sprintf("%s_split%d_%v", c, g.Split, o), func(t *testing.T) {
+						dStride := 4*c.outs + 16
+						dst := buffer(t, d, make([]byte, dStride*slots))
+						perSlot := uint32(0)
+						if c.perSlot {
+							perSlot = 1
+						}
+						rb := typ.RowBytes(c.cols)
+						run(t, d, o, device.Dispatch{
+							Pipeline: pipeline(t, l, "kernel_mul_mv_id_"+encoder.KernelSuffix(typ)),
+							Groups:   [3]int{g.Groups, slots, 1}, Threads: [3]int{g.Threads(), 1, 1},
+							Threadgroup: []int{g.ThreadgroupBytes(1, false)},
+							Inline: []device.Inline{{Index: 0, Data: encoder.MulMVIDArgs{Cols: uint32(c.cols), Rows: uint32(c.outs), Experts: uint32(c.experts),
+								K: uint32(c.k), XPerSlot: perSlot, WStride: uint32(rb), ExpertStride: uint64(rb * c.outs),
+								XStride: uint32(4 * c.cols), DStride: uint32(dStride), Split: uint32(g.Split)}.Bytes()}},
+							Buffers: []device.Binding{{Index: 1, Buffer: buffer(t, d, w)}, {Index: 2, Buffer: buffer(t, d, f32Bytes(x))},
+								{Index: 3, Buffer: buffer(t, d, f32Bytes(ids))}, {Index: 4, Buffer: dst}},
+						})
+						worst = max(worst, checkID(t, dst.Bytes(), dStride, c.outs, want, scale, 1e-6))
 					})
-					worst = max(worst, checkID(t, dst.Bytes(), dStride, c.outs, want, scale, 1e-6))
-				})
+				}
 			}
 		}
 		t.Logf("%v: largest error/tolerance %.3f", typ, worst)

@@ -2,25 +2,41 @@
 // W of any weight type (common.metal's blocks), x and dst f32, products and
 // sums in f32. The decode matmul (xrows = 1) and small batches.
 //
-// Each simdgroup computes MUL_MV_NR consecutive rows of W for up to
-// FC_mul_mv_nx rows of x, so every weight chunk is decoded once and met by
-// every x row of the threadgroup. The lanes stride over the row's
-// 16-element chunks (mv_codes16: the codes and one affine map per chunk,
-// scaled once per chunk rather than per element): neighbouring lanes read
-// neighbouring chunks of W and neighbouring 64 bytes of x, and the chunk of
-// x is loaded once (as float4) for the simdgroup's rows of W. Each lane
-// keeps its partial sums in registers; simd_sum reduces them at the end, so
-// no threadgroup memory and no barriers.
+// Each simdgroup computes mv_shape's nr consecutive rows of W (per weight
+// type) for up to FC_mul_mv_nx rows of x, so every weight chunk is decoded
+// once and met by every x row of the threadgroup. The lanes stride over the
+// row's 16-element chunks (mv_codes16: the codes and one affine map per
+// chunk, scaled once per chunk rather than per element): neighbouring lanes
+// read neighbouring chunks of W and neighbouring 64 bytes of x, and the
+// chunk of x is loaded once (as float4) for the simdgroup's rows of W. Each
+// lane keeps its partial sums in registers; simd_sum reduces them at the
+// end (and, when split simdgroups share the rows, one barrier and a few
+// floats of threadgroup memory).
 //
-// Grid: (ceil(rows/(MUL_MV_NR·simdgroups)), ceil(xrows/nx)), threads
-// 32·simdgroups. A simdgroup whose first row is past the end returns; the
-// last one clamps its reads to the last row and writes only real rows.
+// Grid: (ceil(rows/(nr·sets)), ceil(xrows/nx)), threads 32·sets·split
+// (metal/encoder's MatVecGrid chooses sets and split).
 #include <metal_stdlib>
 using namespace metal;
 
 // Rows of x per threadgroup (1..4), fixed per pipeline so that the loops
 // over them unroll and decode (1) keeps no registers for the others.
 constant short FC_mul_mv_nx [[function_constant(600)]];
+
+// Fusions that save a dispatch and a round trip of x through memory
+// (kernel_mul_mv_norm_<type>, kernel_mul_mv_swiglu_<type>: the template's
+// F). With MV_NORM, x is the RMS norm's input and g (buffer 4, f32) its
+// weight: the kernel multiplies x by g as it loads each chunk, sums x²
+// beside the products (the row's chunks are all met by the split
+// simdgroups of a set) and scales the sums by 1/sqrt(Σx²/cols + eps) at
+// the end, W·(x·g·s) = s·W·(x·g); the mat-vecs that read one norm each redo
+// it (a few floats per chunk). With MV_SWIGLU, x is SwiGLU's gate and up
+// (buffer 5) its other input: each chunk of x is silu(gate)·up as
+// kernel_swiglu_f32 computes it (elementwise.metal's ew_silu), so the
+// product is the unfused one's bit for bit. Separate kernels rather than
+// function constants: a decode step runs both kinds on one weight type.
+#define MV_PLAIN  0
+#define MV_NORM   1
+#define MV_SWIGLU 2
 
 // The argument struct (setBytes at buffer(0)).
 struct mul_mv_args {
@@ -30,6 +46,8 @@ struct mul_mv_args {
     uint w_stride; // bytes between rows of W
     uint x_stride; // bytes between rows of x, a multiple of 16
     uint d_stride; // bytes between rows of dst, a multiple of 4
+    uint split;    // simdgroups per set of rows, dividing its chunks (a power of two)
+    float eps;     // the RMS norm's (MV_NORM)
 };
 
 // mv_codes16(b, il, q) writes the codes of elements il*16 .. il*16+15 of
@@ -179,33 +197,91 @@ inline float2 mv_codes16(device const block_q6_k * b, short il, thread float4x4 
     return float2(a, -32.0f*a);
 }
 
-// Rows of W per simdgroup: four independent accumulators per x row hide
-// the latency of the loads and share the chunk of x.
-#define MUL_MV_NR 4
+// Rows of W per simdgroup, per weight type (ggml-metal's N_R0): independent
+// accumulators hide the latency of the loads and share the chunk of x; the
+// types whose chunks take more registers to decode (the K-quants but Q2_K,
+// Q8_0, MXFP4) keep two. metal/encoder's mulMVRowsPerSimdgroup mirrors it.
+template <typename B> struct mv_shape;
+template <> struct mv_shape<block_f32>    { enum : short { nr = 4 }; };
+template <> struct mv_shape<block_f16>    { enum : short { nr = 4 }; };
+template <> struct mv_shape<block_bf16>   { enum : short { nr = 4 }; };
+template <> struct mv_shape<block_q4_0>   { enum : short { nr = 4 }; };
+template <> struct mv_shape<block_q4_1>   { enum : short { nr = 4 }; };
+template <> struct mv_shape<block_q5_0>   { enum : short { nr = 4 }; };
+template <> struct mv_shape<block_q5_1>   { enum : short { nr = 4 }; };
+template <> struct mv_shape<block_q8_0>   { enum : short { nr = 2 }; };
+template <> struct mv_shape<block_mxfp4>  { enum : short { nr = 2 }; };
+template <> struct mv_shape<block_q2_k>   { enum : short { nr = 4 }; };
+template <> struct mv_shape<block_q3_k>   { enum : short { nr = 2 }; };
+template <> struct mv_shape<block_q4_k>   { enum : short { nr = 2 }; };
+template <> struct mv_shape<block_q5_k>   { enum : short { nr = 2 }; };
+template <> struct mv_shape<block_q6_k>   { enum : short { nr = 2 }; };
+
+#define MUL_MV_NR_MAX 4
 #define MUL_MV_NX_MAX 4
 
-template <typename B>
+// mv_reduce sums each of the n partial sums of a lane over its simdgroup
+// and, when split simdgroups share a set of rows (each took every split-th
+// run of 32 chunks), over those simdgroups through red (n floats per
+// simdgroup) and one barrier. It returns whether this simdgroup writes the
+// sums: all of them when split is 1, the first of each set otherwise.
+inline bool mv_reduce(thread float * acc, short n, ushort sg, ushort split, ushort lane, threadgroup float * red) {
+    for (short i = 0; i < n; i++) {
+        acc[i] = simd_sum(acc[i]);
+    }
+    if (split == 1) {
+        return true;
+    }
+    if (lane == 0) {
+        for (short i = 0; i < n; i++) {
+            red[sg*n + i] = acc[i];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (sg%split != 0) {
+        return false;
+    }
+    for (short i = 0; i < n; i++) {
+        float s = 0.0f;
+        for (ushort p = 0; p < split; p++) {
+            s += red[(sg + p)*n + i];
+        }
+        acc[i] = s;
+    }
+    return true;
+}
+
+// The threadgroup: sets of split simdgroups, each set on mv_shape's nr
+// consecutive rows of W (sets·nr rows per threadgroup); the split
+// simdgroups of a set divide the row's chunks between them (the encoder
+// chooses split from the device's core count: on a GPU of many cores a
+// matrix of few rows otherwise leaves most of them idle). A set past the
+// last row computes on clamped rows and writes nothing (it must reach the
+// barrier of mv_reduce).
+template <typename B, short F>
 kernel void kernel_mul_mv(
         constant mul_mv_args & args [[buffer(0)]],
         device const char    * w    [[buffer(1)]],
         device const char    * x    [[buffer(2)]],
         device       char    * dst  [[buffer(3)]],
+        device const float4  * g    [[buffer(4)]], // MV_NORM: the norm's weight
+        device const char    * up   [[buffer(5)]], // MV_SWIGLU: SwiGLU's up, rows as x's
+        threadgroup  float   * red  [[threadgroup(0)]], // nsg·(nr + 1)·nx floats when split > 1
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort nsg  [[simdgroups_per_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
     typedef weight_traits<B> W;
+    const short NR = mv_shape<B>::nr;
     const short NX = FC_mul_mv_nx;
+    const ushort split = ushort(args.split);
 
-    const uint r0 = (tg.x*nsg + sg)*MUL_MV_NR;
-    if (r0 >= args.rows) {
-        return;
-    }
+    const uint r0 = (tg.x*(nsg/split) + sg/split)*NR;
     const uint y0 = tg.y*NX;
     const uint ny = min(uint(NX), args.xrows - y0); // rows of x here, uniform
 
-    device const B * wr[MUL_MV_NR];
-    for (short k = 0; k < MUL_MV_NR; k++) {
+    device const B * wr[NR];
+    for (short k = 0; k < NR; k++) {
         wr[k] = (device const B *) (w + (ulong) min(r0 + k, args.rows - 1)*args.w_stride);
     }
     device const float4 * xr[MUL_MV_NX_MAX];
@@ -213,61 +289,108 @@ kernel void kernel_mul_mv(
         xr[j] = (device const float4 *) (x + (ulong) (y0 + min(uint(j), ny - 1))*args.x_stride);
     }
 
-    float acc[MUL_MV_NR][MUL_MV_NX_MAX];
-    for (short k = 0; k < MUL_MV_NR; k++) {
-        for (short j = 0; j < NX; j++) {
-            acc[k][j] = 0.0f;
-        }
+    // acc[k*NX + j]: row k of W, row j of x; acc[NR*NX + j]: Σx² of row j
+    // of x (MV_NORM).
+    float acc[(MUL_MV_NR_MAX + 1)*MUL_MV_NX_MAX];
+    const short nacc = NR*NX + (F == MV_NORM ? NX : 0);
+    for (short i = 0; i < nacc; i++) {
+        acc[i] = 0.0f;
     }
 
     const uint nc = args.cols/16;
-    for (uint c = lane; c < nc; c += 32) {
+    for (uint c = (sg%split)*32 + lane; c < nc; c += 32*split) {
         float4x4 xv[MUL_MV_NX_MAX];
         float    xs[MUL_MV_NX_MAX]; // Σx of the chunk, for the codes' offsets
         for (short j = 0; j < NX; j++) {
             device const float4 * xc = xr[j] + 4*c;
             xv[j] = float4x4(xc[0], xc[1], xc[2], xc[3]);
+            if (F == MV_NORM) {
+                acc[NR*NX + j] += dot(xv[j][0], xv[j][0]) + dot(xv[j][1], xv[j][1]) + dot(xv[j][2], xv[j][2]) + dot(xv[j][3], xv[j][3]);
+                for (short i = 0; i < 4; i++) {
+                    xv[j][i] *= g[4*c + i];
+                }
+            }
+            if (F == MV_SWIGLU) {
+                device const float4 * uc = (device const float4 *) (up + (ulong) (y0 + min(uint(j), ny - 1))*args.x_stride) + 4*c;
+                for (short i = 0; i < 4; i++) {
+                    xv[j][i] = ew_silu(xv[j][i])*uc[i];
+                }
+            }
             xs[j] = dot(xv[j][0] + xv[j][1] + xv[j][2] + xv[j][3], float4(1.0f));
         }
         const uint  b  = c/W::nl; // nl is a power of two: a shift
         const short il = c%W::nl;
-        for (short k = 0; k < MUL_MV_NR; k++) {
+        for (short k = 0; k < NR; k++) {
             float4x4 q;
             const float2 am = mv_codes16(wr[k] + b, il, q);
             for (short j = 0; j < NX; j++) {
                 const float qx = dot(q[0], xv[j][0]) + dot(q[1], xv[j][1]) + dot(q[2], xv[j][2]) + dot(q[3], xv[j][3]);
-                acc[k][j] += am.x*qx + am.y*xs[j];
+                acc[k*NX + j] += am.x*qx + am.y*xs[j];
             }
         }
     }
 
+    if (!mv_reduce(acc, nacc, sg, split, lane, red) || lane != 0) {
+        return;
+    }
     for (short j = 0; j < NX; j++) {
         device float * d = (device float *) (dst + (ulong) (y0 + j)*args.d_stride);
-        for (short k = 0; k < MUL_MV_NR; k++) {
-            const float s = simd_sum(acc[k][j]);
-            if (lane == 0 && j < ny && r0 + k < args.rows) {
-                d[r0 + k] = s;
+        // rms_norm.metal's scale, from the same Σx² (summed in another order)
+        const float s = F == MV_NORM ? 1.0f/sqrt(acc[NR*NX + j]/args.cols + args.eps) : 1.0f;
+        for (short k = 0; k < NR; k++) {
+            if (j < ny && r0 + k < args.rows) {
+                d[r0 + k] = F == MV_NORM ? acc[k*NX + j]*s : acc[k*NX + j];
             }
         }
     }
 }
 
-typedef decltype(kernel_mul_mv<block_f32>) mul_mv_t;
+typedef decltype(kernel_mul_mv<block_f32, MV_PLAIN>) mul_mv_t;
 
-template [[host_name("kernel_mul_mv_f32")]]  kernel mul_mv_t kernel_mul_mv<block_f32>;
-template [[host_name("kernel_mul_mv_f16")]]  kernel mul_mv_t kernel_mul_mv<block_f16>;
-template [[host_name("kernel_mul_mv_bf16")]] kernel mul_mv_t kernel_mul_mv<block_bf16>;
-template [[host_name("kernel_mul_mv_q4_0")]] kernel mul_mv_t kernel_mul_mv<block_q4_0>;
-template [[host_name("kernel_mul_mv_q4_1")]] kernel mul_mv_t kernel_mul_mv<block_q4_1>;
-template [[host_name("kernel_mul_mv_q5_0")]] kernel mul_mv_t kernel_mul_mv<block_q5_0>;
-template [[host_name("kernel_mul_mv_q5_1")]] kernel mul_mv_t kernel_mul_mv<block_q5_1>;
-template [[host_name("kernel_mul_mv_q8_0")]] kernel mul_mv_t kernel_mul_mv<block_q8_0>;
-template [[host_name("kernel_mul_mv_mxfp4")]] kernel mul_mv_t kernel_mul_mv<block_mxfp4>;
-template [[host_name("kernel_mul_mv_q2_k")]] kernel mul_mv_t kernel_mul_mv<block_q2_k>;
-template [[host_name("kernel_mul_mv_q3_k")]] kernel mul_mv_t kernel_mul_mv<block_q3_k>;
-template [[host_name("kernel_mul_mv_q4_k")]] kernel mul_mv_t kernel_mul_mv<block_q4_k>;
-template [[host_name("kernel_mul_mv_q5_k")]] kernel mul_mv_t kernel_mul_mv<block_q5_k>;
-template [[host_name("kernel_mul_mv_q6_k")]] kernel mul_mv_t kernel_mul_mv<block_q6_k>;
+template [[host_name("kernel_mul_mv_f32")]]       kernel mul_mv_t kernel_mul_mv<block_f32, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_f16")]]       kernel mul_mv_t kernel_mul_mv<block_f16, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_bf16")]]      kernel mul_mv_t kernel_mul_mv<block_bf16, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q4_0")]]      kernel mul_mv_t kernel_mul_mv<block_q4_0, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q4_1")]]      kernel mul_mv_t kernel_mul_mv<block_q4_1, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q5_0")]]      kernel mul_mv_t kernel_mul_mv<block_q5_0, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q5_1")]]      kernel mul_mv_t kernel_mul_mv<block_q5_1, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q8_0")]]      kernel mul_mv_t kernel_mul_mv<block_q8_0, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_mxfp4")]]     kernel mul_mv_t kernel_mul_mv<block_mxfp4, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q2_k")]]      kernel mul_mv_t kernel_mul_mv<block_q2_k, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q3_k")]]      kernel mul_mv_t kernel_mul_mv<block_q3_k, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q4_k")]]      kernel mul_mv_t kernel_mul_mv<block_q4_k, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q5_k")]]      kernel mul_mv_t kernel_mul_mv<block_q5_k, MV_PLAIN>;
+template [[host_name("kernel_mul_mv_q6_k")]]      kernel mul_mv_t kernel_mul_mv<block_q6_k, MV_PLAIN>;
+
+template [[host_name("kernel_mul_mv_norm_f32")]]  kernel mul_mv_t kernel_mul_mv<block_f32, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_f16")]]  kernel mul_mv_t kernel_mul_mv<block_f16, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_bf16")]] kernel mul_mv_t kernel_mul_mv<block_bf16, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q4_0")]] kernel mul_mv_t kernel_mul_mv<block_q4_0, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q4_1")]] kernel mul_mv_t kernel_mul_mv<block_q4_1, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q5_0")]] kernel mul_mv_t kernel_mul_mv<block_q5_0, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q5_1")]] kernel mul_mv_t kernel_mul_mv<block_q5_1, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q8_0")]] kernel mul_mv_t kernel_mul_mv<block_q8_0, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_mxfp4")]] kernel mul_mv_t kernel_mul_mv<block_mxfp4, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q2_k")]] kernel mul_mv_t kernel_mul_mv<block_q2_k, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q3_k")]] kernel mul_mv_t kernel_mul_mv<block_q3_k, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q4_k")]] kernel mul_mv_t kernel_mul_mv<block_q4_k, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q5_k")]] kernel mul_mv_t kernel_mul_mv<block_q5_k, MV_NORM>;
+template [[host_name("kernel_mul_mv_norm_q6_k")]] kernel mul_mv_t kernel_mul_mv<block_q6_k, MV_NORM>;
+
+template [[host_name("kernel_mul_mv_swiglu_f32")]] kernel mul_mv_t kernel_mul_mv<block_f32, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_f16")]] kernel mul_mv_t kernel_mul_mv<block_f16, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_bf16")]] kernel mul_mv_t kernel_mul_mv<block_bf16, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q4_0")]] kernel mul_mv_t kernel_mul_mv<block_q4_0, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q4_1")]] kernel mul_mv_t kernel_mul_mv<block_q4_1, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q5_0")]] kernel mul_mv_t kernel_mul_mv<block_q5_0, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q5_1")]] kernel mul_mv_t kernel_mul_mv<block_q5_1, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q8_0")]] kernel mul_mv_t kernel_mul_mv<block_q8_0, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_mxfp4")]] kernel mul_mv_t kernel_mul_mv<block_mxfp4, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q2_k")]] kernel mul_mv_t kernel_mul_mv<block_q2_k, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q3_k")]] kernel mul_mv_t kernel_mul_mv<block_q3_k, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q4_k")]] kernel mul_mv_t kernel_mul_mv<block_q4_k, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q5_k")]] kernel mul_mv_t kernel_mul_mv<block_q5_k, MV_SWIGLU>;
+template [[host_name("kernel_mul_mv_swiglu_q6_k")]] kernel mul_mv_t kernel_mul_mv<block_q6_k, MV_SWIGLU>;
 
 // kernel_mul_mv_id_<type>: the mixture-of-experts mat-vec,
 // dst[s] = W_e·x[s/k] (x_per_slot: x[s]) with e = ids[s], for the slots
@@ -277,7 +400,8 @@ template [[host_name("kernel_mul_mv_q6_k")]] kernel mul_mv_t kernel_mul_mv<block
 // kernel_mul_mv's with one row of x; an id outside [0, experts) is read
 // as the last expert (no read outside W; the router never writes one).
 //
-// Grid: (ceil(rows/(MUL_MV_NR·simdgroups)), slots), threads 32·simdgroups.
+// Grid: (ceil(rows/(nr·sets)), slots), threads 32·sets·split, as
+// kernel_mul_mv's.
 struct mul_mv_id_args {
     uint  cols;          // elements per row of W and of x
     uint  rows;          // rows of one expert's matrix
@@ -288,6 +412,7 @@ struct mul_mv_id_args {
     ulong expert_stride; // bytes between experts' matrices
     uint  x_stride;      // bytes between rows of x, a multiple of 16
     uint  d_stride;      // bytes between rows of dst (one per slot)
+    uint  split;         // simdgroups per set of rows (kernel_mul_mv's)
 };
 
 template <typename B>
@@ -297,35 +422,38 @@ kernel void kernel_mul_mv_id(
         device const char       * x    [[buffer(2)]],
         device const float      * ids  [[buffer(3)]],
         device       char       * dst  [[buffer(4)]],
+        threadgroup  float      * red  [[threadgroup(0)]], // nsg·nr floats when split > 1
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort nsg  [[simdgroups_per_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
     typedef weight_traits<B> W;
+    const short NR = mv_shape<B>::nr;
+    const ushort split = ushort(args.split);
 
-    const uint r0 = (tg.x*nsg + sg)*MUL_MV_NR;
-    if (r0 >= args.rows) {
-        return;
-    }
+    const uint r0 = (tg.x*(nsg/split) + sg/split)*NR;
     const uint s = tg.y;
     const uint e = uint(clamp(ids[s], 0.0f, float(args.experts - 1)));
     device const char * we = w + (ulong) e*args.expert_stride;
 
-    device const B * wr[MUL_MV_NR];
-    for (short k = 0; k < MUL_MV_NR; k++) {
+    device const B * wr[NR];
+    for (short k = 0; k < NR; k++) {
         wr[k] = (device const B *) (we + (ulong) min(r0 + k, args.rows - 1)*args.w_stride);
     }
     device const float4 * xr = (device const float4 *) (x + (ulong) (args.x_per_slot ? s : s/args.k)*args.x_stride);
 
-    float acc[MUL_MV_NR] = {0.0f};
+    float acc[MUL_MV_NR_MAX];
+    for (short k = 0; k < NR; k++) {
+        acc[k] = 0.0f;
+    }
     const uint nc = args.cols/16;
-    for (uint c = lane; c < nc; c += 32) {
+    for (uint c = (sg%split)*32 + lane; c < nc; c += 32*split) {
         device const float4 * xc = xr + 4*c;
         const float4x4 xv = float4x4(xc[0], xc[1], xc[2], xc[3]);
         const float xs = dot(xv[0] + xv[1] + xv[2] + xv[3], float4(1.0f));
         const uint  b  = c/W::nl;
         const short il = c%W::nl;
-        for (short k = 0; k < MUL_MV_NR; k++) {
+        for (short k = 0; k < NR; k++) {
             float4x4 q;
             const float2 am = mv_codes16(wr[k] + b, il, q);
             const float qx = dot(q[0], xv[0]) + dot(q[1], xv[1]) + dot(q[2], xv[2]) + dot(q[3], xv[3]);
@@ -333,11 +461,13 @@ kernel void kernel_mul_mv_id(
         }
     }
 
+    if (!mv_reduce(acc, NR, sg, split, lane, red) || lane != 0) {
+        return;
+    }
     device float * d = (device float *) (dst + (ulong) s*args.d_stride);
-    for (short k = 0; k < MUL_MV_NR; k++) {
-        const float v = simd_sum(acc[k]);
-        if (lane == 0 && r0 + k < args.rows) {
-            d[r0 + k] = v;
+    for (short k = 0; k < NR; k++) {
+        if (r0 + k < args.rows) {
+            d[r0 + k] = acc[k];
         }
     }
 }

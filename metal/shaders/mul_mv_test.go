@@ -14,19 +14,22 @@ import (
 )
 
 // mulMVCase is one shape: W rows×cols, xrows rows of x, nx rows of x per
-// threadgroup (the function constant), nsg simdgroups per threadgroup.
-type mulMVCase struct{ cols, rows, xrows, nx, nsg int }
+// threadgroup (the function constant), on a GPU of cores cores
+// (encoder.MatVecGrid: 8 keeps a set's rows on one simdgroup, 1000 splits
+// them between up to 8 where the row has the chunks).
+type mulMVCase struct{ cols, rows, xrows, nx, cores int }
 
 func mulMVCases(t ggml.Type) []mulMVCase {
 	cs := []mulMVCase{
-		{256, 1, 1, 1, 2}, {256, 7, 3, 3, 1}, {768, 100, 5, 4, 2}, {5120, 33, 2, 2, 4}, {2048, 1000, 1, 1, 2},
+		{256, 1, 1, 1, 8}, {256, 7, 3, 3, 8}, {768, 100, 5, 4, 8}, {5120, 33, 2, 2, 1000}, {2048, 1000, 1, 1, 8},
+		{2048, 37, 1, 1, 1000}, {1024, 5, 3, 3, 1000},
 	}
 	if t.BlockSize() < ggml.QK_K {
-		cs = append(cs, mulMVCase{64, 7, 1, 1, 2}, mulMVCase{2080, 100, 4, 4, 2}, mulMVCase{96, 9, 5, 2, 1})
+		cs = append(cs, mulMVCase{64, 7, 1, 1, 8}, mulMVCase{2080, 100, 4, 4, 1000}, mulMVCase{96, 9, 5, 2, 8})
 	}
 	switch t {
 	case ggml.F16, ggml.Q8_0, ggml.Q4_0, ggml.Q4_K, ggml.Q6_K:
-		cs = append(cs, mulMVCase{8192, 40, 1, 1, 2})
+		cs = append(cs, mulMVCase{8192, 40, 1, 1, 8}, mulMVCase{8192, 19, 1, 1, 1000})
 	}
 	return cs
 }
@@ -76,20 +79,23 @@ func TestMulMV(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			g := encoder.MatVecGrid(typ, c.rows, c.cols, (c.xrows+c.nx-1)/c.nx, c.cores, encoder.MatVecSimdgroupsPerCore)
 			for _, o := range orders {
-				t.Run(fmt.Sprintf("%s_%dx%d_x%d_nx%d_sg%d_%v", typ, c.rows, c.cols, c.xrows, c.nx, c.nsg, o), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s_%dx%d_x%d_nx%d_sets%d_split%d_%v", typ, c.rows, c.cols, c.xrows, c.nx, g.Sets, g.Split, o), func(t *testing.T) {
 					// Rows of dst 16 bytes apart, to see that nothing past a
 					// row is written.
 					dStride := 4*c.rows + 16
 					dst := buffer(t, d, make([]byte, dStride*c.xrows))
-					perGroup := 4 * c.nsg
+					xb := buffer(t, d, f32Bytes(x))
 					run(t, d, o, device.Dispatch{
-						Pipeline: p,
-						Groups:   [3]int{(c.rows + perGroup - 1) / perGroup, (c.xrows + c.nx - 1) / c.nx, 1},
-						Threads:  [3]int{32 * c.nsg, 1, 1},
-						Inline:   []device.Inline{{Index: 0, Data: encoder.MulMVArgs{Cols: uint32(c.cols), Rows: uint32(c.rows), XRows: uint32(c.xrows), WStride: uint32(typ.RowBytes(c.cols)), XStride: uint32(4 * c.cols), DStride: uint32(dStride)}.Bytes()}},
+						Pipeline:    p,
+						Groups:      [3]int{g.Groups, (c.xrows + c.nx - 1) / c.nx, 1},
+						Threads:     [3]int{g.Threads(), 1, 1},
+						Threadgroup: []int{g.ThreadgroupBytes(c.nx, false)},
+						Inline: []device.Inline{{Index: 0, Data: encoder.MulMVArgs{Cols: uint32(c.cols), Rows: uint32(c.rows), XRows: uint32(c.xrows),
+							WStride: uint32(typ.RowBytes(c.cols)), XStride: uint32(4 * c.cols), DStride: uint32(dStride), Split: uint32(g.Split)}.Bytes()}},
 						Buffers: []device.Binding{
-							{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: buffer(t, d, f32Bytes(x))}, {Index: 3, Buffer: dst},
+							{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: xb}, {Index: 3, Buffer: dst}, {Index: 4, Buffer: xb}, {Index: 5, Buffer: xb},
 						},
 					})
 					for y := 0; y < c.xrows; y++ {

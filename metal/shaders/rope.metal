@@ -38,21 +38,7 @@ struct rope_args {
     float mscale;  // multiplies cos and sin (LongRoPE's attention factor; 1: none)
 };
 
-// rope_angle returns p·(hi + lo) mod 2π, in [-π, π] up to rounding.
-inline float rope_angle(float p, float2 f) {
-    // 2π = C1 + C2 + C3 (each the float nearest to what is left).
-    const float C1 = 6.28318548202514648438f;
-    const float C2 = -1.74845553146951715461e-07f;
-    const float C3 = -6.86049804002352750e-15f;
-    const float a = p*f.x;
-    const float e = fma(p, f.x, -a); // exact: a + e = p·hi
-    const float k = rint(a*0.15915494309189533577f);
-    // a and k·C1 are multiples of C1's ulp (2^-21) once a >= 4, and their
-    // difference is within π: exact.
-    float r = fma(-k, C1, a);
-    r = fma(-k, C2, r);
-    return r + (fma(p, f.y, e) - k*C3);
-}
+// rope_angle (common.metal) forms the angle.
 
 template <bool NEOX>
 kernel void kernel_rope(

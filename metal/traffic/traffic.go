@@ -200,13 +200,47 @@ func (s *Step) Attention(heads, kvHeads, d, n, ctx int, c Cache) {
 // their table row and projection before the layers, and a gate, GELU
 // product, projection, norm and add in each.
 func DecodeStep(m Shape, ctx int, c Cache) Step {
+	return DecodeStepWith(m, ctx, c, Fusions{})
+}
+
+// Fusions are the fused kernels a decode step may use instead of a pair of
+// dispatches. The Metal backend encodes neither.
+type Fusions struct {
+	// MatVec: the RMS norms in the mat-vecs that read them and SwiGLU in
+	// the down projection (metal/encoder's MatMulNorm and MatMulSwiGLU:
+	// kernel_mul_mv_norm_<type> reads x and the norm's weight beside W,
+	// kernel_mul_mv_swiglu_<type> gate and up; each from DRAM once, the
+	// sets of rows re-read them from the cache).
+	MatVec bool
+	// RoPEInStore: K's RoPE in the KV store (KVStoreRoPE: the store reads
+	// the pairs' angles, 8 bytes a pair).
+	RoPEInStore bool
+}
+
+// DecodeStepWith is DecodeStep with the fusions f.
+func DecodeStepWith(m Shape, ctx int, c Cache, f Fusions) Step {
+	fused := f.MatVec
 	var s Step
-	h, f := int64(m.Hidden), int64(m.FFN)
+	h, ffn := int64(m.Hidden), int64(m.FFN)
 	mv := func(t ggml.Type, rows, cols int64) {
 		w := int64(t.RowBytes(int(cols))) * rows
 		s.add("mul_mv_"+encoder.KernelSuffix(t), w+4*cols, 4*rows, 2*rows*cols)
 	}
-	norm := func() { s.Norm(m.Hidden) }
+	// normed: the mat-vecs after an RMS norm of x (the norm's dispatch
+	// unless fused).
+	normed := func(t ggml.Type, cols int64, rows ...int64) {
+		if !fused {
+			s.Norm(m.Hidden)
+			for _, r := range rows {
+				mv(t, r, cols)
+			}
+			return
+		}
+		for _, r := range rows {
+			w := int64(t.RowBytes(int(cols))) * r
+			s.add("mul_mv_norm_"+encoder.KernelSuffix(t), w+8*cols, 4*r, 2*r*cols)
+		}
+	}
 	s.add("get_rows_"+encoder.KernelSuffix(m.Embed), int64(m.Embed.RowBytes(m.Hidden)), 4*h, 0)
 	ple, all := int64(m.PerLayerEmbd), int64(m.Layers*m.PerLayerEmbd)
 	if ple > 0 {
@@ -218,35 +252,47 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 	for il := 0; il < m.Layers; il++ {
 		l := m.Layer(il)
 		qd, kd := int64(m.Heads*l.HeadDim), int64(l.KVHeads*l.HeadDim)
-		norm()
-		mv(m.Weight, qd, h)
-		if !l.SharesKV {
-			mv(m.Weight, kd, h)
-			mv(m.Weight, kd, h)
+		if l.SharesKV {
+			normed(m.Weight, h, qd)
+		} else {
+			normed(m.Weight, h, qd, kd, kd)
 		}
 		if m.QKVBias {
 			s.add("add_bias", 4*(qd+2*kd)*2, 4*(qd+2*kd), 0)
 		}
 		s.add("rope", 4*qd, 4*qd, 0)
 		if !l.SharesKV {
-			s.add("rope", 4*kd, 4*kd, 0)
-			s.add("kv_append_"+c.Type.String(), 4*2*kd, KVBytes(l.KVHeads, l.HeadDim, 1, c), 0)
+			if f.RoPEInStore {
+				s.add("kv_append_"+c.Type.String(), 4*2*kd+4*int64(l.HeadDim), KVBytes(l.KVHeads, l.HeadDim, 1, c), 0)
+			} else {
+				s.add("rope", 4*kd, 4*kd, 0)
+				s.add("kv_append_"+c.Type.String(), 4*2*kd, KVBytes(l.KVHeads, l.HeadDim, 1, c), 0)
+			}
 		}
 		n := l.positions(ctx)
 		s.Attention(m.Heads, l.KVHeads, l.HeadDim, n, n, c)
 		mv(m.Weight, h, qd)
 		s.add("add", 8*h, 4*h, 0)
-		norm()
 		if m.Experts > 0 {
+			s.Norm(m.Hidden)
 			s.Experts(m)
 		}
-		if f > 0 {
-			mv(m.Weight, f, h)
-			mv(m.Weight, f, h)
-			s.add("swiglu", 8*f, 4*f, 0)
-			mv(m.Weight, h, f)
+		if ffn > 0 {
+			if m.Experts > 0 && !fused {
+				mv(m.Weight, ffn, h) // the experts' norm serves the shared expert
+				mv(m.Weight, ffn, h)
+			} else {
+				normed(m.Weight, h, ffn, ffn)
+			}
+			if fused {
+				w := int64(m.Weight.RowBytes(m.FFN)) * h
+				s.add("mul_mv_swiglu_"+encoder.KernelSuffix(m.Weight), w+8*ffn, 4*h, 2*h*ffn)
+			} else {
+				s.add("swiglu", 8*ffn, 4*ffn, 0)
+				mv(m.Weight, h, ffn)
+			}
 		}
-		if m.Experts > 0 && f > 0 {
+		if m.Experts > 0 && ffn > 0 {
 			s.Add(m.Hidden) // the shared expert's output to the experts'
 		}
 		s.Add(m.Hidden)
@@ -254,12 +300,11 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 			mv(m.Weight, ple, h)
 			s.add("geglu", 8*ple, 4*ple, 0)
 			mv(m.Weight, h, ple)
-			norm()
+			s.Norm(m.Hidden)
 			s.Add(m.Hidden)
 		}
 	}
-	norm()
-	mv(m.Output, int64(m.Vocab), h)
+	normed(m.Output, h, int64(m.Vocab))
 	s.add("argmax", 4*int64(m.Vocab), 4, 0)
 	return s
 }
@@ -321,6 +366,32 @@ var Devices = []Device{
 }
 
 // DeviceByName finds a device by name, in any case ("m1 max").
+// gpuCores are the GPU cores of each chip's largest configuration (Apple's
+// spec pages: the bandwidths above are those configurations' too).
+var gpuCores = map[string]int{
+	"M1": 8, "M1 Pro": 16, "M1 Max": 32, "M1 Ultra": 64,
+	"M2": 10, "M2 Pro": 19, "M2 Max": 38, "M2 Ultra": 76,
+	"M3": 10, "M3 Pro": 18, "M3 Max": 40, "M3 Ultra": 80,
+	"M4": 10, "M4 Pro": 20, "M4 Max": 40,
+}
+
+// Cores is the chip's GPU cores (its largest configuration), the count
+// metal/encoder sizes grids for; 0 for a name it does not know.
+func (d Device) Cores() int { return gpuCores[d.Name] }
+
+// CoresByName is the GPU cores of the chip Metal names ("Apple M1 Max"):
+// the device layer's count where the system does not say.
+func CoresByName(name string) int {
+	return gpuCores[strings.TrimSpace(strings.TrimPrefix(name, "Apple "))]
+}
+
+// MatVecSplit is the split of metal/encoder's mat-vec grid (simdgroups
+// sharing a set of rows) for W rows×cols of type t on d: 1 where the
+// type's rows per simdgroup already give d's cores enough simdgroups.
+func (d Device) MatVecSplit(t ggml.Type, rows, cols int) int {
+	return encoder.MatVecGrid(t, rows, cols, 1, max(d.Cores(), 1), encoder.MatVecSimdgroupsPerCore).Split
+}
+
 func DeviceByName(name string) (Device, error) {
 	for _, d := range Devices {
 		if strings.EqualFold(d.Name, name) {

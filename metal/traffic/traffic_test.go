@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"nibble/engine/ggml"
@@ -296,5 +297,104 @@ func TestPerLayerShapes(t *testing.T) {
 	}
 	if s2 := DecodeStep(g, 4096, c); s2.Filter("mul_mv_").Read-s.Filter("mul_mv_").Read < perLayer {
 		t.Errorf("the step's matmuls read %d more bytes with per-layer inputs, want at least %d", s2.Filter("mul_mv_").Read-s.Filter("mul_mv_").Read, perLayer)
+	}
+}
+
+// h200Fused is what ncu measured on an H200 (caches flushed before each
+// kernel) for metal/internal/gpu's decode-llama3.2-1b-q4-4k-fused trace:
+// the 1B step with the RMS norms and SwiGLU in the mat-vecs, the mat-vecs
+// on the H200's grids (rows split between simdgroups). DRAM bytes read per
+// kernel (MB), summed over its dispatches.
+var h200Fused = map[string]struct {
+	n    int
+	read float64
+}{
+	"get_rows_q6_k": {1, 0.008}, "mul_mv_norm_q4_k": {80, 361.068}, "rope": {32, 0.342}, "kv_append_q4": {16, 0.280},
+	"attn_decode_q4": {16, 43.428}, "attn_merge": {16, 2.343}, "mul_mv_q4_k": {16, 38.069}, "add": {32, 0.629},
+	"mul_mv_swiglu_q4_k": {16, 152.337}, "mul_mv_norm_q6_k": {1, 215.504}, "argmax": {1, 0.519},
+}
+
+// TestFusedAgainstH200: the fused step's dispatch counts are the trace's
+// (227 against 276), its read bytes within 2% of the profiler's (+0.45%),
+// the mat-vecs' within 1% (+0.01% to +0.50%: x and the norm's weight, or
+// gate and up, come from DRAM once, however many sets of rows read them),
+// attention's within 3.5% (+3.2%; +2.3% on the H100, +3.0% in the MoE
+// step).
+func TestFusedAgainstH200(t *testing.T) {
+	s := DecodeStepWith(llama1B, 4096, Cache{Type: kv.Q4, GroupSize: 32}, Fusions{MatVec: true})
+	var model, measured float64
+	n := 0
+	for _, k := range s.Kernels {
+		n += k.Count
+		m, ok := h200Fused[k.Name]
+		if !ok {
+			t.Errorf("kernel %s not measured", k.Name)
+			continue
+		}
+		if k.Count != m.n {
+			t.Errorf("%s: %d dispatches, the trace has %d", k.Name, k.Count, m.n)
+		}
+		got := float64(k.Read) / 1e6
+		gap := (m.read - got) / got
+		t.Logf("%-18s %4d  model %9.2f MB  ncu %9.2f MB  gap %+6.2f%%", k.Name, k.Count, got, m.read, 100*gap)
+		model += got
+		measured += m.read
+		limit := 0.01
+		if strings.HasPrefix(k.Name, "attn_") {
+			limit = 0.035
+		}
+		if got > 10 && math.Abs(gap) > limit {
+			t.Errorf("%s: model %.2f MB, ncu %.2f MB", k.Name, got, m.read)
+		}
+	}
+	if n != 227 || len(s.Kernels) != len(h200Fused) {
+		t.Errorf("%d dispatches of %d kernels, the trace has 227 of %d", n, len(s.Kernels), len(h200Fused))
+	}
+	t.Logf("step: model %.1f MB read, ncu %.1f MB (gap %+.2f%%)", model, measured, 100*(measured-model)/model)
+	if math.Abs(measured-model)/model > 0.02 {
+		t.Errorf("step: model %.1f MB, ncu %.1f MB", model, measured)
+	}
+	plain := DecodeStep(llama1B, 4096, Cache{Type: kv.Q4, GroupSize: 32})
+	if d := plain.Read - s.Read; d < 0 || d > 2<<20 {
+		t.Errorf("the fused step reads %d bytes fewer than the plain one, want 0 to 2 MB", d)
+	}
+}
+
+// Every device has its core count, and the mat-vec grids split rows only
+// where the cores outnumber the rows: the 1B shape's 512-row k projection
+// on an M1 Max, never the 8192-row gate on an M1.
+func TestDeviceCores(t *testing.T) {
+	for _, d := range Devices {
+		if d.Cores() < 7 || CoresByName("Apple "+d.Name) != d.Cores() {
+			t.Errorf("%s: %d cores", d.Name, d.Cores())
+		}
+	}
+	m1, _ := DeviceByName("M1")
+	max, _ := DeviceByName("M1 Max")
+	if s := m1.MatVecSplit(ggml.Q4_K, 8192, 2048); s != 1 {
+		t.Errorf("M1, 8192 rows: split %d", s)
+	}
+	if s := max.MatVecSplit(ggml.Q4_K, 512, 2048); s < 2 {
+		t.Errorf("M1 Max, 512 rows: split %d", s)
+	}
+}
+
+// K's RoPE in the KV store: 16 dispatches fewer for the 1B step (260, as
+// the -ropekv trace), the store reading the angles (a head's pairs, 8 bytes
+// each) in their place.
+func TestRoPEInStore(t *testing.T) {
+	c := Cache{Type: kv.Q4, GroupSize: 32}
+	plain, fused := DecodeStep(llama1B, 4096, c), DecodeStepWith(llama1B, 4096, c, Fusions{RoPEInStore: true})
+	count := func(s Step) (n int) {
+		for _, k := range s.Kernels {
+			n += k.Count
+		}
+		return n
+	}
+	if count(plain) != 276 || count(fused) != 260 {
+		t.Errorf("%d and %d dispatches, want 276 and 260", count(plain), count(fused))
+	}
+	if d := plain.Read - fused.Read; d != 16*(4*512-4*64) {
+		t.Errorf("the fused step reads %d bytes fewer, want %d", d, 16*(4*512-4*64))
 	}
 }

@@ -116,6 +116,9 @@ func TestExport(t *testing.T) {
 	if err := kernelsRun(tee); err != nil {
 		t.Fatal(err)
 	}
+	if err := matVecRun(tee); err != nil {
+		t.Fatal(err)
+	}
 	if err := tee.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +231,33 @@ func weight(r *Recorder, t ggml.Type, rows, cols int) *encoder.Weight {
 // ctx-1 over a cache of ctx positions), as the engine's Llama forward pass
 // issues them: embed; per layer norm, q/k/v, RoPE, store, attention, o,
 // residual, norm, gate/up, SwiGLU, down (or the experts, moeBlock, and a
-// shared expert beside them), residual; final norm, output, argmax.
+// shared expert beside them), residual; final norm, output, argmax. With
+// stepOptions.fused the norms before mat-vecs and SwiGLU go into the
+// mat-vecs (MatMulNorm, MatMulSwiGLU); the backend does not (on the H200
+// the fused step took 2.95 ms against 1.62 ms: each set of rows re-reads x
+// and the norm's weight, or gate and up, from L2).
 func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
+	return decodeStepTraceWith(dir, s, typ, ctx, stepOptions{})
+}
+
+// stepOptions: fused, the RMS norms and SwiGLU in the mat-vecs
+// (MatMulNorm, MatMulSwiGLU, as the backend encodes a decode step), else
+// each op its dispatch; perCore, the mat-vec grids' simdgroups a core
+// (encoder.MatVecSimdgroupsPerCore when 0); suffix, the trace name's.
+type stepOptions struct {
+	fused   bool
+	ropeKV  bool // K's RoPE in the KV store (KVStoreRoPE)
+	perCore int
+	suffix  string
+}
+
+func decodeStepTraceWith(dir string, s traffic.Shape, typ kv.Type, ctx int, opt stepOptions) error {
 	r, e, err := newRecorder()
 	if err != nil {
 		return err
+	}
+	if opt.perCore > 0 {
+		e.TuneMatVec(opt.perCore)
 	}
 	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: s.Layers, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Ctx: ctx}
 	if typ == kv.F16 {
@@ -245,6 +270,19 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 	gate, up, act, down, logits, tok := f(max(s.FFN, 1)), f(max(s.FFN, 1)), f(max(s.FFN, 1)), f(s.Hidden), f(s.Vocab), f(4)
 	ws := region(r, encoder.WorkspaceBytes(cfg, s.Heads, 1))
 	embed := weight(r, s.Embed, s.Vocab, s.Hidden)
+	// normed: dsts[i] = ws[i]·RMSNorm(x) (h holds the norm when unfused).
+	normed := func(x encoder.Region, n *encoder.Weight, dsts []encoder.Region, ws ...*encoder.Weight) {
+		if opt.fused {
+			for i := range dsts {
+				e.MatMulNorm(dsts[i], ws[i], x, n, 1e-5, 1)
+			}
+			return
+		}
+		e.RMSNorm(h, x, n, 1e-5, 1)
+		for i := range dsts {
+			e.MatMul(dsts[i], ws[i], h, 1)
+		}
+	}
 	pos := ctx - 1
 	e.Embed(x, embed, []int32{128000})
 	weightBytes := embed.Type.RowBytes(s.Hidden) // one row read
@@ -256,18 +294,19 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 			weightBytes += w.Len
 		}
 		c := kvLayer(r, cfg)
-		e.RMSNorm(h, x, n1, 1e-5, 1)
-		e.MatMul(q, wq, h, 1)
-		e.MatMul(k, wk, h, 1)
-		e.MatMul(v, wv, h, 1)
+		normed(x, n1, []encoder.Region{q, k, v}, wq, wk, wv)
 		e.RoPE(q, s.Heads, s.HeadDim, 1, []int32{int32(pos)}, rope)
-		e.RoPE(k, s.KVHeads, s.HeadDim, 1, []int32{int32(pos)}, rope)
-		e.KVStore(c, k, v, pos, 1)
+		if opt.ropeKV {
+			e.KVStoreRoPE(c, k, v, pos, 1, rope)
+		} else {
+			e.RoPE(k, s.KVHeads, s.HeadDim, 1, []int32{int32(pos)}, rope)
+			e.KVStore(c, k, v, pos, 1)
+		}
 		e.AttendDecode(att, q, c, pos+1, a, ws)
 		e.MatMul(o, wo, att, 1)
 		e.Add(x, o, s.Hidden)
-		e.RMSNorm(h, x, n2, 1e-5, 1)
 		if s.Experts > 0 {
+			e.RMSNorm(h, x, n2, 1e-5, 1)
 			weightBytes += moeBlock(r, e, s, down, h)
 		}
 		if s.FFN > 0 {
@@ -277,10 +316,13 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 			if s.Experts > 0 {
 				shared = f(s.Hidden)
 			}
-			e.MatMul(gate, wg, h, 1)
-			e.MatMul(up, wu, h, 1)
-			e.SwiGLU(act, gate, up, s.FFN)
-			e.MatMul(shared, wd, act, 1)
+			normed(x, n2, []encoder.Region{gate, up}, wg, wu)
+			if opt.fused {
+				e.MatMulSwiGLU(shared, wd, gate, up, 1)
+			} else {
+				e.SwiGLU(act, gate, up, s.FFN)
+				e.MatMul(shared, wd, act, 1)
+			}
 			if s.Experts > 0 {
 				e.Add(down, shared, s.Hidden)
 			}
@@ -290,8 +332,7 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 	nf := weight(r, ggml.F32, 1, s.Hidden)
 	out := weight(r, s.Output, s.Vocab, s.Hidden)
 	weightBytes += nf.Len + out.Len
-	e.RMSNorm(h, x, nf, 1e-5, 1)
-	e.MatMul(logits, out, h, 1)
+	normed(x, nf, []encoder.Region{logits}, out)
 	e.Argmax(tok, logits, 1, s.Vocab)
 	if err := e.Err(); err != nil {
 		return err
@@ -300,7 +341,7 @@ func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 		return err
 	}
 	kvBytes := int64(s.Layers) * traffic.KVBytes(s.KVHeads, s.HeadDim, ctx, traffic.Cache{Type: typ, GroupSize: cfg.GroupSize})
-	return r.Write(dir, fmt.Sprintf("decode-%s-%s-%dk", s.Name, typ, ctx>>10), map[string]string{
+	return r.Write(dir, fmt.Sprintf("decode-%s-%s-%dk%s", s.Name, typ, ctx>>10, opt.suffix), map[string]string{
 		"weight_bytes": fmt.Sprint(weightBytes),
 		"kv_bytes":     fmt.Sprint(kvBytes),
 	})
@@ -542,4 +583,191 @@ func kernelsRun(tee *TeeDevice) error {
 		return err
 	}
 	return tee.Sync()
+}
+
+var decodeOut = flag.String("decode-out", "", "TestExportDecode: write kernels.cu and the decode-step traces here")
+
+// TestExportDecode writes kernels.cu and the 1B decode-step traces alone
+// (q4 KV at depth 4096, Q4_K and Q4_0 weights; f16 KV with Q4_K; the
+// fused step and other mat-vec grids as variants), for
+// `run.sh decode` and `run.sh ncu-decode`: the kernels of one tree against
+// another's (DIR=old, DIR=new) without the emulator's check trace.
+func TestExportDecode(t *testing.T) {
+	if *decodeOut == "" {
+		t.Skip("no -decode-out")
+	}
+	dir := *decodeOut
+	if _, err := WriteKernels(dir); err != nil {
+		t.Fatal(err)
+	}
+	q40 := llama1B
+	q40.Name, q40.Weight = "llama3.2-1b-q4_0", ggml.Q4_0
+	for _, c := range []struct {
+		s   traffic.Shape
+		typ kv.Type
+		opt stepOptions
+	}{
+		{llama1B, kv.Q4, stepOptions{}}, {llama1B, kv.F16, stepOptions{}}, {q40, kv.Q4, stepOptions{}},
+		// With the fusions, and other mat-vec grids.
+		{llama1B, kv.Q4, stepOptions{fused: true, suffix: "-fused"}}, {q40, kv.Q4, stepOptions{fused: true, suffix: "-fused"}},
+		{llama1B, kv.Q4, stepOptions{ropeKV: true, suffix: "-ropekv"}}, {q40, kv.Q4, stepOptions{ropeKV: true, suffix: "-ropekv"}},
+		{llama1B, kv.Q4, stepOptions{perCore: 4, suffix: "-pc4"}},
+		{llama1B, kv.Q4, stepOptions{perCore: 8, suffix: "-pc8"}},
+		{llama1B, kv.Q4, stepOptions{perCore: 32, suffix: "-pc32"}},
+		{llama1B, kv.Q4, stepOptions{perCore: 64, suffix: "-pc64"}},
+	} {
+		if err := decodeStepTraceWith(dir, c.s, c.typ, 4096, c.opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// check-mv: the mat-vecs on the H200's grids, checked against the
+	// emulator (run.sh decode-compare).
+	if err := emulator.Available(); err != nil {
+		emutest.Unavailable(t, err)
+	}
+	emu, err := emulator.New(emulator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Close()
+	tee, err := NewTee(emu, dir, "check-mv", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := matVecRun(tee); err != nil {
+		t.Fatal(err)
+	}
+	if err := tee.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// matVecRun adds to a check trace the mat-vecs on the H200's grids (the
+// tee reports its core count: rows split between simdgroups), plain,
+// with the RMS norm or SwiGLU fused, one and three rows of x, and
+// mul_mv_id, for the weight types of the decode traces and a few others.
+func matVecRun(tee *TeeDevice) error {
+	srcs, err := shaders.Sources()
+	if err != nil {
+		return err
+	}
+	lib, err := tee.NewLibrary(srcs)
+	if err != nil {
+		return err
+	}
+	e := encoder.New(tee, lib)
+	defer e.Close()
+	rng := rand.New(rand.NewSource(9))
+	buf := func(b []byte) (encoder.Region, error) {
+		d, err := tee.NewBuffer(len(b))
+		if err != nil {
+			return encoder.Region{}, err
+		}
+		copy(d.Bytes(), b)
+		return encoder.Region{Buf: d, Len: len(b)}, nil
+	}
+	floats := func(n int, scale float64) []byte {
+		b := make([]byte, 4*n)
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(scale*rng.NormFloat64())))
+		}
+		return b
+	}
+	for _, t := range []ggml.Type{ggml.Q4_K, ggml.Q4_0, ggml.Q6_K, ggml.Q8_0, ggml.F16, ggml.Q5_K} {
+		for _, shape := range [][2]int{{70, 2048}, {40, 8192}} {
+			rows, cols := shape[0], shape[1]
+			wb, err := randomWeight(rng, t, 2*rows, cols) // two experts for mul_mv_id
+			if err != nil {
+				return err
+			}
+			wr, err := buf(wb)
+			if err != nil {
+				return err
+			}
+			w := &encoder.Weight{Region: wr.Sub(0, len(wb)/2), Type: t, Rows: rows, Cols: cols}
+			x, err := buf(floats(3*cols, 2))
+			if err != nil {
+				return err
+			}
+			up, err := buf(floats(3*cols, 1))
+			if err != nil {
+				return err
+			}
+			nb, err := buf(floats(cols, 1))
+			if err != nil {
+				return err
+			}
+			ids, err := buf(floats(2, 0)) // expert 0, then 1 below
+			if err != nil {
+				return err
+			}
+			binary.LittleEndian.PutUint32(ids.Buf.Bytes()[4:], math.Float32bits(1))
+			norm := &encoder.Weight{Region: nb, Type: ggml.F32, Rows: 1, Cols: cols}
+			dst, err := buf(make([]byte, 4*3*rows))
+			if err != nil {
+				return err
+			}
+			for _, n := range []int{1, 3} {
+				e.MatMul(dst, w, x, n)
+				e.MatMulNorm(dst, w, x, norm, 1e-5, n)
+				e.MatMulSwiGLU(dst, w, x, up, n)
+			}
+			all := &encoder.Weight{Region: wr, Type: t, Rows: 2 * rows, Cols: cols}
+			e.MatMulID(dst, all, 2, x, ids, 1, 2, false)
+			if err := e.Err(); err != nil {
+				return fmt.Errorf("%v %v: %w", t, shape, err)
+			}
+			if err := tee.Submit(e.List()); err != nil {
+				return err
+			}
+			if err := tee.Sync(); err != nil {
+				return err
+			}
+			e.Reset()
+		}
+	}
+	// K's RoPE in the KV store, q4 (smoothed, rotated, a residual window)
+	// and f16: one decode row, then a batch.
+	rope := &backend.RoPE{Dims: 64, Base: 500000, PosScale: 1}
+	for _, cfg := range []kv.Config{{Type: kv.Q4, GroupSize: 32, Smooth: true, Rotate: true, Residual: 16}, {Type: kv.F16}} {
+		cfg.Layers, cfg.KVHeads, cfg.HeadDim, cfg.Ctx = 1, 8, 64, 4096
+		c := &encoder.KVLayer{Cfg: cfg}
+		var err error
+		if c.K, err = buf(make([]byte, c.PlaneBytes())); err != nil {
+			return err
+		}
+		if c.V, err = buf(make([]byte, c.PlaneBytes())); err != nil {
+			return err
+		}
+		if cfg.Smooths() {
+			ones := make([]byte, 4*8*64)
+			for i := 0; i < len(ones); i += 4 {
+				binary.LittleEndian.PutUint32(ones[i:], math.Float32bits(1))
+			}
+			if c.Lambda, err = buf(ones); err != nil {
+				return err
+			}
+		}
+		k, err := buf(floats(5*8*64, 2))
+		if err != nil {
+			return err
+		}
+		v, err := buf(floats(5*8*64, 1))
+		if err != nil {
+			return err
+		}
+		e.KVStoreRoPE(c, k, v, 4095, 1, rope)
+		e.KVStoreRoPE(c, k, v, 10, 5, rope)
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("kv store with RoPE: %w", err)
+		}
+		if err := tee.Submit(e.List()); err != nil {
+			return err
+		}
+		if err := tee.Sync(); err != nil {
+			return err
+		}
+		e.Reset()
+	}
+	return nil
 }

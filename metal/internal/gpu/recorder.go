@@ -15,10 +15,15 @@ import (
 // positions, tables), and those bytes go into the trace. Everything else
 // the harness fills with small random halves.
 type Recorder struct {
-	unit *msl.Unit
-	bufs []*recBuf
-	list []recDispatch
+	unit  *msl.Unit
+	bufs  []*recBuf
+	list  []recDispatch
+	cores int
 }
+
+// H200Cores is the SMs of the GPU the traces are timed on (an NVIDIA
+// H200), the core count the recorder and the tee report to the encoder.
+const H200Cores = 132
 
 type recBuf struct {
 	id   int
@@ -72,6 +77,17 @@ type recDispatch struct {
 func NewRecorder() *Recorder { return &Recorder{} }
 
 func (r *Recorder) Name() string { return "recorder" }
+
+// Cores is device.Cores: H200Cores unless SetCores says otherwise.
+func (r *Recorder) Cores() int {
+	if r.cores > 0 {
+		return r.cores
+	}
+	return H200Cores
+}
+
+// SetCores sets the core count the encoder sizes grids for.
+func (r *Recorder) SetCores(n int) { r.cores = n }
 
 func (r *Recorder) NewLibrary(srcs []device.Source) (device.Library, error) {
 	u, err := msl.Parse(srcs)

@@ -9,7 +9,16 @@
 #   run.sh sanitize         compute-sanitizer memcheck, racecheck and synccheck
 #                           on check, and on the planted bugs
 #   run.sh attention        70B decode attention: .metal kernels and PyTorch SDPA
-#   run.sh decode           one decode step of a Llama-3.2-1B-shaped model
+#   run.sh decode           one decode step of a Llama-3.2-1B-shaped model:
+#                           per dispatch, and as wall time per token (the
+#                           dispatches back to back, and as one CUDA graph)
+#   run.sh decode-compare   the decode step of this tree's kernels against
+#                           another's (OLD=dir of its TestExportDecode), Q4_K
+#                           and Q4_0 weights, wall time per token, the grid
+#                           and fusion variants, the mat-vec check and ncu's
+#                           DRAM bytes and throughput of the new step (traces
+#                           from `go test ./metal/internal/gpu -run
+#                           TestExportDecode -args -decode-out DIR`)
 #   run.sh ncu              profiler bytes and DRAM throughput of attention
 #   run.sh variants         attention with other threadgroup shapes
 #   run.sh ncu-decode       profiler bytes per dispatch of the decode step
@@ -90,8 +99,60 @@ attention() {
 decode() {
   for kv in q4 f16; do
     build/decode1b time "$DIR/decode-llama3.2-1b-$kv-4k.trace" ${ITERS:-20} --flush 2>&1 | tee "$OUT/decode-$kv.txt"
+    build/decode1b time "$DIR/decode-llama3.2-1b-$kv-4k.trace" ${ITERS:-20} --wall 2>&1 | tee -a "$OUT/decode-$kv.txt"
   done
   build/decode1b time "$DIR/decode-llama3.2-1b-q4-4k.trace" ${ITERS:-20} --flush --per-grid > "$OUT/decode-q4-per-grid.txt" 2>&1
+}
+
+# trace_kernels TRACE...: -DMSL_K_ flags for the kernels these traces
+# dispatch, for a build of those only.
+trace_kernels() {
+  cat "$@" | awk '/^dispatch/ {print "-DMSL_K_" $2}' | sort -u | tr '\n' ' '
+}
+
+# decode_compare: the 1B decode step at depth 4096 (q4 KV) with Q4_K and
+# Q4_0 weights, the kernels of $DIR against those of $OLD (each built with
+# its own kernels.cu and only the kernels its traces use), wall time per
+# token alternating old and new; the new step's variants (unfused, other
+# mat-vec grids); the mat-vec check against the emulator; ncu's DRAM bytes
+# per dispatch and throughput of the new Q4_K step.
+decode_compare() {
+  local t0=$SECONDS OLD=${OLD:?OLD: the TestExportDecode directory of the other tree}
+  local NV="nvcc -std=c++17 -O3 -arch=$ARCH -lineinfo -I include -Xcompiler -Wno-unused-function"
+  $NV --use_fast_math -DMSL_ONLY $(trace_kernels "$DIR"/decode-*.trace) $FC1B -I "$DIR" harness.cu -o build/decode-new > build/decode-new.log 2>&1 &
+  $NV --use_fast_math -DMSL_ONLY $(trace_kernels "$OLD"/decode-*.trace) $FC1B -I "$OLD" harness.cu -o build/decode-old > build/decode-old.log 2>&1 &
+  # The mat-vecs reach every collective with the whole simdgroup (no early
+  # return): MSL_FULL_WARP, so that a lane still in a divergent branch (the
+  # IEEE division's slow path in SwiGLU's silu) is waited for rather than
+  # left out of __activemask()'s collective, as Metal's simdgroups
+  # reconverge after a branch. mvcheck-active keeps the active-lanes shim.
+  $NV -DMSL_ONLY -DMSL_FULL_WARP $(trace_kernels "$DIR"/check-mv.trace) -I "$DIR" harness.cu -o build/mvcheck > build/mvcheck.log 2>&1 &
+  $NV -DMSL_ONLY $(trace_kernels "$DIR"/check-mv.trace) -I "$DIR" harness.cu -o build/mvcheck-active > build/mvcheck-active.log 2>&1 &
+  wait
+  for b in decode-new decode-old mvcheck mvcheck-active; do [ -x build/$b ] || { echo "build $b: FAILED"; head -30 build/$b.log; }; done
+  echo "builds took $((SECONDS - t0)) s"
+  for b in mvcheck mvcheck-active; do
+    build/$b check "$DIR/check-mv.trace" > "$OUT/check-mv-$b.txt" 2>&1
+    echo "== $b"; grep -E "^dispatch|^check:" "$OUT/check-mv-$b.txt" | head -24; awk '$3 > 0' "$OUT/check-mv-$b.txt" | grep ^kernel
+  done
+  local i
+  for i in 1 2; do
+    for m in q4 q4_0-q4; do
+      for b in old new; do
+        echo "== $b $m: $(build/decode-$b time "$([ $b = old ] && echo "$OLD" || echo "$DIR")/decode-llama3.2-1b-$m-4k.trace" ${ITERS:-30} --wall | grep graph)"
+      done
+    done
+  done 2>&1 | tee "$OUT/decode-compare.txt"
+  for v in q4-4k q4-4k-fused q4-4k-ropekv q4_0-q4-4k q4_0-q4-4k-fused q4_0-q4-4k-ropekv q4-4k-pc4 q4-4k-pc8 q4-4k-pc32 q4-4k-pc64 f16-4k; do
+    echo "== new $v: $(build/decode-new time "$DIR/decode-llama3.2-1b-$v.trace" ${ITERS:-30} --wall | tr '\n' ' ')"
+  done 2>&1 | tee -a "$OUT/decode-compare.txt"
+  # Per kernel (events between dispatches, L2 flushed): the new step, by
+  # grid too, and the old.
+  build/decode-new time "$DIR/decode-llama3.2-1b-q4-4k.trace" ${ITERS:-20} --flush --per-grid > "$OUT/decode-new-q4-per-kernel.txt" 2>&1
+  build/decode-old time "$OLD/decode-llama3.2-1b-q4-4k.trace" ${ITERS:-20} --flush >> "$OUT/decode-new-q4-per-kernel.txt" 2>&1
+  head -24 "$OUT/decode-new-q4-per-kernel.txt"
+  BIN=build/decode-new ncu_decode
+  echo "decode-compare took $((SECONDS - t0)) s"
 }
 
 # variants: the same kernels at 128K with other threadgroup shapes (hg
@@ -113,9 +174,13 @@ variants() {
 # ncu_decode: DRAM bytes per dispatch of the 1B decode step (ncu flushes
 # the caches before each kernel), for the traffic model.
 ncu_decode() {
-  timeout 300 ncu --launch-skip 552 --launch-count 276 --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-    build/decode1b time "$DIR/decode-llama3.2-1b-q4-4k.trace" 1 > "$OUT/ncu-decode-q4.csv" 2>&1
-  echo "== ncu decode (rc $?): $(grep -c dram__bytes_read "$OUT/ncu-decode-q4.csv") rows"
+  local tr="$DIR/decode-llama3.2-1b-q4-4k.trace" n
+  n=$(grep -c '^dispatch' "$tr")
+  timeout ${NCU_TIMEOUT:-300} ncu --launch-skip $((2 * n)) --launch-count $n --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+    ${BIN:-build/decode1b} time "$tr" 1 > "$OUT/ncu-decode-q4.csv" 2>&1
+  echo "== ncu decode (rc $?): $(grep -c dram__bytes_read "$OUT/ncu-decode-q4.csv") rows of $n dispatches"
+  python3 ncu_sum.py "$OUT/ncu-decode-q4.csv"
 }
 
 NCU_METRICS=launch__registers_per_thread,launch__occupancy_limit_registers,launch__waves_per_multiprocessor,gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
@@ -215,6 +280,7 @@ case "${1:-all}" in
   ncu) ncu_attn ;;
   variants) variants ;;
   ncu-decode) ncu_decode ;;
+  decode-compare) decode_compare ;;
   proto) proto ;;
   compare) compare ;;
   ncu-proto) ncu_proto ;;

@@ -64,6 +64,10 @@ func (l teeLib) Pipeline(name string, consts ...device.Constant) (device.Pipelin
 	return &teePipe{inner: p, key: key, consts: enc}, nil
 }
 
+// Cores is device.Cores: the check trace's dispatches have the grids of
+// the GPU they are checked on (H200Cores), the emulator runs them alike.
+func (d *TeeDevice) Cores() int { return H200Cores }
+
 // NewTee writes trace dir/name of what runs on inner.
 func NewTee(inner device.Device, dir, name string, perKernel int) (*TeeDevice, error) {
 	t, err := NewTrace(dir, name)
