@@ -96,21 +96,56 @@ func attnHeadsPerGroup(g, d int) int {
 }
 
 // attnSplits picks the split count for nTok tokens and kvTGs threadgroups
-// per split: chunks of at least attnMinChunk tokens, about attnTargetTGs
-// threadgroups in all, at most what the workspace holds.
-func attnSplits(nTok, kvTGs, maxSplits int) int {
-	s := min(nTok/attnMinChunk, (attnTargetTGs+kvTGs-1)/kvTGs)
-	return max(1, min(s, maxSplits))
+// per split: chunks of at least attnMinChunk tokens, about target
+// threadgroups in all, at most what the workspace holds; the chunk is
+// then rounded up to whole blocks of attnBlock tokens (and the count to
+// what those chunks need), so that every simdgroup's blocks are full.
+func attnSplits(nTok, kvTGs, maxSplits, target int) int {
+	s := max(1, min(nTok/attnMinChunk, (target+kvTGs-1)/kvTGs, maxSplits))
+	chunk := attnChunk(nTok, s)
+	return max(1, (nTok+chunk-1)/chunk)
+}
+
+// attnChunk is the positions a split owns when nTok positions are cut in
+// splits splits: whole blocks of attnBlock tokens.
+func attnChunk(nTok, splits int) int {
+	return ((nTok+splits-1)/splits + attnBlock - 1) / attnBlock * attnBlock
+}
+
+// attnTGsPerCore is how many pass-1 threadgroups decode aims for per GPU
+// core when the device says how many cores it has: two resident
+// threadgroups of 8 simdgroups a core (the register state of 8 heads a
+// lane allows no more on an H200 SM; an Apple GPU core holds as many), a
+// single wave, so that no core idles through a second, partial one.
+const attnTGsPerCore = 2
+
+// attnTarget is the pass-1 threadgroups to aim for on a GPU of cores cores
+// (0: unknown, attnTargetTGs).
+func attnTarget(cores int) int {
+	if cores <= 0 {
+		return attnTargetTGs
+	}
+	return attnTGsPerCore * cores
 }
 
 // DecodeGrid is how AttendDecode lays out decode attention for heads query
 // heads of dim d over kvHeads kv heads, n visible positions of a cache of
-// ctx: hg query heads a threadgroup and splits splits per (kv head, head
-// chunk). attendDecode takes its splits from here, so metal/traffic's
-// model of the kernels' traffic follows the same layout.
+// ctx, on a GPU whose core count is unknown: hg query heads a threadgroup
+// and splits splits per (kv head, head chunk). metal/traffic's model of the
+// kernels' traffic follows the same layout.
 func DecodeGrid(heads, kvHeads, d, n, ctx int) (hg, splits int) {
+	return DecodeGridFor(0, heads, kvHeads, d, n, ctx)
+}
+
+// DecodeGridFor is DecodeGrid on a GPU of cores cores (the device's
+// GPUCores; 0 when it does not say): the splits fill one wave of
+// attnTGsPerCore threadgroups a core, with chunks of at least
+// attnMinChunk positions, so that a long sequence on a small GPU gives each
+// simdgroup many blocks per split and a short one on a large GPU many
+// splits.
+func DecodeGridFor(cores, heads, kvHeads, d, n, ctx int) (hg, splits int) {
 	hg = attnHeadsPerGroup(heads/kvHeads, d)
-	return hg, attnSplits(n, kvHeads*(heads/kvHeads/hg), attnMaxSplitsFor(ctx))
+	return hg, attnSplits(n, kvHeads*(heads/kvHeads/hg), attnMaxSplitsFor(ctx), attnTarget(cores))
 }
 
 // rotationConstants returns what the kernels rotate K and queries with for
@@ -327,9 +362,9 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	}
 	g := a.Heads / a.KVHeads
 	chunks := g / hg
-	_, s := DecodeGrid(a.Heads, a.KVHeads, d, n-lo, c.Cfg.Ctx)
+	_, s := DecodeGridFor(e.cores, a.Heads, a.KVHeads, d, n-lo, c.Cfg.Ctx)
 	maxS := attnMaxSplitsFor(c.Cfg.Ctx)
-	chunk := (n - lo + s - 1) / s
+	chunk := attnChunk(n-lo, s)
 	args := AttnArgs{Heads: u32(a.Heads), Group: u32(g), Chunks: u32(chunks), Ctx: u32(c.Slots()), Lo: u32(lo), N: u32(n),
 		Chunk: u32(chunk), Splits: u32(s), Window: u32(a.Window), KVHeads: u32(a.KVHeads), QScale: a.Scale * log2e, Norm: rotationNorm(d)}
 	args.setRing(c, c.TailStart(lo, n))

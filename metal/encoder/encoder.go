@@ -61,12 +61,32 @@ type Encoder struct {
 	// that live until Close.
 	consts map[string]Region
 	key    []byte // scratch for constant keys
+
+	// cores is the GPU's core count (Apple GPU cores, NVIDIA SMs) when the
+	// device says (CoreCounter), else 0: grids sized for the device.
+	cores int
+}
+
+// CoreCounter is a device that knows how many cores its GPU has; the
+// encoder sizes the grids of work spread over the GPU (decode attention's
+// splits) from it. A device without it gets grids sized for no GPU in
+// particular.
+type CoreCounter interface {
+	GPUCores() int
 }
 
 // New returns an encoder for the kernels of lib on dev.
 func New(dev device.Device, lib device.Library) *Encoder {
-	return &Encoder{dev: dev, lib: lib, pipes: map[pipeKey]device.Pipeline{}}
+	e := &Encoder{dev: dev, lib: lib, pipes: map[pipeKey]device.Pipeline{}}
+	if c, ok := dev.(CoreCounter); ok {
+		e.cores = max(0, c.GPUCores())
+	}
+	return e
 }
+
+// SetCores sizes the grids for a GPU of n cores (0: unknown), overriding
+// what the device said.
+func (e *Encoder) SetCores(n int) { e.cores = max(0, n) }
 
 // List is the command list encoded since the last Reset.
 func (e *Encoder) List() *device.CommandList { return &e.list }

@@ -44,6 +44,10 @@ type attnCase struct {
 	// ring: the layer keeps only its window, in a ring of window slots
 	// (kv.Config.LayerWindow), position p at slot p mod window.
 	ring bool
+	// cores > 0: the encoder sizes decode's grid for a GPU of this many
+	// cores (encoder.SetCores): few cores and many positions give few
+	// splits, so each simdgroup runs several blocks a split.
+	cores int
 }
 
 func (c attnCase) String() string {
@@ -71,6 +75,9 @@ func (c attnCase) String() string {
 	}
 	if c.softcap > 0 {
 		s += fmt.Sprintf("_cap%g_q%g", c.softcap, c.qmul)
+	}
+	if c.cores > 0 {
+		s += fmt.Sprintf("_cores%d", c.cores)
 	}
 	if c.ring {
 		s += "_ring"
@@ -302,6 +309,14 @@ func TestAttnDecode(t *testing.T) {
 		{typ: kv.F16, d: 512, kvHeads: 1, g: 2, n: 130, window: 64, ring: true},
 		{typ: kv.Q4, gs: 32, d: 384, kvHeads: 1, g: 3, n: 90, residual: 16},
 		{typ: kv.F16, d: 272, kvHeads: 1, g: 2, n: 40},
+		// Few splits on a small GPU: each simdgroup runs several 64-token
+		// blocks a split (8, 3, 5, 2 and 2 here), so the online softmax
+		// rescales what it has summed (l and o by 2^(m_old - m_new)).
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 4096, cores: 1},
+		{typ: kv.Q8, gs: 32, d: 64, kvHeads: 1, g: 8, n: 3000, cores: 1},
+		{typ: kv.F16, d: 128, kvHeads: 2, g: 2, n: 2500, cores: 1},
+		{typ: kv.Q4, gs: 64, d: 256, kvHeads: 1, g: 2, n: 1100, smooth: true, rot: true, cores: 1},
+		{typ: kv.Q4, gs: 32, d: 512, kvHeads: 1, g: 4, n: 1200, cores: 1},
 	}
 	for _, c := range cases {
 		ctx := c.n + r.IntN(3)
@@ -324,6 +339,7 @@ func TestAttnDecode(t *testing.T) {
 			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
 				enc := encoder.New(d, l)
 				defer enc.Close()
+				enc.SetCores(c.cores)
 				out := region(t, d, make([]byte, 4*width))
 				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
 				enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)

@@ -11,6 +11,7 @@ import (
 	"nibble/metal/internal/emulator/emutest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"nibble/engine"
@@ -71,6 +72,9 @@ func TestExport(t *testing.T) {
 		}
 	}
 	if err := bugsTrace(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := staleTraces(dir); err != nil {
 		t.Fatal(err)
 	}
 	if err := decodeStepTrace(dir, llama1B, kv.Q4, 4096); err != nil {
@@ -367,6 +371,51 @@ func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 	return r.Write(dir, name, map[string]string{
 		"unique_bytes": fmt.Sprint(2*c.PlaneBytes() + 2*heads*d*4),
 	})
+}
+
+// staleTraces writes two traces the harness must refuse (run.sh check
+// runs them): stale-args, a 70B-shaped decode attention whose argument
+// blocks are cut to 52 bytes (the struct before the ring fields, which
+// the kernels now read as 72), and stale-format, a valid trace under
+// format 1's header.
+func staleTraces(dir string) error {
+	r, e, err := newRecorder()
+	if err != nil {
+		return err
+	}
+	cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 8, HeadDim: 128, Ctx: 4096}
+	a := &backend.Attention{Heads: 64, KVHeads: 8, HeadDim: 128, Scale: float32(1 / math.Sqrt(128))}
+	c := kvLayer(r, cfg)
+	q, out := region(r, 64*128*4), region(r, 64*128*4)
+	e.AttendDecode(out, q, c, 4096, a, region(r, encoder.WorkspaceBytes(cfg, a.Heads, 0)))
+	if err := e.Err(); err != nil {
+		return err
+	}
+	if err := r.Submit(e.List()); err != nil {
+		return err
+	}
+	if err := r.Write(dir, "stale-format", nil); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "stale-format.trace")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	first := fmt.Sprintf("nibble-trace %d\n", traceFormat)
+	if !strings.HasPrefix(string(b), first) {
+		return fmt.Errorf("%s: no %q header", path, first)
+	}
+	if err := os.WriteFile(path, []byte("nibble-trace 1\n"+string(b[len(first):])), 0o644); err != nil {
+		return err
+	}
+	for i := range r.list {
+		for j := range r.list[i].d.Inline {
+			in := &r.list[i].d.Inline[j]
+			in.Data = in.Data[:min(len(in.Data), 52)]
+		}
+	}
+	return r.Write(dir, "stale-args", nil)
 }
 
 // bugsTrace writes dir/bugs: the CUDA translation of the emulator's

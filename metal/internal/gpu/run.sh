@@ -5,9 +5,10 @@
 # writes (DIR defaults to metal/internal/gpu/out). Results go to $OUT (or ./results).
 #
 #   run.sh build            the builds below
-#   run.sh check            every recorded dispatch against the emulator
-#   run.sh sanitize         compute-sanitizer memcheck, racecheck and synccheck
-#                           on check, and on the planted bugs
+#   run.sh check            every recorded dispatch against the emulator,
+#                           racecheck on them, stale traces refused
+#   run.sh sanitize         compute-sanitizer memcheck and synccheck on check,
+#                           and racecheck/synccheck on the planted bugs
 #   run.sh attention        70B decode attention: .metal kernels and PyTorch SDPA
 #   run.sh decode           one decode step of a Llama-3.2-1B-shaped model
 #   run.sh ncu              profiler bytes and DRAM throughput of attention
@@ -60,10 +61,36 @@ build() {
   return $rc
 }
 
-check() { build/generic check "$DIR/check.trace" 2>&1 | tee "$OUT/check.txt"; }
+# check: every recorded dispatch against the emulator, then the same under
+# compute-sanitizer's racecheck (a missing barrier can leave the output
+# right on one GPU run and still race), and the stale traces, which the
+# harness must refuse (another trace format; argument blocks of another
+# size than the kernel's struct).
+check() {
+  local rc=0 r
+  build/generic check "$DIR/check.trace" 2>&1 | tee "$OUT/check.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  for s in stale-format stale-args; do
+    build/generic time "$DIR/$s.trace" 1 > "$OUT/$s.txt" 2>&1
+    r=$?
+    if [ $r = 3 ] && grep -q "refused" "$OUT/$s.txt"; then
+      echo "$s: refused: $(grep -o 'refused: .*' "$OUT/$s.txt" | head -1 | cut -c10-200)"
+    else
+      echo "$s: NOT refused (rc $r)"; head -5 "$OUT/$s.txt"; rc=1
+    fi
+  done
+  timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool racecheck --print-limit 20 build/generic check "$DIR/check.trace" > "$OUT/sanitize-racecheck.txt" 2>&1
+  r=$?
+  echo "racecheck (rc $r): $(grep -E 'RACECHECK SUMMARY' "$OUT/sanitize-racecheck.txt")"
+  grep -E "Race reported" "$OUT/sanitize-racecheck.txt" | sort | uniq -c | head -10
+  grep -q "RACECHECK SUMMARY: 0 hazards" "$OUT/sanitize-racecheck.txt" && [ $r = 0 ] || rc=1
+  return $rc
+}
 
+# sanitize: memcheck and synccheck on check (racecheck is part of check),
+# and the planted bugs.
 sanitize() {
-  for tool in memcheck racecheck synccheck; do
+  for tool in memcheck synccheck; do
     timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --print-limit 20 build/generic check "$DIR/check.trace" > "$OUT/sanitize-$tool.txt" 2>&1
     echo "== $tool (rc $?)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|Race|Barrier|check:" "$OUT/sanitize-$tool.txt" | sort | uniq -c | head -20
   done

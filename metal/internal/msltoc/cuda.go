@@ -386,6 +386,17 @@ func (g *cudaGen) registry(b *strings.Builder) {
 				args = append(args, fmt.Sprintf("tg[%d]", p.Index))
 			}
 		}
+		fn := "msl::" + k.Function
+		if k.Args != "" {
+			fn += "<" + k.Args + ">"
+		}
+		var sizes []string
+		for n, p := range k.Params {
+			if p.Attr == "buffer" {
+				sizes = append(sizes, fmt.Sprintf("%d, msl::arg_bytes<typename msl::fn_arg<decltype(&%s), %d>::type>()", p.Index, fn, n))
+			}
+		}
+		fmt.Fprintf(b, "static const int msl_args_%s[] = {%s};\n", k.Name, strings.Join(append(sizes, "-1"), ", "))
 		fmt.Fprintf(b, "static void msl_launch_%s(dim3 g, dim3 t, size_t shared, cudaStream_t s, void *const *b, const unsigned *tg) {\n", k.Name)
 		fmt.Fprintf(b, "    (void)b; (void)tg;\n    msl::entry::%s<<<g, t, shared, s>>>(%s);\n}\n", k.Name, strings.Join(args, ", "))
 		b.WriteString("#endif\n")
@@ -402,9 +413,9 @@ func (g *cudaGen) registry(b *strings.Builder) {
 			}
 		}
 		fmt.Fprintf(b, "#if !defined(MSL_ONLY) || defined(MSL_K_%s)\n", k.Name)
-		fmt.Fprintf(b, "    {%q, %d, %q, %q, (const void *) msl::entry::%s, msl_launch_%s, %q},\n",
-			k.Name, k.MaxThreads, strings.Join(bufs, ","), strings.Join(tgs, ","), k.Name, k.Name, fmt.Sprintf("%s:%d", k.File, k.Line))
+		fmt.Fprintf(b, "    {%q, %d, %q, %q, (const void *) msl::entry::%s, msl_launch_%s, %q, msl_args_%s},\n",
+			k.Name, k.MaxThreads, strings.Join(bufs, ","), strings.Join(tgs, ","), k.Name, k.Name, fmt.Sprintf("%s:%d", k.File, k.Line), k.Name)
 		b.WriteString("#endif\n")
 	}
-	b.WriteString("    {0, 0, 0, 0, 0, 0, 0},\n};\n#endif // MSL_NO_REGISTRY\n")
+	b.WriteString("    {0, 0, 0, 0, 0, 0, 0, 0},\n};\n#endif // MSL_NO_REGISTRY\n")
 }

@@ -526,6 +526,12 @@ template <class P> MSL_FN P builtin_arg(uint3 v) {
   }
 }
 
+// arg_bytes is the size of the struct a reference parameter (`constant
+// T & args`) reads, 0 for a pointer: the registry's argument sizes.
+template <class P> constexpr int arg_bytes() {
+  return std::is_reference<P>::value ? (int)sizeof(typename std::remove_reference<P>::type) : 0;
+}
+
 } // namespace msl
 
 // Host-side registry entries (generated tables).
@@ -541,6 +547,9 @@ struct msl_kernel_entry {
   const void *launch;
 #endif
   const char *where;
+  // {buffer index, bytes of the struct a `constant T &` parameter reads}
+  // pairs, -1-terminated: what an inline argument block must hold.
+  const int *arg_bytes;
 };
 struct msl_constant_entry {
   int index;
