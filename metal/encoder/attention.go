@@ -300,6 +300,38 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 	return []device.Binding{c.K.bind(2), km.bind(3), c.V.bind(4), vm.bind(5), lambda.bind(6), signs.bind(7)}
 }
 
+// Decode with the matrix units (kernel_attn_decode_mma_<kv>): ATTN_MMA_NSG
+// simdgroups of ATTN_MMA_BT-token blocks, K and V dequantized a slab of
+// attnMMASlab(d) elements at a time.
+const (
+	attnMMAThreads = 128 // 4 simdgroups (ATTN_MMA_NSG)
+	attnMMABlock   = 32  // tokens per simdgroup block (ATTN_MMA_BT)
+	attnMMARows    = 8   // query heads as matrix rows (ATTN_MMA_ROWS)
+)
+
+// attnMMASlab is ATTN_MMA_SLAB: the elements of a token dequantized at a
+// time.
+func attnMMASlab(d int) int {
+	switch {
+	case d > attnWideD:
+		return 16
+	case d%32 == 0:
+		return 32
+	case d%16 == 0:
+		return 16
+	}
+	return 8
+}
+
+// attnMMASharedBytes is kernel_attn_decode_mma's [[threadgroup(0)]]
+// memory: the 8 query rows, then per simdgroup its stage, scores, diagonal
+// and {m, l}.
+func attnMMASharedBytes(d int) int {
+	const nsg = attnMMAThreads / 32
+	floats := attnMMARows*d + nsg*(attnMMABlock*attnMMASlab(d)+attnMMARows*attnMMABlock+64+2*attnMMARows)
+	return (4*floats + 15) &^ 15
+}
+
 // attnSharedBytes is the [[threadgroup(0)]] memory of decode and prefill
 // (attention.metal): queries, Σq' per group, probabilities, and the
 // simdgroups' merge.
@@ -382,10 +414,10 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	bind := append([]device.Binding{q.bind(1)}, e.attnPlanes(c)...)
 	bind = append(bind, partO.bind(8), partML.bind(9), sc.bind(10))
 	e.dispatch(device.Dispatch{
-		Pipeline: e.pipeline(attnKernel("decode", c.Cfg.Type), consts...),
-		Groups:   [3]int{a.KVHeads * chunks, s, 1}, Threads: [3]int{attnThreads, 1, 1},
+		Pipeline: e.pipeline(attnKernel("decode_mma", c.Cfg.Type), consts...),
+		Groups:   [3]int{a.KVHeads * chunks, s, 1}, Threads: [3]int{attnMMAThreads, 1, 1},
 		Buffers: bind, Inline: inline,
-		Threadgroup: []int{attnSharedBytes(hg, d)},
+		Threadgroup: []int{attnMMASharedBytes(d)},
 	})
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_attn_merge_f32", attnConsts(c, a, hg, false)...),
