@@ -324,13 +324,24 @@ func attnMMASlab(d int) int {
 }
 
 // attnMMASharedBytes is kernel_attn_decode_mma's [[threadgroup(0)]]
-// memory: the 8 query rows, then per simdgroup its stage, scores, diagonal
-// and {m, l}.
-func attnMMASharedBytes(d int) int {
+// memory: the 8 query rows, then per simdgroup its stage (of halves with
+// half operands), scores, diagonal and {m, l}.
+func attnMMASharedBytes(d int, half bool) int {
 	const nsg = attnMMAThreads / 32
-	floats := attnMMARows*d + nsg*(attnMMABlock*attnMMASlab(d)+attnMMARows*attnMMABlock+64+2*attnMMARows)
+	stage := attnMMABlock * attnMMASlab(d)
+	if half {
+		stage /= 2
+	}
+	floats := attnMMARows*d + nsg*(stage+attnMMARows*attnMMABlock+64+2*attnMMARows)
 	return (4*floats + 15) &^ 15
 }
+
+// SetAttnHalf makes decode attention's matrix products take half operands
+// (kernel_attn_decode_mmah_<kv>: q', K, V and p rounded to f16, float
+// sums; tensor cores on an NVIDIA GPU, half the threadgroup memory) instead
+// of float ones (kernel_attn_decode_mma_<kv>, the default: the CPU's
+// results to float rounding).
+func (e *Encoder) SetAttnHalf(on bool) { e.attnHalf = on }
 
 // attnSharedBytes is the [[threadgroup(0)]] memory of decode and prefill
 // (attention.metal): queries, Σq' per group, probabilities, and the
@@ -413,11 +424,15 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	consts, inline := attnConsts(c, a, hg, export), []device.Inline{{Index: 0, Data: args.Bytes()}}
 	bind := append([]device.Binding{q.bind(1)}, e.attnPlanes(c)...)
 	bind = append(bind, partO.bind(8), partML.bind(9), sc.bind(10))
+	kernel := "decode_mma"
+	if e.attnHalf {
+		kernel = "decode_mmah"
+	}
 	e.dispatch(device.Dispatch{
-		Pipeline: e.pipeline(attnKernel("decode_mma", c.Cfg.Type), consts...),
+		Pipeline: e.pipeline(attnKernel(kernel, c.Cfg.Type), consts...),
 		Groups:   [3]int{a.KVHeads * chunks, s, 1}, Threads: [3]int{attnMMAThreads, 1, 1},
 		Buffers: bind, Inline: inline,
-		Threadgroup: []int{attnMMASharedBytes(d)},
+		Threadgroup: []int{attnMMASharedBytes(d, e.attnHalf)},
 	})
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_attn_merge_f32", attnConsts(c, a, hg, false)...),

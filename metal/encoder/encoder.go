@@ -65,6 +65,9 @@ type Encoder struct {
 	// cores is the GPU's core count (Apple GPU cores, NVIDIA SMs) when the
 	// device says (CoreCounter), else 0: grids sized for the device.
 	cores int
+	// attnHalf: decode attention's matrix products take half operands
+	// (SetAttnHalf).
+	attnHalf bool
 }
 
 // CoreCounter is a device that knows how many cores its GPU has; the

@@ -861,41 +861,44 @@ kernel void kernel_attn_merge_f32(
 // The formats' staging: element e0 + e of the token in slot, e < ATTN_MMA_SLAB,
 // as float into x.
 struct attn_mma_q4 {
-    static inline void stage(threadgroup float * x, attn_plane p, uint slot, uint e0) {
+    template <typename T>
+    static inline void stage(threadgroup T * x, attn_plane p, uint slot, uint e0) {
         device const uint * w = (device const uint *) (p.codes + slot*(attn_d/2)) + e0/8;
         for (uint i = 0; i < ATTN_MMA_SLAB/8; ++i) {
             const uint word = w[i];
             const float2 sb = float2(p.meta[slot*attn_ng + (e0 + 8*i)/attn_gs]);
             for (uint e = 0; e < 8; ++e) {
-                x[8*i + e] = sb.x*float((word >> (4*e)) & 0xFu) + sb.y;
+                x[8*i + e] = T(sb.x*float((word >> (4*e)) & 0xFu) + sb.y);
             }
         }
     }
 };
 
 struct attn_mma_q8 {
-    static inline void stage(threadgroup float * x, attn_plane p, uint slot, uint e0) {
+    template <typename T>
+    static inline void stage(threadgroup T * x, attn_plane p, uint slot, uint e0) {
         device const uint * w = (device const uint *) (p.codes + slot*attn_d) + e0/4;
         for (uint i = 0; i < ATTN_MMA_SLAB/4; ++i) {
             const float4 n = float4(as_type<uchar4>(w[i]));
             const float2 sb = float2(p.meta[slot*attn_ng + (e0 + 4*i)/attn_gs]);
             for (uint e = 0; e < 4; ++e) {
-                x[4*i + e] = sb.x*n[e] + sb.y;
+                x[4*i + e] = T(sb.x*n[e] + sb.y);
             }
         }
     }
 };
 
 struct attn_mma_f16 {
-    static inline void stage(threadgroup float * x, attn_plane p, uint slot, uint e0) {
+    template <typename T>
+    static inline void stage(threadgroup T * x, attn_plane p, uint slot, uint e0) {
         // 16-byte loads: e0 is a multiple of 8 and planes start 16-byte aligned.
         device const uint4 * w = (device const uint4 *) (p.codes + slot*attn_d*2) + e0/8;
         for (uint i = 0; i < ATTN_MMA_SLAB/8; ++i) {
             const uint4 h = w[i];
-            const float4 a = float4(as_type<half4>(h.xy)), b = float4(as_type<half4>(h.zw));
+            const half4 a = as_type<half4>(h.xy), b = as_type<half4>(h.zw);
             for (uint e = 0; e < 4; ++e) {
-                x[8*i + e] = a[e];
-                x[8*i + 4 + e] = b[e];
+                x[8*i + e] = T(a[e]);
+                x[8*i + 4 + e] = T(b[e]);
             }
         }
     }
@@ -903,12 +906,13 @@ struct attn_mma_f16 {
 
 // The residual window's ring: f16 rows that are only 4-byte aligned.
 struct attn_mma_ring {
-    static inline void stage(threadgroup float * x, attn_plane p, uint slot, uint e0) {
+    template <typename T>
+    static inline void stage(threadgroup T * x, attn_plane p, uint slot, uint e0) {
         device const half2 * w = (device const half2 *) (p.codes + slot*attn_d*2) + e0/2;
         for (uint i = 0; i < ATTN_MMA_SLAB/2; ++i) {
-            const float2 v = float2(w[i]);
-            x[2*i] = v.x;
-            x[2*i + 1] = v.y;
+            const half2 v = w[i];
+            x[2*i] = T(v.x);
+            x[2*i + 1] = T(v.y);
         }
     }
 };
@@ -916,19 +920,24 @@ struct attn_mma_ring {
 // attn_mma_stage dequantizes this lane's token (slot) of a run's K or V,
 // elements e0.. of a slab, into x: from the residual window's ring (ring)
 // or the codes.
-template <typename KV>
-inline void attn_mma_stage(threadgroup float * x, attn_plane p, bool ring, uint slot, uint e0) {
+template <typename KV, typename T>
+inline void attn_mma_stage(threadgroup T * x, attn_plane p, bool ring, uint slot, uint e0) {
     if (ring) {
-        attn_mma_ring::stage(x, p, slot, e0);
+        attn_mma_ring::stage<T>(x, p, slot, e0);
     } else {
-        KV::stage(x, p, slot, e0);
+        KV::template stage<T>(x, p, slot, e0);
     }
 }
 
-// The threadgroup memory of kernel_attn_decode_mma, in floats (the encoder
-// sizes [[threadgroup(0)]] the same way):
-//   8·D + NSG·(BT·ATTN_MMA_SLAB + 8·BT + 64 + 16)
-template <typename KV>
+// T is the type of the matrices' operands (Q', K, V, P): float
+// (kernel_attn_decode_mma_<kv>) or half (kernel_attn_decode_mmah_<kv>,
+// within f16 rounding of q', K, V and p: about 1e-3 of the output's
+// scale), accumulated in float either way.
+//
+// The threadgroup memory, in floats (the encoder sizes [[threadgroup(0)]]
+// the same way):
+//   8·D + NSG·(BT·ATTN_MMA_SLAB·sizeof(T)/4 + 8·BT + 64 + 16)
+template <typename KV, typename T>
 kernel void kernel_attn_decode_mma(
         constant attn_args  & args   [[buffer(0)]],
         device const float  * q      [[buffer(1)]],
@@ -947,11 +956,14 @@ kernel void kernel_attn_decode_mma(
         ushort ntg  [[threads_per_threadgroup]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
-    const uint per_sg = ATTN_MMA_BT*ATTN_MMA_SLAB + ATTN_MMA_ROWS*ATTN_MMA_BT + 64 + 2*ATTN_MMA_ROWS;
+    typedef simdgroup_matrix<T, 8, 8> tmat;
+    const uint stage_floats = ATTN_MMA_BT*ATTN_MMA_SLAB*sizeof(T)/4;
+    const uint per_sg = stage_floats + ATTN_MMA_ROWS*ATTN_MMA_BT + 64 + 2*ATTN_MMA_ROWS;
     threadgroup float * qs   = shmem; // 8×D; at the end the merged O
+    threadgroup T     * qt   = (threadgroup T *) qs; // the same as T (half: converted in place)
     threadgroup float * mine = qs + ATTN_MMA_ROWS*attn_d + sg*per_sg;
-    threadgroup float * stage = mine;                            // BT×slab dequantized K or V
-    threadgroup float * sp    = stage + ATTN_MMA_BT*ATTN_MMA_SLAB; // 8×BT scores, then probabilities
+    threadgroup T     * stage = (threadgroup T *) mine;          // BT×slab dequantized K or V; then P (8×BT)
+    threadgroup float * sp    = mine + stage_floats;             // 8×BT scores
     threadgroup float * dg    = sp + ATTN_MMA_ROWS*ATTN_MMA_BT;    // 8×8 diagonal (α), off-diagonal zero
     threadgroup float * cml   = dg + 64;                         // {m, l} per head
 
@@ -973,6 +985,20 @@ kernel void kernel_attn_decode_mma(
         dg[i] = 0.0f;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (sizeof(T) < 4) {
+        // Narrow the query in place: all reads, then all writes.
+        float x[ATTN_MMA_ROWS*ATTN_MAXD/(32*ATTN_MMA_NSG)];
+        uint n = 0;
+        for (uint i = tid; i < ATTN_MMA_ROWS*attn_d; i += ntg) {
+            x[n++] = qs[i];
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        n = 0;
+        for (uint i = tid; i < ATTN_MMA_ROWS*attn_d; i += ntg) {
+            qt[i] = T(x[n++]);
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
 
     // The O tiles (rows: heads) and each head's m and l (log2 domain;
     // every lane holds the same) of this simdgroup.
@@ -1024,13 +1050,13 @@ kernel void kernel_attn_decode_mma(
                 s[tt] = make_filled_simdgroup_matrix<float, 8>(0.0f);
             }
             for (uint e0 = 0; e0 < attn_d; e0 += slab) {
-                attn_mma_stage<KV>(stage + lane*slab, k, ring, slot, e0);
+                attn_mma_stage<KV, T>(stage + lane*slab, k, ring, slot, e0);
                 simdgroup_barrier(mem_flags::mem_threadgroup);
                 for (uint c = 0; c < slab; c += 8) {
-                    simdgroup_float8x8 qm;
-                    simdgroup_load(qm, qs, attn_d, ulong2(e0 + c, 0));
+                    tmat qm;
+                    simdgroup_load(qm, qt, attn_d, ulong2(e0 + c, 0));
                     for (uint tt = 0; tt < ATTN_MMA_BT/8; ++tt) {
-                        simdgroup_float8x8 km8; // K^T: element (e, t) is stage[t·slab + c + e]
+                        tmat km8; // K^T: element (e, t) is stage[t·slab + c + e]
                         simdgroup_load(km8, stage, slab, ulong2(c, 8*tt), true);
                         simdgroup_multiply_accumulate(s[tt], qm, km8, s[tt]);
                     }
@@ -1041,10 +1067,12 @@ kernel void kernel_attn_decode_mma(
                 simdgroup_store(s[tt], sp, ATTN_MMA_BT, ulong2(8*tt, 0));
             }
             simdgroup_barrier(mem_flags::mem_threadgroup);
-            // The softmax: lane = token.
+            // The softmax: lane = token; P goes to the stage (free until V).
+            threadgroup T * ph = stage;
+            float amin = 1.0f;
             for (uint j = 0; j < ATTN_MMA_ROWS; ++j) {
                 if (j >= attn_hg) {
-                    sp[j*ATTN_MMA_BT + lane] = 0.0f; // a row without a head
+                    ph[j*ATTN_MMA_BT + lane] = T(0.0f); // a row without a head
                     continue;
                 }
                 float x = sp[j*ATTN_MMA_BT + lane];
@@ -1061,9 +1089,10 @@ kernel void kernel_attn_decode_mma(
                 const float mnew = max(m[j], simd_max(x));
                 const float alpha = exp2(m[j] - mnew);
                 const float p = exp2(x - mnew);
-                sp[j*ATTN_MMA_BT + lane] = p;
+                ph[j*ATTN_MMA_BT + lane] = T(p);
                 l[j] = l[j]*alpha + simd_sum(p);
                 m[j] = mnew;
+                amin = min(amin, alpha);
                 if (lane == 0) {
                     dg[9*j] = alpha;
                 }
@@ -1071,18 +1100,23 @@ kernel void kernel_attn_decode_mma(
             simdgroup_barrier(mem_flags::mem_threadgroup);
             simdgroup_float8x8 alpha;
             simdgroup_load(alpha, dg);
-            simdgroup_float8x8 pm[ATTN_MMA_BT/8];
+            tmat pm[ATTN_MMA_BT/8];
             for (uint tt = 0; tt < ATTN_MMA_BT/8; ++tt) {
-                simdgroup_load(pm[tt], sp, ATTN_MMA_BT, ulong2(8*tt, 0));
+                simdgroup_load(pm[tt], ph, ATTN_MMA_BT, ulong2(8*tt, 0));
             }
+            simdgroup_barrier(mem_flags::mem_threadgroup); // the stage is rewritten
+            // No head's max moved (the same for every lane): O stays.
+            const bool rescale = amin < 1.0f;
             for (uint e0 = 0; e0 < attn_d; e0 += slab) {
-                attn_mma_stage<KV>(stage + lane*slab, v, ring, slot, e0);
+                attn_mma_stage<KV, T>(stage + lane*slab, v, ring, slot, e0);
                 simdgroup_barrier(mem_flags::mem_threadgroup);
                 for (uint c = 0; c < slab; c += 8) {
                     const uint i = (e0 + c)/8;
-                    simdgroup_multiply(o[i], alpha, o[i]);
+                    if (rescale) {
+                        simdgroup_multiply(o[i], alpha, o[i]);
+                    }
                     for (uint tt = 0; tt < ATTN_MMA_BT/8; ++tt) {
-                        simdgroup_float8x8 vm8; // V: element (t, e) is stage[t·slab + c + e]
+                        tmat vm8; // V: element (t, e) is stage[t·slab + c + e]
                         simdgroup_load(vm8, stage, slab, ulong2(c, 8*tt));
                         simdgroup_multiply_accumulate(o[i], pm[tt], vm8, o[i]);
                     }
@@ -1151,11 +1185,14 @@ kernel void kernel_attn_decode_mma(
     }
 }
 
-typedef decltype(kernel_attn_decode_mma<attn_mma_q4>) attn_decode_mma_t;
+typedef decltype(kernel_attn_decode_mma<attn_mma_q4, float>) attn_decode_mma_t;
 
-template [[host_name("kernel_attn_decode_mma_q4")]]  kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q4>;
-template [[host_name("kernel_attn_decode_mma_q8")]]  kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q8>;
-template [[host_name("kernel_attn_decode_mma_f16")]] kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_f16>;
+template [[host_name("kernel_attn_decode_mma_q4")]]   kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q4, float>;
+template [[host_name("kernel_attn_decode_mma_q8")]]   kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q8, float>;
+template [[host_name("kernel_attn_decode_mma_f16")]]  kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_f16, float>;
+template [[host_name("kernel_attn_decode_mmah_q4")]]  kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q4, half>;
+template [[host_name("kernel_attn_decode_mmah_q8")]]  kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q8, half>;
+template [[host_name("kernel_attn_decode_mmah_f16")]] kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_f16, half>;
 
 // ---- prefill ----
 

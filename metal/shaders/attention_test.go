@@ -238,6 +238,12 @@ func attnCompare(t *testing.T, what string, got, want []float32, width int, tol 
 // (the worst seen is 8.7e-6).
 const attnDecodeTol = 2e-5
 
+// attnDecodeHalfTol: with half operands (encoder.SetAttnHalf) q', K, V
+// and p are rounded to f16 (relative 2^-11 each) before float sums; the
+// worst seen, 4.6e-3, is a smoothed cache, whose K values (k/λ) reach
+// f16's subnormals.
+const attnDecodeHalfTol = 1e-2
+
 // kernel_attn_decode_{q4,q8,f16} and kernel_attn_merge_f32 (through
 // encoder.AttendDecode) against engine/cpu/attention.Decode on the same cache
 // bytes. Tolerance: attnDecodeTol relative to the largest output.
@@ -335,17 +341,24 @@ func TestAttnDecode(t *testing.T) {
 		}
 		pool.Close()
 		a := backendAttention(p)
-		for _, o := range orders {
-			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
-				enc := encoder.New(d, l)
-				defer enc.Close()
-				enc.SetCores(c.cores)
-				out := region(t, d, make([]byte, 4*width))
-				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
-				enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
-				runEncoded(t, d, o, enc)
-				attnCompare(t, "out", f32s(out.Buf.Bytes()), want, p.HeadDim, attnDecodeTol)
-			})
+		for _, half := range []bool{false, true} {
+			for _, o := range orders {
+				name, tol := fmt.Sprintf("%v_%v", c, o), attnDecodeTol
+				if half {
+					name, tol = name+"_half", attnDecodeHalfTol
+				}
+				t.Run(name, func(t *testing.T) {
+					enc := encoder.New(d, l)
+					defer enc.Close()
+					enc.SetCores(c.cores)
+					enc.SetAttnHalf(half)
+					out := region(t, d, make([]byte, 4*width))
+					wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
+					enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
+					runEncoded(t, d, o, enc)
+					attnCompare(t, "out", f32s(out.Buf.Bytes()), want, p.HeadDim, tol)
+				})
+			}
 		}
 	}
 	t.Logf("%d cases in both orders: %v", len(cases), time.Since(start).Round(time.Millisecond))

@@ -59,6 +59,21 @@ func TestExport(t *testing.T) {
 			}
 		}
 	}
+	// The matrix-unit kernels with the H200's core count: float and half
+	// operands.
+	for _, typ := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
+		for _, n := range []int{8 << 10, 32 << 10, 128 << 10} {
+			for _, half := range []bool{false, true} {
+				name := fmt.Sprintf("attn70b-mma-%s-%dk-h200", typ, n>>10)
+				if half {
+					name = fmt.Sprintf("attn70b-mmah-%s-%dk-h200", typ, n>>10)
+				}
+				if err := attentionTraceOn(dir, name, typ, n, h200Cores, half); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 	for _, typ := range []kv.Type{kv.Q4, kv.F16} {
 		for _, v := range [][2]int{{8, 32}, {8, 64}, {8, 128}, {4, 32}, {4, 64}, {2, 32}} {
 			if err := attentionVariant(dir, typ, 128<<10, 64, v[0], v[1]); err != nil {
@@ -192,12 +207,25 @@ func kvLayer(r *Recorder, cfg kv.Config) *encoder.KVLayer {
 }
 
 // attentionTrace: decode attention (pass 1 and merge) of one layer of
-// Llama-3.1-70B (64 query heads, 8 kv heads, D 128) over n positions.
+// Llama-3.1-70B (64 query heads, 8 kv heads, D 128) over n positions, as
+// the encoder lays it out for a GPU of unknown core count.
 func attentionTrace(dir string, typ kv.Type, n int) error {
+	return attentionTraceOn(dir, fmt.Sprintf("attn70b-%s-%dk", typ, n>>10), typ, n, 0, false)
+}
+
+// h200Cores is the H200's SM count: the core count the encoder sizes
+// decode attention's splits for in the traces timed there.
+const h200Cores = 132
+
+// attentionTraceOn is attentionTrace for a GPU of cores cores, with half
+// operands in the matrix products (encoder.SetAttnHalf) when half.
+func attentionTraceOn(dir, name string, typ kv.Type, n, cores int, half bool) error {
 	r, e, err := newRecorder()
 	if err != nil {
 		return err
 	}
+	e.SetCores(cores)
+	e.SetAttnHalf(half)
 	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: 8, HeadDim: 128, Ctx: n}
 	if typ == kv.F16 {
 		cfg.GroupSize = 0
@@ -214,7 +242,7 @@ func attentionTrace(dir string, typ kv.Type, n int) error {
 		return err
 	}
 	unique := 2*c.PlaneBytes() + 2*64*128*4
-	return r.Write(dir, fmt.Sprintf("attn70b-%s-%dk", typ, n>>10), map[string]string{
+	return r.Write(dir, name, map[string]string{
 		"unique_bytes": fmt.Sprint(unique),
 		"kv_bytes":     fmt.Sprint(2 * c.PlaneBytes()),
 	})
@@ -576,6 +604,9 @@ func kernelsRun(tee *TeeDevice) error {
 		}
 		e.Reset()
 	}
+	if err := attnMatrixRun(tee, e, rng, buf); err != nil {
+		return err
+	}
 	e.Argmax(dst, x, 2, 1000)
 	e.Argmax(dst, x, 3, 333)
 	// The element-wise kernels' scalar forms: lengths that are not
@@ -591,4 +622,79 @@ func kernelsRun(tee *TeeDevice) error {
 		return err
 	}
 	return tee.Sync()
+}
+
+// attnMatrixRun dispatches decode attention with the matrix units, float
+// and half operands (the backend's passes take the float ones), over
+// random caches of each type: codes any bytes, metadata scales in
+// [0.01, 0.1) and biases in [-0.5, 0.5), f16 values in [-1, 1).
+func attnMatrixRun(tee *TeeDevice, e *encoder.Encoder, rng *rand.Rand, buf func([]byte) (encoder.Region, error)) error {
+	const heads, kvHeads, d, n = 8, 2, 128, 700
+	a := &backend.Attention{Heads: heads, KVHeads: kvHeads, HeadDim: d, Scale: float32(1 / math.Sqrt(d))}
+	q := make([]byte, 4*heads*d)
+	for i := 0; i < heads*d; i++ {
+		binary.LittleEndian.PutUint32(q[4*i:], math.Float32bits(float32(rng.NormFloat64())))
+	}
+	for _, typ := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
+		cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: kvHeads, HeadDim: d, Ctx: n}
+		if typ == kv.F16 {
+			cfg.GroupSize = 0
+		}
+		c := &encoder.KVLayer{Cfg: cfg}
+		plane := func() (encoder.Region, error) {
+			b := make([]byte, c.PlaneBytes())
+			codes := c.CodesBytes()
+			if typ == kv.F16 {
+				codes = 0
+			}
+			rng.Read(b[:codes])
+			for i := codes; i+1 < len(b); i += 2 {
+				v := 2*rng.Float32() - 1
+				if typ != kv.F16 {
+					if (i-codes)%4 == 0 {
+						v = 0.01 + 0.09*rng.Float32() // scale
+					} else {
+						v /= 2 // bias
+					}
+				}
+				binary.LittleEndian.PutUint16(b[i:], half.FromFloat32(v))
+			}
+			return buf(b)
+		}
+		var err error
+		if c.K, err = plane(); err != nil {
+			return err
+		}
+		if c.V, err = plane(); err != nil {
+			return err
+		}
+		qr, err := buf(q)
+		if err != nil {
+			return err
+		}
+		out, err := buf(make([]byte, 4*heads*d))
+		if err != nil {
+			return err
+		}
+		ws, err := buf(make([]byte, encoder.WorkspaceBytes(cfg, heads, 0)))
+		if err != nil {
+			return err
+		}
+		for _, h := range []bool{false, true} {
+			e.SetAttnHalf(h)
+			e.AttendDecode(out, qr, c, n, a, ws)
+		}
+		e.SetAttnHalf(false)
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("attention %v: %w", typ, err)
+		}
+		if err := tee.Submit(e.List()); err != nil {
+			return err
+		}
+		if err := tee.Sync(); err != nil {
+			return err
+		}
+		e.Reset()
+	}
+	return nil
 }
