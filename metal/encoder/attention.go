@@ -336,12 +336,28 @@ func attnMMASharedBytes(d int, half bool) int {
 	return (4*floats + 15) &^ 15
 }
 
-// SetAttnHalf makes decode attention's matrix products take half operands
-// (kernel_attn_decode_mmah_<kv>: q', K, V and p rounded to f16, float
-// sums; tensor cores on an NVIDIA GPU, half the threadgroup memory) instead
-// of float ones (kernel_attn_decode_mma_<kv>, the default: the CPU's
-// results to float rounding).
-func (e *Encoder) SetAttnHalf(on bool) { e.attnHalf = on }
+// AttnKernel is which pass 1 decode attention runs.
+type AttnKernel int
+
+const (
+	// AttnScalar: kernel_attn_decode_<kv>, scalar multiply-adds (the
+	// default: the fastest measured, 406.6 µs for a Llama-3.1-70B layer at
+	// 128K q4 on an H200 through the CUDA shim, against 1199 µs for
+	// AttnMatrixHalf and 2103 µs for AttnMatrix there).
+	AttnScalar AttnKernel = iota
+	// AttnMatrix: kernel_attn_decode_mma_<kv>, simdgroup matrices with
+	// float operands (the CPU's results to float rounding).
+	AttnMatrix
+	// AttnMatrixHalf: kernel_attn_decode_mmah_<kv>, half operands (q', K, V
+	// and p rounded to f16, float sums; tensor cores on an NVIDIA GPU).
+	AttnMatrixHalf
+)
+
+// SetAttnKernel picks decode attention's pass 1 for the dispatches encoded
+// after it. Which is fastest on Apple's GPUs is still to be measured on a
+// Mac: their simdgroup matrices are native, the CUDA shim's float products
+// are shuffles.
+func (e *Encoder) SetAttnKernel(k AttnKernel) { e.attnKernel = k }
 
 // attnSharedBytes is the [[threadgroup(0)]] memory of decode and prefill
 // (attention.metal): queries, Σq' per group, probabilities, and the
@@ -424,16 +440,23 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	consts, inline := attnConsts(c, a, hg, export), []device.Inline{{Index: 0, Data: args.Bytes()}}
 	bind := append([]device.Binding{q.bind(1)}, e.attnPlanes(c)...)
 	bind = append(bind, partO.bind(8), partML.bind(9), sc.bind(10))
-	kernel := "decode_mma"
-	if e.attnHalf {
-		kernel = "decode_mmah"
-	}
-	e.dispatch(device.Dispatch{
-		Pipeline: e.pipeline(attnKernel(kernel, c.Cfg.Type), consts...),
-		Groups:   [3]int{a.KVHeads * chunks, s, 1}, Threads: [3]int{attnMMAThreads, 1, 1},
+	pass1 := device.Dispatch{
+		Pipeline: e.pipeline(attnKernel("decode", c.Cfg.Type), consts...),
+		Groups:   [3]int{a.KVHeads * chunks, s, 1}, Threads: [3]int{attnThreads, 1, 1},
 		Buffers: bind, Inline: inline,
-		Threadgroup: []int{attnMMASharedBytes(d, e.attnHalf)},
-	})
+		Threadgroup: []int{attnSharedBytes(hg, d)},
+	}
+	if e.attnKernel == AttnMatrix || e.attnKernel == AttnMatrixHalf {
+		half := e.attnKernel == AttnMatrixHalf
+		kernel := "decode_mma"
+		if half {
+			kernel = "decode_mmah"
+		}
+		pass1.Pipeline = e.pipeline(attnKernel(kernel, c.Cfg.Type), consts...)
+		pass1.Threads = [3]int{attnMMAThreads, 1, 1}
+		pass1.Threadgroup = []int{attnMMASharedBytes(d, half)}
+	}
+	e.dispatch(pass1)
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_attn_merge_f32", attnConsts(c, a, hg, false)...),
 		Groups:   [3]int{a.Heads, 1, 1}, Threads: [3]int{min(d, attnThreads), 1, 1},

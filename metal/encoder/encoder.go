@@ -65,9 +65,8 @@ type Encoder struct {
 	// cores is the GPU's core count (Apple GPU cores, NVIDIA SMs) when the
 	// device says (CoreCounter), else 0: grids sized for the device.
 	cores int
-	// attnHalf: decode attention's matrix products take half operands
-	// (SetAttnHalf).
-	attnHalf bool
+	// attnKernel: decode attention's pass 1 (SetAttnKernel).
+	attnKernel AttnKernel
 }
 
 // CoreCounter is a device that knows how many cores its GPU has; the

@@ -238,13 +238,24 @@ func attnCompare(t *testing.T, what string, got, want []float32, width int, tol 
 // (the worst seen is 8.7e-6).
 const attnDecodeTol = 2e-5
 
-// attnDecodeHalfTol: with half operands (encoder.SetAttnHalf) q', K, V
-// and p are rounded to f16 (relative 2^-11 each) before float sums; the
-// worst seen, 4.6e-3, is a smoothed cache, whose K values (k/λ) reach
-// f16's subnormals.
-const attnDecodeHalfTol = 1e-2
+// attnKernels are decode's pass 1 kernels (encoder.SetAttnKernel), each
+// test name's suffix, and its tolerances' factor: with half operands
+// (encoder.AttnMatrixHalf) q', K, V and p are rounded to f16 (relative
+// 2^-11 each) before float sums, so 500× (1e-2 of max|out|: the worst
+// seen, 4.6e-3, is a smoothed cache, whose K values k/λ reach f16's
+// subnormals).
+var attnKernels = []struct {
+	kernel encoder.AttnKernel
+	suffix string
+	scale  float64
+}{
+	{encoder.AttnScalar, "", 1},
+	{encoder.AttnMatrix, "_matrix", 1},
+	{encoder.AttnMatrixHalf, "_matrixhalf", 500},
+}
 
-// kernel_attn_decode_{q4,q8,f16} and kernel_attn_merge_f32 (through
+// kernel_attn_decode_{q4,q8,f16}, kernel_attn_decode_mma(h)_{q4,q8,f16}
+// (encoder.SetAttnKernel) and kernel_attn_merge_f32 (through
 // encoder.AttendDecode) against engine/cpu/attention.Decode on the same cache
 // bytes. Tolerance: attnDecodeTol relative to the largest output.
 func TestAttnDecode(t *testing.T) {
@@ -341,17 +352,14 @@ func TestAttnDecode(t *testing.T) {
 		}
 		pool.Close()
 		a := backendAttention(p)
-		for _, half := range []bool{false, true} {
+		for _, k := range attnKernels {
 			for _, o := range orders {
-				name, tol := fmt.Sprintf("%v_%v", c, o), attnDecodeTol
-				if half {
-					name, tol = name+"_half", attnDecodeHalfTol
-				}
+				name, tol := fmt.Sprintf("%v_%v%s", c, o, k.suffix), k.scale*attnDecodeTol
 				t.Run(name, func(t *testing.T) {
 					enc := encoder.New(d, l)
 					defer enc.Close()
 					enc.SetCores(c.cores)
-					enc.SetAttnHalf(half)
+					enc.SetAttnKernel(k.kernel)
 					out := region(t, d, make([]byte, 4*width))
 					wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
 					enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
@@ -412,17 +420,20 @@ func TestAttnDecodeScores(t *testing.T) {
 			}
 		}
 		a := backendAttention(p)
-		for _, o := range orders {
-			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
-				enc := encoder.New(d, l)
-				defer enc.Close()
-				out := region(t, d, make([]byte, 4*width))
-				scores := region(t, d, make([]byte, 4*len(want)))
-				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
-				enc.AttendDecodeScores(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr, scores, c.scoresStride)
-				runEncoded(t, d, o, enc)
-				attnCompare(t, "scores", f32s(scores.Buf.Bytes()), want, c.scoresStride, 2e-5)
-			})
+		for _, k := range attnKernels {
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("%v_%v%s", c, o, k.suffix), func(t *testing.T) {
+					enc := encoder.New(d, l)
+					defer enc.Close()
+					enc.SetAttnKernel(k.kernel)
+					out := region(t, d, make([]byte, 4*width))
+					scores := region(t, d, make([]byte, 4*len(want)))
+					wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
+					enc.AttendDecodeScores(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr, scores, c.scoresStride)
+					runEncoded(t, d, o, enc)
+					attnCompare(t, "scores", f32s(scores.Buf.Bytes()), want, c.scoresStride, k.scale*2e-5)
+				})
+			}
 		}
 	}
 }

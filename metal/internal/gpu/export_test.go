@@ -63,12 +63,12 @@ func TestExport(t *testing.T) {
 	// operands.
 	for _, typ := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
 		for _, n := range []int{8 << 10, 32 << 10, 128 << 10} {
-			for _, half := range []bool{false, true} {
+			for _, k := range []encoder.AttnKernel{encoder.AttnMatrix, encoder.AttnMatrixHalf} {
 				name := fmt.Sprintf("attn70b-mma-%s-%dk-h200", typ, n>>10)
-				if half {
+				if k == encoder.AttnMatrixHalf {
 					name = fmt.Sprintf("attn70b-mmah-%s-%dk-h200", typ, n>>10)
 				}
-				if err := attentionTraceOn(dir, name, typ, n, h200Cores, half); err != nil {
+				if err := attentionTraceOn(dir, name, typ, n, h200Cores, k); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -210,22 +210,22 @@ func kvLayer(r *Recorder, cfg kv.Config) *encoder.KVLayer {
 // Llama-3.1-70B (64 query heads, 8 kv heads, D 128) over n positions, as
 // the encoder lays it out for a GPU of unknown core count.
 func attentionTrace(dir string, typ kv.Type, n int) error {
-	return attentionTraceOn(dir, fmt.Sprintf("attn70b-%s-%dk", typ, n>>10), typ, n, 0, false)
+	return attentionTraceOn(dir, fmt.Sprintf("attn70b-%s-%dk", typ, n>>10), typ, n, 0, encoder.AttnScalar)
 }
 
 // h200Cores is the H200's SM count: the core count the encoder sizes
 // decode attention's splits for in the traces timed there.
 const h200Cores = 132
 
-// attentionTraceOn is attentionTrace for a GPU of cores cores, with half
-// operands in the matrix products (encoder.SetAttnHalf) when half.
-func attentionTraceOn(dir, name string, typ kv.Type, n, cores int, half bool) error {
+// attentionTraceOn is attentionTrace for a GPU of cores cores with pass 1
+// kernel k.
+func attentionTraceOn(dir, name string, typ kv.Type, n, cores int, k encoder.AttnKernel) error {
 	r, e, err := newRecorder()
 	if err != nil {
 		return err
 	}
 	e.SetCores(cores)
-	e.SetAttnHalf(half)
+	e.SetAttnKernel(k)
 	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: 8, HeadDim: 128, Ctx: n}
 	if typ == kv.F16 {
 		cfg.GroupSize = 0
@@ -625,7 +625,7 @@ func kernelsRun(tee *TeeDevice) error {
 }
 
 // attnMatrixRun dispatches decode attention with the matrix units, float
-// and half operands (the backend's passes take the float ones), over
+// and half operands (the backend's passes take the scalar kernels), over
 // random caches of each type: codes any bytes, metadata scales in
 // [0.01, 0.1) and biases in [-0.5, 0.5), f16 values in [-1, 1).
 func attnMatrixRun(tee *TeeDevice, e *encoder.Encoder, rng *rand.Rand, buf func([]byte) (encoder.Region, error)) error {
@@ -680,11 +680,11 @@ func attnMatrixRun(tee *TeeDevice, e *encoder.Encoder, rng *rand.Rand, buf func(
 		if err != nil {
 			return err
 		}
-		for _, h := range []bool{false, true} {
-			e.SetAttnHalf(h)
+		for _, k := range []encoder.AttnKernel{encoder.AttnMatrix, encoder.AttnMatrixHalf} {
+			e.SetAttnKernel(k)
 			e.AttendDecode(out, qr, c, n, a, ws)
 		}
-		e.SetAttnHalf(false)
+		e.SetAttnKernel(encoder.AttnScalar)
 		if err := e.Err(); err != nil {
 			return fmt.Errorf("attention %v: %w", typ, err)
 		}

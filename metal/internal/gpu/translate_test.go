@@ -68,7 +68,7 @@ func TestTranslateShaders(t *testing.T) {
 	// checks each trace's inline blocks against): the attention kernels'
 	// struct as the encoder writes it, 0 for a pointer.
 	args := len(encoder.AttnArgs{}.Bytes())
-	code := c.Code + fmt.Sprintf("\nstatic_assert(msl::arg_bytes<typename msl::fn_arg<decltype(&msl::kernel_attn_merge_f32), 0>::type>() == %d, \"attn_args\");\n", args) +
+	code := c.Code + "static_assert(sizeof(msl::entry::args_kernel_attn_decode_mma_q4) == 23*sizeof(int), \"11 buffers\");\n" + fmt.Sprintf("\nstatic_assert(msl::arg_bytes<typename msl::fn_arg<decltype(&msl::kernel_attn_merge_f32), 0>::type>() == %d, \"attn_args\");\n", args) +
 		"static_assert(msl::arg_bytes<typename msl::fn_arg<decltype(&msl::kernel_attn_merge_f32), 1>::type>() == 0, \"a pointer\");\n"
 	if err := os.WriteFile(file, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
