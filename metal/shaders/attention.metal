@@ -5,6 +5,10 @@
 //                            split); one threadgroup reads the K/V codes of
 //                            its split once for the hg query heads it serves
 //                            and writes their unnormalized o, m and l.
+//   kernel_attn_decode_mma_<kv>, kernel_attn_decode_mmah_<kv>
+//                            pass 1 with simdgroup matrices (float or half
+//                            operands), the same grid and outputs ("decode
+//                            with the matrix units" below).
 //   kernel_attn_merge_f32    pass 2: one threadgroup per query head merges
 //                            its splits.
 //   kernel_attn_stage_f32    prefill: the batch's new K (smoothed, rotated)
