@@ -96,21 +96,56 @@ func attnHeadsPerGroup(g, d int) int {
 }
 
 // attnSplits picks the split count for nTok tokens and kvTGs threadgroups
-// per split: chunks of at least attnMinChunk tokens, about attnTargetTGs
-// threadgroups in all, at most what the workspace holds.
-func attnSplits(nTok, kvTGs, maxSplits int) int {
-	s := min(nTok/attnMinChunk, (attnTargetTGs+kvTGs-1)/kvTGs)
-	return max(1, min(s, maxSplits))
+// per split: chunks of at least attnMinChunk tokens, about target
+// threadgroups in all, at most what the workspace holds; the chunk is
+// then rounded up to whole blocks of attnBlock tokens (and the count to
+// what those chunks need), so that every simdgroup's blocks are full.
+func attnSplits(nTok, kvTGs, maxSplits, target int) int {
+	s := max(1, min(nTok/attnMinChunk, (target+kvTGs-1)/kvTGs, maxSplits))
+	chunk := attnChunk(nTok, s)
+	return max(1, (nTok+chunk-1)/chunk)
+}
+
+// attnChunk is the positions a split owns when nTok positions are cut in
+// splits splits: whole blocks of attnBlock tokens.
+func attnChunk(nTok, splits int) int {
+	return ((nTok+splits-1)/splits + attnBlock - 1) / attnBlock * attnBlock
+}
+
+// attnTGsPerCore is how many pass-1 threadgroups decode aims for per GPU
+// core when the device says how many cores it has: two resident
+// threadgroups of 8 simdgroups a core (the register state of 8 heads a
+// lane allows no more on an H200 SM; an Apple GPU core holds as many), a
+// single wave, so that no core idles through a second, partial one.
+const attnTGsPerCore = 2
+
+// attnTarget is the pass-1 threadgroups to aim for on a GPU of cores cores
+// (0: unknown, attnTargetTGs).
+func attnTarget(cores int) int {
+	if cores <= 0 {
+		return attnTargetTGs
+	}
+	return attnTGsPerCore * cores
 }
 
 // DecodeGrid is how AttendDecode lays out decode attention for heads query
 // heads of dim d over kvHeads kv heads, n visible positions of a cache of
-// ctx: hg query heads a threadgroup and splits splits per (kv head, head
-// chunk). attendDecode takes its splits from here, so metal/traffic's
-// model of the kernels' traffic follows the same layout.
+// ctx, on a GPU whose core count is unknown: hg query heads a threadgroup
+// and splits splits per (kv head, head chunk). metal/traffic's model of the
+// kernels' traffic follows the same layout.
 func DecodeGrid(heads, kvHeads, d, n, ctx int) (hg, splits int) {
+	return DecodeGridFor(0, heads, kvHeads, d, n, ctx)
+}
+
+// DecodeGridFor is DecodeGrid on a GPU of cores cores (the device's
+// device.Cores; 0 when it does not say): the splits fill one wave of
+// attnTGsPerCore threadgroups a core, with chunks of at least
+// attnMinChunk positions, so that a long sequence on a small GPU gives each
+// simdgroup many blocks per split and a short one on a large GPU many
+// splits.
+func DecodeGridFor(cores, heads, kvHeads, d, n, ctx int) (hg, splits int) {
 	hg = attnHeadsPerGroup(heads/kvHeads, d)
-	return hg, attnSplits(n, kvHeads*(heads/kvHeads/hg), attnMaxSplitsFor(ctx))
+	return hg, attnSplits(n, kvHeads*(heads/kvHeads/hg), attnMaxSplitsFor(ctx), attnTarget(cores))
 }
 
 // rotationConstants returns what the kernels rotate K and queries with for
@@ -265,6 +300,65 @@ func (e *Encoder) attnPlanes(c *KVLayer) []device.Binding {
 	return []device.Binding{c.K.bind(2), km.bind(3), c.V.bind(4), vm.bind(5), lambda.bind(6), signs.bind(7)}
 }
 
+// Decode with the matrix units (kernel_attn_decode_mma_<kv>): ATTN_MMA_NSG
+// simdgroups of ATTN_MMA_BT-token blocks, K and V dequantized a slab of
+// attnMMASlab(d) elements at a time.
+const (
+	attnMMAThreads = 128 // 4 simdgroups (ATTN_MMA_NSG)
+	attnMMABlock   = 32  // tokens per simdgroup block (ATTN_MMA_BT)
+	attnMMARows    = 8   // query heads as matrix rows (ATTN_MMA_ROWS)
+)
+
+// attnMMASlab is ATTN_MMA_SLAB: the elements of a token dequantized at a
+// time.
+func attnMMASlab(d int) int {
+	switch {
+	case d > attnWideD:
+		return 16
+	case d%32 == 0:
+		return 32
+	case d%16 == 0:
+		return 16
+	}
+	return 8
+}
+
+// attnMMASharedBytes is kernel_attn_decode_mma's [[threadgroup(0)]]
+// memory: the 8 query rows, then per simdgroup its stage (of halves with
+// half operands), scores, diagonal and {m, l}.
+func attnMMASharedBytes(d int, half bool) int {
+	const nsg = attnMMAThreads / 32
+	stage := attnMMABlock * attnMMASlab(d)
+	if half {
+		stage /= 2
+	}
+	floats := attnMMARows*d + nsg*(stage+attnMMARows*attnMMABlock+64+2*attnMMARows)
+	return (4*floats + 15) &^ 15
+}
+
+// AttnKernel is which pass 1 decode attention runs.
+type AttnKernel int
+
+const (
+	// AttnScalar: kernel_attn_decode_<kv>, scalar multiply-adds (the
+	// default: the fastest measured, 406.6 µs for a Llama-3.1-70B layer at
+	// 128K q4 on an H200 through the CUDA shim, against 1199 µs for
+	// AttnMatrixHalf and 2103 µs for AttnMatrix there).
+	AttnScalar AttnKernel = iota
+	// AttnMatrix: kernel_attn_decode_mma_<kv>, simdgroup matrices with
+	// float operands (the CPU's results to float rounding).
+	AttnMatrix
+	// AttnMatrixHalf: kernel_attn_decode_mmah_<kv>, half operands (q', K, V
+	// and p rounded to f16, float sums; tensor cores on an NVIDIA GPU).
+	AttnMatrixHalf
+)
+
+// SetAttnKernel picks decode attention's pass 1 for the dispatches encoded
+// after it. Which is fastest on Apple's GPUs is still to be measured on a
+// Mac: their simdgroup matrices are native, the CUDA shim's float products
+// are shuffles.
+func (e *Encoder) SetAttnKernel(k AttnKernel) { e.attnKernel = k }
+
 // attnSharedBytes is the [[threadgroup(0)]] memory of decode and prefill
 // (attention.metal): queries, Σq' per group, probabilities, and the
 // simdgroups' merge.
@@ -327,9 +421,9 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	}
 	g := a.Heads / a.KVHeads
 	chunks := g / hg
-	_, s := DecodeGrid(a.Heads, a.KVHeads, d, n-lo, c.Cfg.Ctx)
+	_, s := DecodeGridFor(e.cores, a.Heads, a.KVHeads, d, n-lo, c.Cfg.Ctx)
 	maxS := attnMaxSplitsFor(c.Cfg.Ctx)
-	chunk := (n - lo + s - 1) / s
+	chunk := attnChunk(n-lo, s)
 	args := AttnArgs{Heads: u32(a.Heads), Group: u32(g), Chunks: u32(chunks), Ctx: u32(c.Slots()), Lo: u32(lo), N: u32(n),
 		Chunk: u32(chunk), Splits: u32(s), Window: u32(a.Window), KVHeads: u32(a.KVHeads), QScale: a.Scale * log2e, Norm: rotationNorm(d)}
 	args.setRing(c, c.TailStart(lo, n))
@@ -346,12 +440,23 @@ func (e *Encoder) attendDecode(out, q Region, c *KVLayer, n int, a *backend.Atte
 	consts, inline := attnConsts(c, a, hg, export), []device.Inline{{Index: 0, Data: args.Bytes()}}
 	bind := append([]device.Binding{q.bind(1)}, e.attnPlanes(c)...)
 	bind = append(bind, partO.bind(8), partML.bind(9), sc.bind(10))
-	e.dispatch(device.Dispatch{
+	pass1 := device.Dispatch{
 		Pipeline: e.pipeline(attnKernel("decode", c.Cfg.Type), consts...),
 		Groups:   [3]int{a.KVHeads * chunks, s, 1}, Threads: [3]int{attnThreads, 1, 1},
 		Buffers: bind, Inline: inline,
 		Threadgroup: []int{attnSharedBytes(hg, d)},
-	})
+	}
+	if e.attnKernel == AttnMatrix || e.attnKernel == AttnMatrixHalf {
+		half := e.attnKernel == AttnMatrixHalf
+		kernel := "decode_mma"
+		if half {
+			kernel = "decode_mmah"
+		}
+		pass1.Pipeline = e.pipeline(attnKernel(kernel, c.Cfg.Type), consts...)
+		pass1.Threads = [3]int{attnMMAThreads, 1, 1}
+		pass1.Threadgroup = []int{attnMMASharedBytes(d, half)}
+	}
+	e.dispatch(pass1)
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline("kernel_attn_merge_f32", attnConsts(c, a, hg, false)...),
 		Groups:   [3]int{a.Heads, 1, 1}, Threads: [3]int{min(d, attnThreads), 1, 1},

@@ -184,9 +184,40 @@ func TestEncoderAttentionContract(t *testing.T) {
 	// The workspace holds the partials of the most splits AttendDecode uses.
 	for _, ctx := range []int{1, 255, 256, 4096, 1 << 17} {
 		cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 1, HeadDim: 128, Ctx: ctx}
-		s := attnSplits(ctx, 1, attnMaxSplitsFor(ctx))
+		s := attnSplits(ctx, 1, attnMaxSplitsFor(ctx), attnTargetTGs)
 		if need := s * 8 * (128 + 2) * 4; WorkspaceBytes(cfg, 8, 0) < need {
 			t.Errorf("ctx %d: workspace %d bytes, %d splits need %d", ctx, WorkspaceBytes(cfg, 8, 0), s, need)
 		}
+	}
+}
+
+// DecodeGridFor sizes decode's splits from the GPU's core count: one wave
+// of attnTGsPerCore threadgroups a core, chunks of whole 64-token blocks,
+// at least attnMinChunk positions a split, at most the workspace's splits.
+func TestDecodeGridFor(t *testing.T) {
+	for _, c := range []struct {
+		cores, heads, kvHeads, d, n int
+		hg, splits                  int
+	}{
+		{0, 64, 8, 128, 128 << 10, 8, 32},   // unknown: 256 threadgroups
+		{132, 64, 8, 128, 128 << 10, 8, 33}, // an H200: 264
+		{10, 64, 8, 128, 128 << 10, 8, 3},   // an M1 Pro's 10 cores: 20
+		{132, 64, 8, 128, 8 << 10, 8, 32},   // 256 positions a split at least
+		{1, 8, 2, 128, 4096, 4, 1},
+		{40, 32, 8, 64, 4096, 4, 10},
+		{40, 8, 1, 512, 1000, 4, 3}, // past 256: 4 heads a threadgroup
+		{132, 64, 8, 128, 100, 8, 1},
+	} {
+		hg, s := DecodeGridFor(c.cores, c.heads, c.kvHeads, c.d, c.n, c.n)
+		if hg != c.hg || s != c.splits {
+			t.Errorf("%+v: hg %d, %d splits", c, hg, s)
+		}
+		if chunk := attnChunk(c.n, s); chunk%attnBlock != 0 || chunk*s < c.n || chunk*(s-1) >= c.n {
+			t.Errorf("%+v: %d splits of %d positions", c, s, chunk)
+		}
+	}
+	// The default grid is DecodeGridFor's with no core count.
+	if hg, s := DecodeGrid(64, 8, 128, 1<<17, 1<<17); hg != 8 || s != 32 {
+		t.Errorf("DecodeGrid: hg %d, %d splits", hg, s)
 	}
 }

@@ -62,14 +62,21 @@ type Encoder struct {
 	consts map[string]Region
 	key    []byte // scratch for constant keys
 
-	cores     int // the device's (device.CoreCount), for grids
+	// cores is the GPU's core count (Apple GPU cores, NVIDIA SMs) where the
+	// device says (device.Cores), else 0; grids are sized from it.
+	cores     int
 	mvPerCore int // MatVecSimdgroupsPerCore unless tuned
+	// attnKernel: decode attention's pass 1 (SetAttnKernel).
+	attnKernel AttnKernel
 }
 
 // New returns an encoder for the kernels of lib on dev.
 func New(dev device.Device, lib device.Library) *Encoder {
-	return &Encoder{dev: dev, lib: lib, pipes: map[pipeKey]device.Pipeline{},
-		cores: device.CoreCount(dev), mvPerCore: MatVecSimdgroupsPerCore}
+	e := &Encoder{dev: dev, lib: lib, pipes: map[pipeKey]device.Pipeline{}, mvPerCore: MatVecSimdgroupsPerCore}
+	if c, ok := dev.(device.Cores); ok {
+		e.cores = max(0, c.Cores())
+	}
+	return e
 }
 
 // TuneMatVec sets the simdgroups a core the mat-vec grids aim at
@@ -77,8 +84,18 @@ func New(dev device.Device, lib device.Library) *Encoder {
 // other grids on one device.
 func (e *Encoder) TuneMatVec(perCore int) { e.mvPerCore = max(perCore, 1) }
 
-// Cores is the device's core count the grids are sized for.
-func (e *Encoder) Cores() int { return e.cores }
+// Cores is the core count the mat-vec grids are sized for: the device's,
+// or device.DefaultCores (the smallest Apple GPU's) where it does not say.
+func (e *Encoder) Cores() int {
+	if e.cores > 0 {
+		return e.cores
+	}
+	return device.DefaultCores
+}
+
+// SetCores sizes the grids for a GPU of n cores (0: unknown), overriding
+// what the device said.
+func (e *Encoder) SetCores(n int) { e.cores = max(0, n) }
 
 // List is the command list encoded since the last Reset.
 func (e *Encoder) List() *device.CommandList { return &e.list }

@@ -87,7 +87,7 @@ func MatVecGrid(t ggml.Type, rows, cols, slots, cores, perCore int) MatVecShape 
 
 // matVecGrid is MatVecGrid on the encoder's device.
 func (e *Encoder) matVecGrid(t ggml.Type, rows, cols, slots int) MatVecShape {
-	return MatVecGrid(t, rows, cols, slots, e.cores, e.mvPerCore)
+	return MatVecGrid(t, rows, cols, slots, e.Cores(), e.mvPerCore)
 }
 
 // mvFusion is what a mat-vec does to x as it loads it (mul_mv.metal's

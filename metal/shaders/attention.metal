@@ -5,6 +5,10 @@
 //                            split); one threadgroup reads the K/V codes of
 //                            its split once for the hg query heads it serves
 //                            and writes their unnormalized o, m and l.
+//   kernel_attn_decode_mma_<kv>, kernel_attn_decode_mmah_<kv>
+//                            pass 1 with simdgroup matrices (float or half
+//                            operands), the same grid and outputs ("decode
+//                            with the matrix units" below).
 //   kernel_attn_merge_f32    pass 2: one threadgroup per query head merges
 //                            its splits.
 //   kernel_attn_stage_f32    prefill: the batch's new K (smoothed, rotated)
@@ -38,6 +42,7 @@
 // threadgroups) did not help. GQA 8 stays near 0.65 TB/s: the score and V
 // arithmetic (about 2·G·D per token) is the limit there, not the bandwidth.
 #include <metal_stdlib>
+#include <metal_simdgroup_matrix>
 using namespace metal;
 
 constant uint attn_d      [[function_constant(100)]]; // head dim: a multiple of 8 up to 256, of 16 up to 512
@@ -826,6 +831,372 @@ kernel void kernel_attn_merge_f32(
         out[h*attn_d + i] = acc*inv;
     }
 }
+
+// ---- decode with the matrix units ----
+//
+// kernel_attn_decode_mma_<kv>: pass 1 of decode as kernel_attn_decode's
+// grid and outputs (part_o, part_ml, the merge unchanged), computed with
+// simdgroup matrices (8×8, float): the threadgroup's query heads are the
+// 8 rows (heads past attn_hg are zero rows), a simdgroup's block is
+// ATTN_MMA_BT tokens (lane t dequantizes token t), and per block
+//   S  (8 × BT) = Q' (8 × D) · K^T (D × BT)      scores, 8×8 tiles over D
+//   O  (8 × D)  = diag(α)·O + P (8 × BT) · V (BT × D)
+// with K and V of the block dequantized to float in threadgroup memory a
+// slab of ATTN_MMA_SLAB elements at a time (s·n + b for q4 and q8, the
+// halves for f16 and the residual window's ring), so one prepared query
+// (no q4 predivision, no per-group sums) serves codes and ring alike. The
+// softmax between the two products is the lanes': lane t takes token t of
+// every head (score export, soft-cap, mask, the running max and sum), and
+// α rescales O's rows through a product with a diagonal matrix, as
+// llama.cpp's Metal flash attention does. At the end the simdgroups'
+// states are merged through threadgroup memory, one after another.
+//
+// The arithmetic that makes the scalar kernel compute-bound at GQA 8
+// (2·G·D multiply-adds per token) runs as 8×8×8 products: 2·D/8 of them a
+// token tile of 8 for all 8 heads.
+
+#define ATTN_MMA_NSG 4  // simdgroups per threadgroup
+#define ATTN_MMA_BT  32 // tokens per simdgroup block: one per lane
+#define ATTN_MMA_ROWS 8 // query heads a threadgroup, as matrix rows
+// Elements of a token dequantized at a time: 32 up to D 256 (where they
+// divide D), 16 past it (threadgroup memory), else 8.
+#define ATTN_MMA_SLAB (attn_d > 256 ? 16u : (attn_d % 32 == 0 ? 32u : (attn_d % 16 == 0 ? 16u : 8u)))
+
+// The formats' staging: element e0 + e of the token in slot, e < ATTN_MMA_SLAB,
+// as float into x.
+struct attn_mma_q4 {
+    template <typename T>
+    static inline void stage(threadgroup T * x, attn_plane p, uint slot, uint e0) {
+        device const uint * w = (device const uint *) (p.codes + slot*(attn_d/2)) + e0/8;
+        for (uint i = 0; i < ATTN_MMA_SLAB/8; ++i) {
+            const uint word = w[i];
+            const float2 sb = float2(p.meta[slot*attn_ng + (e0 + 8*i)/attn_gs]);
+            for (uint e = 0; e < 8; ++e) {
+                x[8*i + e] = T(sb.x*float((word >> (4*e)) & 0xFu) + sb.y);
+            }
+        }
+    }
+};
+
+struct attn_mma_q8 {
+    template <typename T>
+    static inline void stage(threadgroup T * x, attn_plane p, uint slot, uint e0) {
+        device const uint * w = (device const uint *) (p.codes + slot*attn_d) + e0/4;
+        for (uint i = 0; i < ATTN_MMA_SLAB/4; ++i) {
+            const float4 n = float4(as_type<uchar4>(w[i]));
+            const float2 sb = float2(p.meta[slot*attn_ng + (e0 + 4*i)/attn_gs]);
+            for (uint e = 0; e < 4; ++e) {
+                x[4*i + e] = T(sb.x*n[e] + sb.y);
+            }
+        }
+    }
+};
+
+struct attn_mma_f16 {
+    template <typename T>
+    static inline void stage(threadgroup T * x, attn_plane p, uint slot, uint e0) {
+        // 16-byte loads: e0 is a multiple of 8 and planes start 16-byte aligned.
+        device const uint4 * w = (device const uint4 *) (p.codes + slot*attn_d*2) + e0/8;
+        for (uint i = 0; i < ATTN_MMA_SLAB/8; ++i) {
+            const uint4 h = w[i];
+            const half4 a = as_type<half4>(h.xy), b = as_type<half4>(h.zw);
+            for (uint e = 0; e < 4; ++e) {
+                x[8*i + e] = T(a[e]);
+                x[8*i + 4 + e] = T(b[e]);
+            }
+        }
+    }
+};
+
+// The residual window's ring: f16 rows that are only 4-byte aligned.
+struct attn_mma_ring {
+    template <typename T>
+    static inline void stage(threadgroup T * x, attn_plane p, uint slot, uint e0) {
+        device const half2 * w = (device const half2 *) (p.codes + slot*attn_d*2) + e0/2;
+        for (uint i = 0; i < ATTN_MMA_SLAB/2; ++i) {
+            const half2 v = w[i];
+            x[2*i] = T(v.x);
+            x[2*i + 1] = T(v.y);
+        }
+    }
+};
+
+// attn_mma_stage dequantizes this lane's token (slot) of a run's K or V,
+// elements e0.. of a slab, into x: from the residual window's ring (ring)
+// or the codes.
+template <typename KV, typename T>
+inline void attn_mma_stage(threadgroup T * x, attn_plane p, bool ring, uint slot, uint e0) {
+    if (ring) {
+        attn_mma_ring::stage<T>(x, p, slot, e0);
+    } else {
+        KV::template stage<T>(x, p, slot, e0);
+    }
+}
+
+// T is the type of the matrices' operands (Q', K, V, P): float
+// (kernel_attn_decode_mma_<kv>) or half (kernel_attn_decode_mmah_<kv>,
+// within f16 rounding of q', K, V and p: about 1e-3 of the output's
+// scale), accumulated in float either way.
+//
+// The threadgroup memory, in floats (the encoder sizes [[threadgroup(0)]]
+// the same way):
+//   8·D + NSG·(BT·ATTN_MMA_SLAB·sizeof(T)/4 + 8·BT + 64 + 16)
+template <typename KV, typename T>
+kernel void kernel_attn_decode_mma(
+        constant attn_args  & args   [[buffer(0)]],
+        device const float  * q      [[buffer(1)]],
+        device const char   * kc     [[buffer(2)]],
+        device const half2  * km     [[buffer(3)]],
+        device const char   * vc     [[buffer(4)]],
+        device const half2  * vm     [[buffer(5)]],
+        device const float  * lambda [[buffer(6)]],
+        device const float  * signs  [[buffer(7)]],
+        device       float  * part_o [[buffer(8)]],  // [query head][split][D]
+        device       float  * part_ml[[buffer(9)]],  // [query head][split]{m, l}
+        device       float  * scores [[buffer(10)]], // attn_scores: [query head][score_stride]
+        threadgroup  float  * shmem  [[threadgroup(0)]],
+        uint3  tg   [[threadgroup_position_in_grid]],
+        ushort tid  [[thread_index_in_threadgroup]],
+        ushort ntg  [[threads_per_threadgroup]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    typedef simdgroup_matrix<T, 8, 8> tmat;
+    const uint stage_floats = ATTN_MMA_BT*ATTN_MMA_SLAB*sizeof(T)/4;
+    const uint per_sg = stage_floats + ATTN_MMA_ROWS*ATTN_MMA_BT + 64 + 2*ATTN_MMA_ROWS;
+    threadgroup float * qs   = shmem; // 8×D; at the end the merged O
+    threadgroup T     * qt   = (threadgroup T *) qs; // the same as T (half: converted in place)
+    threadgroup float * mine = qs + ATTN_MMA_ROWS*attn_d + sg*per_sg;
+    threadgroup T     * stage = (threadgroup T *) mine;          // BT×slab dequantized K or V; then P (8×BT)
+    threadgroup float * sp    = mine + stage_floats;             // 8×BT scores
+    threadgroup float * dg    = sp + ATTN_MMA_ROWS*ATTN_MMA_BT;    // 8×8 diagonal (α), off-diagonal zero
+    threadgroup float * cml   = dg + 64;                         // {m, l} per head
+
+    const uint kvh = tg.x/args.chunks;
+    const uint h0 = kvh*args.group + (tg.x - kvh*args.chunks)*attn_hg;
+    const uint split = tg.y;
+    const uint t0 = args.lo + split*args.chunk;
+    const uint t1 = min(args.n, t0 + args.chunk);
+    const uint tail = max(t0, min(t1, args.tail));
+
+    // One query for the codes and the ring (both dequantized to values):
+    // the first simdgroup's stages hold the rotation's scratch meanwhile.
+    attn_prepare_query(qs, qs, shmem + ATTN_MMA_ROWS*attn_d, q + h0*attn_d, lambda + kvh*attn_d, signs,
+                       args.qscale, args.norm, false, false, tid, ntg);
+    for (uint i = attn_hg*attn_d + tid; i < ATTN_MMA_ROWS*attn_d; i += ntg) {
+        qs[i] = 0.0f; // rows without a head
+    }
+    for (uint i = lane; i < 64; i += 32) {
+        dg[i] = 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (sizeof(T) < 4) {
+        // Narrow the query in place: all reads, then all writes.
+        float x[ATTN_MMA_ROWS*ATTN_MAXD/(32*ATTN_MMA_NSG)];
+        uint n = 0;
+        for (uint i = tid; i < ATTN_MMA_ROWS*attn_d; i += ntg) {
+            x[n++] = qs[i];
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        n = 0;
+        for (uint i = tid; i < ATTN_MMA_ROWS*attn_d; i += ntg) {
+            qt[i] = T(x[n++]);
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+
+    // The O tiles (rows: heads) and each head's m and l (log2 domain;
+    // every lane holds the same) of this simdgroup.
+    simdgroup_float8x8 o[ATTN_MAXD/8];
+    for (uint i = 0; i < attn_d/8; ++i) {
+        o[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    float m[ATTN_MMA_ROWS], l[ATTN_MMA_ROWS];
+    for (uint j = 0; j < ATTN_MMA_ROWS; ++j) {
+        m[j] = ATTN_NEG;
+        l[j] = 0.0f;
+    }
+    // The runs of consecutive slots to read: [t0, tail) from the codes
+    // (position t at slot t % ctx), [tail, t1) from the residual window's
+    // ring (row t % ring_rows); each range wraps at most once, so up to
+    // four runs, each with the base that makes base + t its slot.
+    uint run_base[4], run_lo[4], run_hi[4];
+    bool run_ring[4];
+    uint runs = 0;
+    if (t0 < tail) {
+        const uint ctx = args.ctx, wrap = min(tail, (t0/ctx + 1)*ctx);
+        run_base[runs] = kvh*ctx - (t0/ctx)*ctx, run_lo[runs] = t0, run_hi[runs] = wrap, run_ring[runs++] = false;
+        if (wrap < tail) {
+            run_base[runs] = kvh*ctx - wrap, run_lo[runs] = wrap, run_hi[runs] = tail, run_ring[runs++] = false;
+        }
+    }
+    if (tail < t1) {
+        const uint rows = args.ring_rows, wrap = min(t1, (tail/rows + 1)*rows);
+        run_base[runs] = kvh*rows - (tail/rows)*rows, run_lo[runs] = tail, run_hi[runs] = wrap, run_ring[runs++] = true;
+        if (wrap < t1) {
+            run_base[runs] = kvh*rows - wrap, run_lo[runs] = wrap, run_hi[runs] = t1, run_ring[runs++] = true;
+        }
+    }
+    device float * sc = attn_scores ? scores + h0*args.score_stride : (device float *) nullptr;
+    const uint slab = ATTN_MMA_SLAB;
+    for (uint r = 0; r < runs; ++r) {
+        const bool ring = run_ring[r];
+        const attn_plane k = ring ? attn_plane{kc + args.ring, km} : attn_plane{kc, km};
+        const attn_plane v = ring ? attn_plane{vc + args.ring, vm} : attn_plane{vc, vm};
+        // This simdgroup's blocks of ATTN_MMA_BT tokens: from lo + BT·sg,
+        // a step of BT·NSG.
+        for (uint b = run_lo[r] + ATTN_MMA_BT*sg; b < run_hi[r]; b += ATTN_MMA_BT*ATTN_MMA_NSG) {
+            const uint nb = min(uint(ATTN_MMA_BT), run_hi[r] - b);
+            // Lanes past the end stage the last token (no branch around
+            // the loads); its probabilities are zero.
+            const uint slot = run_base[r] + b + min(uint(lane), nb - 1);
+            simdgroup_float8x8 s[ATTN_MMA_BT/8];
+            for (uint tt = 0; tt < ATTN_MMA_BT/8; ++tt) {
+                s[tt] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+            }
+            for (uint e0 = 0; e0 < attn_d; e0 += slab) {
+                attn_mma_stage<KV, T>(stage + lane*slab, k, ring, slot, e0);
+                simdgroup_barrier(mem_flags::mem_threadgroup);
+                for (uint c = 0; c < slab; c += 8) {
+                    tmat qm;
+                    simdgroup_load(qm, qt, attn_d, ulong2(e0 + c, 0));
+                    for (uint tt = 0; tt < ATTN_MMA_BT/8; ++tt) {
+                        tmat km8; // K^T: element (e, t) is stage[t·slab + c + e]
+                        simdgroup_load(km8, stage, slab, ulong2(c, 8*tt), true);
+                        simdgroup_multiply_accumulate(s[tt], qm, km8, s[tt]);
+                    }
+                }
+                simdgroup_barrier(mem_flags::mem_threadgroup); // the stage is rewritten
+            }
+            for (uint tt = 0; tt < ATTN_MMA_BT/8; ++tt) {
+                simdgroup_store(s[tt], sp, ATTN_MMA_BT, ulong2(8*tt, 0));
+            }
+            simdgroup_barrier(mem_flags::mem_threadgroup);
+            // The softmax: lane = token; P goes to the stage (free until V).
+            threadgroup T * ph = stage;
+            float amin = 1.0f;
+            for (uint j = 0; j < ATTN_MMA_ROWS; ++j) {
+                if (j >= attn_hg) {
+                    ph[j*ATTN_MMA_BT + lane] = T(0.0f); // a row without a head
+                    continue;
+                }
+                float x = sp[j*ATTN_MMA_BT + lane];
+                if (lane >= nb) {
+                    x = ATTN_NEG;
+                } else {
+                    if (sc) {
+                        sc[j*args.score_stride + b + lane] = x*(1.0f/ATTN_LOG2E);
+                    }
+                    if (attn_softcap > 0.0f) {
+                        x = attn_cap(x);
+                    }
+                }
+                const float mnew = max(m[j], simd_max(x));
+                const float alpha = exp2(m[j] - mnew);
+                const float p = exp2(x - mnew);
+                ph[j*ATTN_MMA_BT + lane] = T(p);
+                l[j] = l[j]*alpha + simd_sum(p);
+                m[j] = mnew;
+                amin = min(amin, alpha);
+                if (lane == 0) {
+                    dg[9*j] = alpha;
+                }
+            }
+            simdgroup_barrier(mem_flags::mem_threadgroup);
+            simdgroup_float8x8 alpha;
+            simdgroup_load(alpha, dg);
+            tmat pm[ATTN_MMA_BT/8];
+            for (uint tt = 0; tt < ATTN_MMA_BT/8; ++tt) {
+                simdgroup_load(pm[tt], ph, ATTN_MMA_BT, ulong2(8*tt, 0));
+            }
+            simdgroup_barrier(mem_flags::mem_threadgroup); // the stage is rewritten
+            // No head's max moved (the same for every lane): O stays.
+            const bool rescale = amin < 1.0f;
+            for (uint e0 = 0; e0 < attn_d; e0 += slab) {
+                attn_mma_stage<KV, T>(stage + lane*slab, v, ring, slot, e0);
+                simdgroup_barrier(mem_flags::mem_threadgroup);
+                for (uint c = 0; c < slab; c += 8) {
+                    const uint i = (e0 + c)/8;
+                    if (rescale) {
+                        simdgroup_multiply(o[i], alpha, o[i]);
+                    }
+                    for (uint tt = 0; tt < ATTN_MMA_BT/8; ++tt) {
+                        tmat vm8; // V: element (t, e) is stage[t·slab + c + e]
+                        simdgroup_load(vm8, stage, slab, ulong2(c, 8*tt));
+                        simdgroup_multiply_accumulate(o[i], pm[tt], vm8, o[i]);
+                    }
+                }
+                simdgroup_barrier(mem_flags::mem_threadgroup);
+            }
+        }
+    }
+
+    // Merge the simdgroups: each scales its O's rows by 2^(m_s - M) (a
+    // diagonal product), then adds it to the sum in qs, one after another.
+    // Each lane writes its own copies: lane j those of head j.
+    for (uint j = 0; j < ATTN_MMA_ROWS; ++j) {
+        if (lane == j) {
+            cml[2*j] = m[j];
+            cml[2*j + 1] = l[j];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float mt[ATTN_MMA_ROWS], lt[ATTN_MMA_ROWS];
+    for (uint j = 0; j < ATTN_MMA_ROWS; ++j) {
+        mt[j] = ATTN_NEG;
+        for (uint s = 0; s < ATTN_MMA_NSG; ++s) {
+            mt[j] = max(mt[j], shmem[ATTN_MMA_ROWS*attn_d + s*per_sg + (per_sg - 2*ATTN_MMA_ROWS) + 2*j]);
+        }
+        lt[j] = 0.0f;
+        for (uint s = 0; s < ATTN_MMA_NSG; ++s) {
+            threadgroup const float * ml = shmem + ATTN_MMA_ROWS*attn_d + s*per_sg + (per_sg - 2*ATTN_MMA_ROWS);
+            // A simdgroup without tokens has m = ATTN_NEG (and so may all).
+            lt[j] += exp2(ml[2*j] - mt[j])*ml[2*j + 1];
+        }
+    }
+    for (uint j = 0; j < ATTN_MMA_ROWS; ++j) {
+        if (lane == j) {
+            dg[9*j] = exp2(m[j] - mt[j]);
+        }
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    simdgroup_float8x8 ws;
+    simdgroup_load(ws, dg);
+    for (uint s = 0; s < ATTN_MMA_NSG; ++s) {
+        if (sg == s) {
+            for (uint i = 0; i < attn_d/8; ++i) {
+                simdgroup_float8x8 acc;
+                if (s == 0) {
+                    simdgroup_multiply(acc, ws, o[i]);
+                } else {
+                    simdgroup_float8x8 prev;
+                    simdgroup_load(prev, qs, attn_d, ulong2(8*i, 0));
+                    simdgroup_multiply_accumulate(acc, ws, o[i], prev);
+                }
+                simdgroup_store(acc, qs, attn_d, ulong2(8*i, 0));
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    for (uint j = 0; j < attn_hg; ++j) {
+        const uint part = (h0 + j)*args.splits + split;
+        for (uint i = tid; i < attn_d; i += ntg) {
+            part_o[part*attn_d + i] = qs[j*attn_d + i];
+        }
+        if (tid == 0) {
+            part_ml[2*part] = mt[j];
+            part_ml[2*part + 1] = lt[j];
+        }
+    }
+}
+
+typedef decltype(kernel_attn_decode_mma<attn_mma_q4, float>) attn_decode_mma_t;
+
+template [[host_name("kernel_attn_decode_mma_q4")]]   kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q4, float>;
+template [[host_name("kernel_attn_decode_mma_q8")]]   kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q8, float>;
+template [[host_name("kernel_attn_decode_mma_f16")]]  kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_f16, float>;
+template [[host_name("kernel_attn_decode_mmah_q4")]]  kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q4, half>;
+template [[host_name("kernel_attn_decode_mmah_q8")]]  kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_q8, half>;
+template [[host_name("kernel_attn_decode_mmah_f16")]] kernel attn_decode_mma_t kernel_attn_decode_mma<attn_mma_f16, half>;
 
 // ---- prefill ----
 

@@ -201,17 +201,20 @@ func TestAttnSinksDecode(t *testing.T) {
 		a := backendAttention(p)
 		a.Sinks = sinksWeight(t, d, sinks)
 		t.Run(fmt.Sprintf("effect_%v", c), func(t *testing.T) { farFrom(t, want, plain) })
-		for _, o := range orders {
-			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
-				enc := encoder.New(d, l)
-				defer enc.Close()
-				out := region(t, d, make([]byte, 4*width))
-				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
-				enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
-				runEncoded(t, d, o, enc)
-				attnCompare(t, "out against the CPU", f32s(out.Buf.Bytes()), twin, p.HeadDim, attnDecodeTol)
-				attnCompare(t, "out against float64 shares", f32s(out.Buf.Bytes()), want, p.HeadDim, attnDecodeTol)
-			})
+		for _, k := range attnKernels {
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("%v_%v%s", c, o, k.suffix), func(t *testing.T) {
+					enc := encoder.New(d, l)
+					defer enc.Close()
+					enc.SetAttnKernel(k.kernel)
+					out := region(t, d, make([]byte, 4*width))
+					wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
+					enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
+					runEncoded(t, d, o, enc)
+					attnCompare(t, "out against the CPU", f32s(out.Buf.Bytes()), twin, p.HeadDim, k.scale*attnDecodeTol)
+					attnCompare(t, "out against float64 shares", f32s(out.Buf.Bytes()), want, p.HeadDim, k.scale*attnDecodeTol)
+				})
+			}
 		}
 	}
 }

@@ -44,6 +44,10 @@ type attnCase struct {
 	// ring: the layer keeps only its window, in a ring of window slots
 	// (kv.Config.LayerWindow), position p at slot p mod window.
 	ring bool
+	// cores > 0: the encoder sizes decode's grid for a GPU of this many
+	// cores (encoder.SetCores): few cores and many positions give few
+	// splits, so each simdgroup runs several blocks a split.
+	cores int
 }
 
 func (c attnCase) String() string {
@@ -71,6 +75,9 @@ func (c attnCase) String() string {
 	}
 	if c.softcap > 0 {
 		s += fmt.Sprintf("_cap%g_q%g", c.softcap, c.qmul)
+	}
+	if c.cores > 0 {
+		s += fmt.Sprintf("_cores%d", c.cores)
 	}
 	if c.ring {
 		s += "_ring"
@@ -231,7 +238,24 @@ func attnCompare(t *testing.T, what string, got, want []float32, width int, tol 
 // (the worst seen is 8.7e-6).
 const attnDecodeTol = 2e-5
 
-// kernel_attn_decode_{q4,q8,f16} and kernel_attn_merge_f32 (through
+// attnKernels are decode's pass 1 kernels (encoder.SetAttnKernel), each
+// test name's suffix, and its tolerances' factor: with half operands
+// (encoder.AttnMatrixHalf) q', K, V and p are rounded to f16 (relative
+// 2^-11 each) before float sums, so 500× (1e-2 of max|out|: the worst
+// seen, 4.6e-3, is a smoothed cache, whose K values k/λ reach f16's
+// subnormals).
+var attnKernels = []struct {
+	kernel encoder.AttnKernel
+	suffix string
+	scale  float64
+}{
+	{encoder.AttnScalar, "", 1},
+	{encoder.AttnMatrix, "_matrix", 1},
+	{encoder.AttnMatrixHalf, "_matrixhalf", 500},
+}
+
+// kernel_attn_decode_{q4,q8,f16}, kernel_attn_decode_mma(h)_{q4,q8,f16}
+// (encoder.SetAttnKernel) and kernel_attn_merge_f32 (through
 // encoder.AttendDecode) against engine/cpu/attention.Decode on the same cache
 // bytes. Tolerance: attnDecodeTol relative to the largest output.
 func TestAttnDecode(t *testing.T) {
@@ -302,6 +326,14 @@ func TestAttnDecode(t *testing.T) {
 		{typ: kv.F16, d: 512, kvHeads: 1, g: 2, n: 130, window: 64, ring: true},
 		{typ: kv.Q4, gs: 32, d: 384, kvHeads: 1, g: 3, n: 90, residual: 16},
 		{typ: kv.F16, d: 272, kvHeads: 1, g: 2, n: 40},
+		// Few splits on a small GPU: each simdgroup runs several 64-token
+		// blocks a split (8, 3, 5, 2 and 2 here), so the online softmax
+		// rescales what it has summed (l and o by 2^(m_old - m_new)).
+		{typ: kv.Q4, gs: 32, d: 128, kvHeads: 2, g: 4, n: 4096, cores: 1},
+		{typ: kv.Q8, gs: 32, d: 64, kvHeads: 1, g: 8, n: 3000, cores: 1},
+		{typ: kv.F16, d: 128, kvHeads: 2, g: 2, n: 2500, cores: 1},
+		{typ: kv.Q4, gs: 64, d: 256, kvHeads: 1, g: 2, n: 1100, smooth: true, rot: true, cores: 1},
+		{typ: kv.Q4, gs: 32, d: 512, kvHeads: 1, g: 4, n: 1200, cores: 1},
 	}
 	for _, c := range cases {
 		ctx := c.n + r.IntN(3)
@@ -320,16 +352,21 @@ func TestAttnDecode(t *testing.T) {
 		}
 		pool.Close()
 		a := backendAttention(p)
-		for _, o := range orders {
-			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
-				enc := encoder.New(d, l)
-				defer enc.Close()
-				out := region(t, d, make([]byte, 4*width))
-				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
-				enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
-				runEncoded(t, d, o, enc)
-				attnCompare(t, "out", f32s(out.Buf.Bytes()), want, p.HeadDim, attnDecodeTol)
-			})
+		for _, k := range attnKernels {
+			for _, o := range orders {
+				name, tol := fmt.Sprintf("%v_%v%s", c, o, k.suffix), k.scale*attnDecodeTol
+				t.Run(name, func(t *testing.T) {
+					enc := encoder.New(d, l)
+					defer enc.Close()
+					enc.SetCores(c.cores)
+					enc.SetAttnKernel(k.kernel)
+					out := region(t, d, make([]byte, 4*width))
+					wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
+					enc.AttendDecode(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr)
+					runEncoded(t, d, o, enc)
+					attnCompare(t, "out", f32s(out.Buf.Bytes()), want, p.HeadDim, tol)
+				})
+			}
 		}
 	}
 	t.Logf("%d cases in both orders: %v", len(cases), time.Since(start).Round(time.Millisecond))
@@ -383,17 +420,20 @@ func TestAttnDecodeScores(t *testing.T) {
 			}
 		}
 		a := backendAttention(p)
-		for _, o := range orders {
-			t.Run(fmt.Sprintf("%v_%v", c, o), func(t *testing.T) {
-				enc := encoder.New(d, l)
-				defer enc.Close()
-				out := region(t, d, make([]byte, 4*width))
-				scores := region(t, d, make([]byte, 4*len(want)))
-				wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
-				enc.AttendDecodeScores(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr, scores, c.scoresStride)
-				runEncoded(t, d, o, enc)
-				attnCompare(t, "scores", f32s(scores.Buf.Bytes()), want, c.scoresStride, 2e-5)
-			})
+		for _, k := range attnKernels {
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("%v_%v%s", c, o, k.suffix), func(t *testing.T) {
+					enc := encoder.New(d, l)
+					defer enc.Close()
+					enc.SetAttnKernel(k.kernel)
+					out := region(t, d, make([]byte, 4*width))
+					scores := region(t, d, make([]byte, 4*len(want)))
+					wsr := region(t, d, make([]byte, encoder.WorkspaceBytes(f.layer.Cfg, p.Heads, 1)))
+					enc.AttendDecodeScores(out, region(t, d, f32Bytes(q)), &f.layer, c.n, a, wsr, scores, c.scoresStride)
+					runEncoded(t, d, o, enc)
+					attnCompare(t, "scores", f32s(scores.Buf.Bytes()), want, c.scoresStride, k.scale*2e-5)
+				})
+			}
 		}
 	}
 }

@@ -26,7 +26,7 @@ var orders = []Order{Forward, Reverse}
 func testSources(t *testing.T) []msl.Source {
 	t.Helper()
 	var srcs []msl.Source
-	for _, name := range []string{"basics.metal", "bugs.metal", "idioms.metal"} {
+	for _, name := range []string{"basics.metal", "bugs.metal", "idioms.metal", "matrix.metal"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"nibble/metal/internal/emulator/emutest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"nibble/engine"
@@ -58,6 +59,21 @@ func TestExport(t *testing.T) {
 			}
 		}
 	}
+	// The matrix-unit kernels with the H200's core count: float and half
+	// operands.
+	for _, typ := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
+		for _, n := range []int{8 << 10, 32 << 10, 128 << 10} {
+			for _, k := range []encoder.AttnKernel{encoder.AttnMatrix, encoder.AttnMatrixHalf} {
+				name := fmt.Sprintf("attn70b-mma-%s-%dk-h200", typ, n>>10)
+				if k == encoder.AttnMatrixHalf {
+					name = fmt.Sprintf("attn70b-mmah-%s-%dk-h200", typ, n>>10)
+				}
+				if err := attentionTraceOn(dir, name, typ, n, h200Cores, k); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 	for _, typ := range []kv.Type{kv.Q4, kv.F16} {
 		for _, v := range [][2]int{{8, 32}, {8, 64}, {8, 128}, {4, 32}, {4, 64}, {2, 32}} {
 			if err := attentionVariant(dir, typ, 128<<10, 64, v[0], v[1]); err != nil {
@@ -71,6 +87,9 @@ func TestExport(t *testing.T) {
 		}
 	}
 	if err := bugsTrace(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := staleTraces(dir); err != nil {
 		t.Fatal(err)
 	}
 	if err := decodeStepTrace(dir, llama1B, kv.Q4, 4096); err != nil {
@@ -191,12 +210,25 @@ func kvLayer(r *Recorder, cfg kv.Config) *encoder.KVLayer {
 }
 
 // attentionTrace: decode attention (pass 1 and merge) of one layer of
-// Llama-3.1-70B (64 query heads, 8 kv heads, D 128) over n positions.
+// Llama-3.1-70B (64 query heads, 8 kv heads, D 128) over n positions, as
+// the encoder lays it out for a GPU of unknown core count.
 func attentionTrace(dir string, typ kv.Type, n int) error {
+	return attentionTraceOn(dir, fmt.Sprintf("attn70b-%s-%dk", typ, n>>10), typ, n, 0, encoder.AttnScalar)
+}
+
+// h200Cores is the H200's SM count: the core count the encoder sizes
+// decode attention's splits for in the traces timed there.
+const h200Cores = 132
+
+// attentionTraceOn is attentionTrace for a GPU of cores cores with pass 1
+// kernel k.
+func attentionTraceOn(dir, name string, typ kv.Type, n, cores int, k encoder.AttnKernel) error {
 	r, e, err := newRecorder()
 	if err != nil {
 		return err
 	}
+	e.SetCores(cores)
+	e.SetAttnKernel(k)
 	cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: 8, HeadDim: 128, Ctx: n}
 	if typ == kv.F16 {
 		cfg.GroupSize = 0
@@ -213,7 +245,7 @@ func attentionTrace(dir string, typ kv.Type, n int) error {
 		return err
 	}
 	unique := 2*c.PlaneBytes() + 2*64*128*4
-	return r.Write(dir, fmt.Sprintf("attn70b-%s-%dk", typ, n>>10), map[string]string{
+	return r.Write(dir, name, map[string]string{
 		"unique_bytes": fmt.Sprint(unique),
 		"kv_bytes":     fmt.Sprint(2 * c.PlaneBytes()),
 	})
@@ -410,6 +442,51 @@ func attentionVariant(dir string, typ kv.Type, n, heads, hg, splits int) error {
 	})
 }
 
+// staleTraces writes two traces the harness must refuse (run.sh check
+// runs them): stale-args, a 70B-shaped decode attention whose argument
+// blocks are cut to 52 bytes (the struct before the ring fields, which
+// the kernels now read as 72), and stale-format, a valid trace under
+// format 1's header.
+func staleTraces(dir string) error {
+	r, e, err := newRecorder()
+	if err != nil {
+		return err
+	}
+	cfg := kv.Config{Type: kv.Q4, GroupSize: 32, Layers: 1, KVHeads: 8, HeadDim: 128, Ctx: 4096}
+	a := &backend.Attention{Heads: 64, KVHeads: 8, HeadDim: 128, Scale: float32(1 / math.Sqrt(128))}
+	c := kvLayer(r, cfg)
+	q, out := region(r, 64*128*4), region(r, 64*128*4)
+	e.AttendDecode(out, q, c, 4096, a, region(r, encoder.WorkspaceBytes(cfg, a.Heads, 0)))
+	if err := e.Err(); err != nil {
+		return err
+	}
+	if err := r.Submit(e.List()); err != nil {
+		return err
+	}
+	if err := r.Write(dir, "stale-format", nil); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "stale-format.trace")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	first := fmt.Sprintf("nibble-trace %d\n", traceFormat)
+	if !strings.HasPrefix(string(b), first) {
+		return fmt.Errorf("%s: no %q header", path, first)
+	}
+	if err := os.WriteFile(path, []byte("nibble-trace 1\n"+string(b[len(first):])), 0o644); err != nil {
+		return err
+	}
+	for i := range r.list {
+		for j := range r.list[i].d.Inline {
+			in := &r.list[i].d.Inline[j]
+			in.Data = in.Data[:min(len(in.Data), 52)]
+		}
+	}
+	return r.Write(dir, "stale-args", nil)
+}
+
 // bugsTrace writes dir/bugs: the CUDA translation of the emulator's
 // planted-bug kernels (metal/internal/emulator/testdata/bugs.metal) and a trace of
 // those compute-sanitizer should flag: a missing barrier
@@ -567,6 +644,9 @@ func kernelsRun(tee *TeeDevice) error {
 			return err
 		}
 		e.Reset()
+	}
+	if err := attnMatrixRun(tee, e, rng, buf); err != nil {
+		return err
 	}
 	e.Argmax(dst, x, 2, 1000)
 	e.Argmax(dst, x, 3, 333)
@@ -760,6 +840,81 @@ func matVecRun(tee *TeeDevice) error {
 		e.KVStoreRoPE(c, k, v, 10, 5, rope)
 		if err := e.Err(); err != nil {
 			return fmt.Errorf("kv store with RoPE: %w", err)
+		}
+		if err := tee.Submit(e.List()); err != nil {
+			return err
+		}
+		if err := tee.Sync(); err != nil {
+			return err
+		}
+		e.Reset()
+	}
+	return nil
+}
+
+// attnMatrixRun dispatches decode attention with the matrix units, float
+// and half operands (the backend's passes take the scalar kernels), over
+// random caches of each type: codes any bytes, metadata scales in
+// [0.01, 0.1) and biases in [-0.5, 0.5), f16 values in [-1, 1).
+func attnMatrixRun(tee *TeeDevice, e *encoder.Encoder, rng *rand.Rand, buf func([]byte) (encoder.Region, error)) error {
+	const heads, kvHeads, d, n = 8, 2, 128, 700
+	a := &backend.Attention{Heads: heads, KVHeads: kvHeads, HeadDim: d, Scale: float32(1 / math.Sqrt(d))}
+	q := make([]byte, 4*heads*d)
+	for i := 0; i < heads*d; i++ {
+		binary.LittleEndian.PutUint32(q[4*i:], math.Float32bits(float32(rng.NormFloat64())))
+	}
+	for _, typ := range []kv.Type{kv.Q4, kv.Q8, kv.F16} {
+		cfg := kv.Config{Type: typ, GroupSize: 32, Layers: 1, KVHeads: kvHeads, HeadDim: d, Ctx: n}
+		if typ == kv.F16 {
+			cfg.GroupSize = 0
+		}
+		c := &encoder.KVLayer{Cfg: cfg}
+		plane := func() (encoder.Region, error) {
+			b := make([]byte, c.PlaneBytes())
+			codes := c.CodesBytes()
+			if typ == kv.F16 {
+				codes = 0
+			}
+			rng.Read(b[:codes])
+			for i := codes; i+1 < len(b); i += 2 {
+				v := 2*rng.Float32() - 1
+				if typ != kv.F16 {
+					if (i-codes)%4 == 0 {
+						v = 0.01 + 0.09*rng.Float32() // scale
+					} else {
+						v /= 2 // bias
+					}
+				}
+				binary.LittleEndian.PutUint16(b[i:], half.FromFloat32(v))
+			}
+			return buf(b)
+		}
+		var err error
+		if c.K, err = plane(); err != nil {
+			return err
+		}
+		if c.V, err = plane(); err != nil {
+			return err
+		}
+		qr, err := buf(q)
+		if err != nil {
+			return err
+		}
+		out, err := buf(make([]byte, 4*heads*d))
+		if err != nil {
+			return err
+		}
+		ws, err := buf(make([]byte, encoder.WorkspaceBytes(cfg, heads, 0)))
+		if err != nil {
+			return err
+		}
+		for _, k := range []encoder.AttnKernel{encoder.AttnMatrix, encoder.AttnMatrixHalf} {
+			e.SetAttnKernel(k)
+			e.AttendDecode(out, qr, c, n, a, ws)
+		}
+		e.SetAttnKernel(encoder.AttnScalar)
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("attention %v: %w", typ, err)
 		}
 		if err := tee.Submit(e.List()); err != nil {
 			return err

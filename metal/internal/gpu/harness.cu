@@ -4,7 +4,9 @@
 //
 //   harness check DIR/check.trace   run each recorded dispatch from the
 //                                   emulator's bytes and compare what it
-//                                   wrote with the emulator's
+//                                   wrote with the emulator's (only the
+//                                   kernels whose names contain
+//                                   $CHECK_KERNELS, when set)
 //   harness time  DIR/x.trace [iters] [--flush] [--per-grid] [--wall]
 //                                   run the trace's dispatches in order,
 //                                   time each one (CUDA events, L2 flushed
@@ -13,6 +15,10 @@
 // Build: nvcc -std=c++17 -O3 -arch=sm_90 -I include -I DIR harness.cu
 // (run.sh does it, with -DMSL_FC_<i>=v for specialised builds).
 #include "kernels.cu" // from export_test.go, on the include path (-I DIR)
+
+// The trace format (trace.go's traceFormat). 2: every inline argument
+// block is checked against the size of the struct its kernel reads.
+#define TRACE_FORMAT 2
 
 #include <cuda_runtime.h>
 
@@ -88,13 +94,35 @@ static const msl_kernel_entry *find_kernel(const std::string &name) {
   return nullptr;
 }
 
+// check_args refuses a trace whose inline argument block differs in size
+// from the struct the kernel reads there (a trace recorded against another
+// version of the kernel's arguments would replay garbage: a 52-byte block
+// where the kernel reads 72 ran a 27 ms attention on nonsense).
+static void check_args(const char *path, size_t i, const Dispatch &d) {
+  for (const Inline &x : d.inl)
+    for (const int *a = d.k->arg_bytes; a && a[0] >= 0; a += 2)
+      if (a[0] == x.index && a[1] > 0 && a[1] != (int)x.v.size()) {
+        fprintf(stderr, "%s: refused: dispatch %zu %s: buffer(%d) holds %zu bytes, the kernel's argument struct is %d (%s): re-export the trace\n",
+                path, i, d.kernel.c_str(), x.index, x.v.size(), a[1], d.k->where);
+        exit(3);
+      }
+}
+
 static void load(const char *path) {
   g_dir = path;
   g_dir = g_dir.substr(0, g_dir.rfind('/'));
   FILE *f = fopen(path, "r");
   if (!f) { fprintf(stderr, "cannot open %s\n", path); exit(2); }
   char line[1 << 16];
+  line[0] = 0;
   Dispatch cur;
+  // The format this harness reads (trace.go's traceFormat): a trace of
+  // another (an older export left in DIR) is refused, not replayed.
+  if (!fgets(line, sizeof line, f) || strncmp(line, "nibble-trace ", 13) != 0 || atoi(line + 13) != TRACE_FORMAT) {
+    fprintf(stderr, "%s: refused: trace format \"%.*s\", this harness reads nibble-trace %d (re-export: go test ./metal/internal/gpu -run TestExport -args -out DIR)\n",
+            path, (int)strcspn(line, "\n"), line, TRACE_FORMAT);
+    exit(3);
+  }
   while (fgets(line, sizeof line, f)) {
     std::istringstream in(line);
     std::string w;
@@ -140,7 +168,11 @@ static void load(const char *path) {
       cur.after.push_back(a);
     } else if (w == "end") {
       cur.k = find_kernel(cur.kernel);
-      g_list.push_back(cur);
+      if (cur.k) check_args(path, g_list.size(), cur);
+      // CHECK_KERNELS=s: only the dispatches of kernels whose names
+      // contain s (each check dispatch starts from its own recorded bytes).
+      const char *only = getenv("CHECK_KERNELS");
+      if (!only || !*only || cur.kernel.find(only) != std::string::npos) g_list.push_back(cur);
     }
   }
   fclose(f);

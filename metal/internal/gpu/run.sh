@@ -5,9 +5,10 @@
 # writes (DIR defaults to metal/internal/gpu/out). Results go to $OUT (or ./results).
 #
 #   run.sh build            the builds below
-#   run.sh check            every recorded dispatch against the emulator
-#   run.sh sanitize         compute-sanitizer memcheck, racecheck and synccheck
-#                           on check, and on the planted bugs
+#   run.sh check            every recorded dispatch against the emulator,
+#                           racecheck on them, stale traces refused
+#   run.sh sanitize         compute-sanitizer memcheck and synccheck on check,
+#                           and racecheck/synccheck on the planted bugs
 #   run.sh attention        70B decode attention: .metal kernels and PyTorch SDPA
 #   run.sh decode           one decode step of a Llama-3.2-1B-shaped model:
 #                           per dispatch, and as wall time per token (the
@@ -25,6 +26,8 @@
 #   run.sh proto            the tensor-core attention prototype (proto/)
 #   run.sh ncu-proto        where its time goes
 #   run.sh compare          .metal q4, the prototype and PyTorch on one machine
+#   run.sh mma              decode attention with the matrix units: check,
+#                           sanitizers, 70B layer timings against PyTorch
 #   run.sh moe              the MoE and MXFP4 kernels: check, sanitizers,
 #                           timings and ncu bytes of the MoE traces (written
 #                           by `go test ./metal/internal/gpu -run TestExportMoE
@@ -47,6 +50,7 @@ mkdir -p build "$OUT"
 ARCH=${ARCH:-sm_90}
 NVCC="nvcc -std=c++17 -O3 -arch=$ARCH -lineinfo -I include -I $DIR -Xcompiler -Wno-unused-function"
 ATTN="-DMSL_ONLY -DMSL_K_kernel_attn_decode_q4 -DMSL_K_kernel_attn_decode_q8 -DMSL_K_kernel_attn_decode_f16 -DMSL_K_kernel_attn_merge_f32"
+for kv in q4 q8 f16; do ATTN="$ATTN -DMSL_K_kernel_attn_decode_mma_$kv -DMSL_K_kernel_attn_decode_mmah_$kv"; done
 FC70="-DMSL_FC_100=128 -DMSL_FC_101=32 -DMSL_FC_102=8 -DMSL_FC_103=false -DMSL_FC_104=false -DMSL_FC_105=false"
 FC1B="-DMSL_FC_100=64 -DMSL_FC_101=32 -DMSL_FC_102=4 -DMSL_FC_103=false -DMSL_FC_104=false -DMSL_FC_105=false -DMSL_FC_600=1"
 
@@ -69,10 +73,36 @@ build() {
   return $rc
 }
 
-check() { build/generic check "$DIR/check.trace" 2>&1 | tee "$OUT/check.txt"; }
+# check: every recorded dispatch against the emulator, then the same under
+# compute-sanitizer's racecheck (a missing barrier can leave the output
+# right on one GPU run and still race), and the stale traces, which the
+# harness must refuse (another trace format; argument blocks of another
+# size than the kernel's struct).
+check() {
+  local rc=0 r
+  CHECK_KERNELS= build/generic check "$DIR/check.trace" 2>&1 | tee "$OUT/check.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  for s in stale-format stale-args; do
+    build/generic time "$DIR/$s.trace" 1 > "$OUT/$s.txt" 2>&1
+    r=$?
+    if [ $r = 3 ] && grep -q "refused" "$OUT/$s.txt"; then
+      echo "$s: refused: $(grep -o 'refused: .*' "$OUT/$s.txt" | head -1 | cut -c10-200)"
+    else
+      echo "$s: NOT refused (rc $r)"; head -5 "$OUT/$s.txt"; rc=1
+    fi
+  done
+  CHECK_KERNELS=${SAN_KERNELS:-} timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool racecheck --print-limit 20 build/generic check "$DIR/check.trace" > "$OUT/sanitize-racecheck.txt" 2>&1
+  r=$?
+  echo "racecheck (rc $r): $(grep -E 'RACECHECK SUMMARY' "$OUT/sanitize-racecheck.txt") $(grep -E '^check:' "$OUT/sanitize-racecheck.txt")"
+  grep -E "Race reported" "$OUT/sanitize-racecheck.txt" | sort | uniq -c | head -10
+  grep -q "RACECHECK SUMMARY: 0 hazards" "$OUT/sanitize-racecheck.txt" && [ $r = 0 ] || rc=1
+  return $rc
+}
 
+# sanitize: memcheck and synccheck on check (racecheck is part of check),
+# and the planted bugs.
 sanitize() {
-  for tool in memcheck racecheck synccheck; do
+  for tool in memcheck synccheck; do
     timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --print-limit 20 build/generic check "$DIR/check.trace" > "$OUT/sanitize-$tool.txt" 2>&1
     echo "== $tool (rc $?)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|Race|Barrier|check:" "$OUT/sanitize-$tool.txt" | sort | uniq -c | head -20
   done
@@ -153,6 +183,39 @@ decode_compare() {
   head -24 "$OUT/decode-new-q4-per-kernel.txt"
   BIN=build/decode-new ncu_decode
   echo "decode-compare took $((SECONDS - t0)) s"
+}
+
+# mma: decode attention with the matrix units, in one call: the builds it
+# needs, check (with racecheck and the stale traces), memcheck and
+# synccheck on the attention dispatches of check, then one
+# Llama-3.1-70B layer (64/8 heads, D 128) at 8K, 32K and 128K: the scalar
+# kernel at the shape the encoder gave it (128K), the matrix kernels with
+# float and half operands at the encoder's grid for the H200's 132 SMs, and
+# PyTorch's f16 SDPA (GQA) in the same run. SAN_KERNELS=attn limits the
+# sanitizers (check's racecheck too) to the kernels whose names contain it.
+mma() {
+  local t0=$SECONDS n kv v
+  $NVCC harness.cu -o build/generic > "$OUT/build-generic.log" 2>&1 &
+  $NVCC --use_fast_math $ATTN $FC70 harness.cu -o build/attn > "$OUT/build-attn.log" 2>&1 &
+  wait
+  for b in generic attn; do [ -x build/$b ] || { echo "build $b: FAILED"; head -40 "$OUT/build-$b.log"; return 1; }; done
+  echo "builds took $((SECONDS - t0)) s"
+  check
+  for tool in memcheck synccheck; do
+    CHECK_KERNELS=${SAN_KERNELS:-} timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --print-limit 20 build/generic check "$DIR/check.trace" > "$OUT/sanitize-$tool.txt" 2>&1
+    echo "== $tool (rc $?): $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$tool.txt") $(grep -E '^check:' "$OUT/sanitize-$tool.txt")"
+  done
+  echo "checks took $((SECONDS - t0)) s"
+  for n in 8k 32k 128k; do
+    [ $n = 128k ] && echo "== $n scalar q4 (8 heads, 32 splits): $(build/attn time "$DIR/attn70b-q4-128k-hg8-s32.trace" ${ITERS:-50} --flush | grep -E '^total')"
+    for kv in q4 q8 f16; do
+      for v in mma mmah; do
+        echo "== $n $v $kv: $(build/attn time "$DIR/attn70b-$v-$kv-$n-h200.trace" ${ITERS:-50} --flush | grep -E '^total|dispatch 0|bandwidth' | tr -s ' ' | tr '\n' ' ')"
+      done
+    done
+  done 2>&1 | tee "$OUT/mma.txt"
+  python3 sdpa.py ${ITERS:-50} 2>&1 | grep -E "^torch|enable_gqa" | tee -a "$OUT/mma.txt"
+  echo "mma took $((SECONDS - t0)) s"
 }
 
 # variants: the same kernels at 128K with other threadgroup shapes (hg
@@ -285,6 +348,7 @@ case "${1:-all}" in
   compare) compare ;;
   ncu-proto) ncu_proto ;;
   moe) moe ;;
+  mma) mma ;;
   all) build && check; sanitize; attention; decode; ncu_attn; variants; ncu_decode; proto; ncu_proto; compare ;;
   *) echo "unknown step $1"; exit 2 ;;
 esac

@@ -49,6 +49,13 @@ func WriteKernels(dir string) (*msltoc.CUDA, error) {
 	return c, os.WriteFile(filepath.Join(dir, "kernels.cu"), []byte(c.Code), 0o644)
 }
 
+// traceFormat is the manifest's version, its first line ("nibble-trace
+// 2"); harness.cu's TRACE_FORMAT must match. The harness refuses another
+// version, and (since 2) a dispatch whose inline argument block is not the
+// size of the struct its kernel reads: such a trace was recorded against
+// other kernels.
+const traceFormat = 2
+
 // Trace is a list of dispatches over numbered buffers, written as a text
 // manifest with its blobs (content-addressed files under blobs/).
 type Trace struct {
@@ -69,7 +76,7 @@ func NewTrace(dir, name string) (*Trace, error) {
 		return nil, err
 	}
 	t := &Trace{dir: dir, f: f, w: bufio.NewWriter(f), blobs: map[string]bool{}}
-	fmt.Fprintln(t.w, "nibble-trace 1")
+	fmt.Fprintf(t.w, "nibble-trace %d\n", traceFormat)
 	return t, nil
 }
 

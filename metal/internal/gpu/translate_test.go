@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"nibble/metal/encoder"
 	"nibble/metal/internal/msltoc"
 	"nibble/metal/shaders"
 )
@@ -63,11 +64,42 @@ func TestTranslateShaders(t *testing.T) {
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "kernels.cu")
-	if err := os.WriteFile(file, []byte(c.Code), 0o644); err != nil {
+	// The registry's argument sizes (msl::arg_bytes, which the harness
+	// checks each trace's inline blocks against): the attention kernels'
+	// struct as the encoder writes it, 0 for a pointer.
+	args := len(encoder.AttnArgs{}.Bytes())
+	code := c.Code + "static_assert(sizeof(msl::entry::args_kernel_attn_decode_mma_q4) == 23*sizeof(int), \"11 buffers\");\n" + fmt.Sprintf("\nstatic_assert(msl::arg_bytes<typename msl::fn_arg<decltype(&msl::kernel_attn_merge_f32), 0>::type>() == %d, \"attn_args\");\n", args) +
+		"static_assert(msl::arg_bytes<typename msl::fn_arg<decltype(&msl::kernel_attn_merge_f32), 1>::type>() == 0, \"a pointer\");\n"
+	if err := os.WriteFile(file, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(clang, "-std=c++17", "-fsyntax-only", "-DMSL_NO_REGISTRY", "-I", "include", "-x", "c++", file).CombinedOutput()
 	if err != nil {
 		t.Fatalf("clang: %v\n%s", err, out)
+	}
+}
+
+// The harness reads the trace format the Go side writes.
+func TestTraceFormat(t *testing.T) {
+	src, err := os.ReadFile("harness.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("#define TRACE_FORMAT %d\n", traceFormat); !strings.Contains(string(src), want) {
+		t.Errorf("harness.cu has no %q", want)
+	}
+	tr, err := NewTrace(t.TempDir(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(tr.dir, "x.trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("nibble-trace %d\n", traceFormat); string(b) != want {
+		t.Errorf("header %q, want %q", b, want)
 	}
 }

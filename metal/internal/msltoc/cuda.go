@@ -69,6 +69,7 @@ func TranslateCUDA(srcs []msl.Source) (*CUDA, error) {
 	if err := g.entries(&b); err != nil {
 		return nil, err
 	}
+	g.argSizes(&b)
 	g.registry(&b)
 	return &CUDA{Code: b.String(), Unit: u}, nil
 }
@@ -356,6 +357,30 @@ func (g *cudaGen) entries(b *strings.Builder) error {
 	return nil
 }
 
+// argSizes writes each kernel's argument sizes, {buffer index, bytes of the
+// struct a reference parameter reads (0: a pointer)} pairs ending in -1,
+// as msl::entry::args_<kernel> (outside the registry, so that a syntax
+// check without CUDA compiles them too).
+func (g *cudaGen) argSizes(b *strings.Builder) {
+	b.WriteString("\nnamespace msl { namespace entry {\n")
+	for _, k := range g.unit.Kernels {
+		fn := "msl::" + k.Function
+		if k.Args != "" {
+			fn += "<" + k.Args + ">"
+		}
+		var sizes []string
+		for n, p := range k.Params {
+			if p.Attr == "buffer" {
+				sizes = append(sizes, fmt.Sprintf("%d, msl::arg_bytes<typename msl::fn_arg<decltype(&%s), %d>::type>()", p.Index, fn, n))
+			}
+		}
+		fmt.Fprintf(b, "#if !defined(MSL_ONLY) || defined(MSL_K_%s)\n", k.Name)
+		fmt.Fprintf(b, "static const int args_%s[] = {%s};\n", k.Name, strings.Join(append(sizes, "-1"), ", "))
+		b.WriteString("#endif\n")
+	}
+	b.WriteString("}} // namespace msl::entry\n")
+}
+
 // registry writes the host-side tables: kernels by name with their buffer
 // and threadgroup indices and a launcher, constants by index with a setter.
 func (g *cudaGen) registry(b *strings.Builder) {
@@ -402,9 +427,9 @@ func (g *cudaGen) registry(b *strings.Builder) {
 			}
 		}
 		fmt.Fprintf(b, "#if !defined(MSL_ONLY) || defined(MSL_K_%s)\n", k.Name)
-		fmt.Fprintf(b, "    {%q, %d, %q, %q, (const void *) msl::entry::%s, msl_launch_%s, %q},\n",
-			k.Name, k.MaxThreads, strings.Join(bufs, ","), strings.Join(tgs, ","), k.Name, k.Name, fmt.Sprintf("%s:%d", k.File, k.Line))
+		fmt.Fprintf(b, "    {%q, %d, %q, %q, (const void *) msl::entry::%s, msl_launch_%s, %q, msl::entry::args_%s},\n",
+			k.Name, k.MaxThreads, strings.Join(bufs, ","), strings.Join(tgs, ","), k.Name, k.Name, fmt.Sprintf("%s:%d", k.File, k.Line), k.Name)
 		b.WriteString("#endif\n")
 	}
-	b.WriteString("    {0, 0, 0, 0, 0, 0, 0},\n};\n#endif // MSL_NO_REGISTRY\n")
+	b.WriteString("    {0, 0, 0, 0, 0, 0, 0, 0},\n};\n#endif // MSL_NO_REGISTRY\n")
 }

@@ -83,7 +83,9 @@ kernel void plain(device float * y [[buffer(0)]], uint i [[thread_index_in_threa
 		"(typename msl::fn_arg<decltype(&msl::k<float>), 2>::type)(msl_shared + tg2), ",
 		"msl::builtin_arg<typename msl::fn_arg<decltype(&msl::k<float>), 4>::type>(msl::thread_index_in_simdgroup())",
 		`extern "C" __global__ void __launch_bounds__(64) plain(void *b0) {`,
-		`{"k_f32", 0, "0,1", "2", (const void *) msl::entry::k_f32, msl_launch_k_f32, "a.metal:27"},`,
+		`{"k_f32", 0, "0,1", "2", (const void *) msl::entry::k_f32, msl_launch_k_f32, "a.metal:27", msl::entry::args_k_f32},`,
+		"static const int args_k_f32[] = {0, msl::arg_bytes<typename msl::fn_arg<decltype(&msl::k<float>), 0>::type>(), " +
+			"1, msl::arg_bytes<typename msl::fn_arg<decltype(&msl::k<float>), 1>::type>(), -1};",
 		"    msl::entry::plain<<<g, t, shared, s>>>(b[0]);",
 		`{3, "FC_D", "int", msl_fcset_3},`,
 	} {

@@ -759,6 +759,124 @@ inline bool simd_is_first(MSL_LOC_PARAMS) {
   return int(msl_current->thread_index_in_simdgroup) == __builtin_ctz(mask);
 }
 
+// ---- simdgroup matrices ---------------------------------------------------------
+// An 8x8 matrix held by a whole simdgroup, two elements per lane in Apple's
+// layout (thread_elements(): row fm, columns fn and fn+1 of the lane, as
+// MLX's steel kernels read them). Load, store and the products are simd
+// collectives of all 32 lanes (Metal requires the whole simdgroup), so each
+// happens for the simdgroup at one instant: a load reads before any lane
+// goes on past it, a store has written when any lane goes on. A plain write
+// by one lane that another lane's load reads still needs a barrier (it shows
+// as a difference between the two thread orders).
+//
+// Products: d[m][n] = c[m][n] + Σ_k a[m][k]·b[k][n], in float, k from 0 to
+// 7, one fma each (acc = fma(a, b, acc)), rounded to d's type once at the
+// end; simdgroup_multiply starts from -0 (so the first fma is the plain
+// product). Apple does not document its order; this one makes a chain of
+// products over k blocks equal a plain fma loop over k.
+namespace __sgm {
+inline int lane() { return int(msl_current->thread_index_in_simdgroup); }
+inline int row(int l) { return ((l >> 2) & 4) + ((l >> 1) & 3); }
+inline int col(int l) { return ((l >> 2) & 2) * 2 + (l & 1) * 2; }
+inline void full(uint32_t mask, const char *op, msl_loc loc) {
+  if (mask != 0xffffffffu)
+    msl_fail(loc.file, loc.line, "%s with lanes 0x%08x active: a simdgroup matrix needs all 32 lanes", op, mask);
+}
+} // namespace __sgm
+
+template <class T, int Cols, int Rows = Cols> struct simdgroup_matrix {
+  static_assert(Cols == 8 && Rows == 8, "only 8x8 simdgroup matrices");
+  vec<T, 2> __e;
+  simdgroup_matrix() = default;
+  // A diagonal matrix of d (MSL's simdgroup_matrix(T)).
+  explicit simdgroup_matrix(T d) {
+    int l = __sgm::lane(), m = __sgm::row(l), n = __sgm::col(l);
+    __e.v[0] = m == n ? d : T(0);
+    __e.v[1] = m == n + 1 ? d : T(0);
+  }
+  vec<T, 2> &thread_elements() { return __e; }
+  const vec<T, 2> &thread_elements() const { return __e; }
+};
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
+
+template <class T, int Cols, int Rows = Cols> inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(__msl::nd<T> v) {
+  simdgroup_matrix<T, Cols, Rows> r;
+  r.__e = vec<T, 2>(v);
+  return r;
+}
+
+// Element (r, c) is src[(origin.y + r)·elements_per_row + origin.x + c], or
+// with transpose src[(origin.y + c)·elements_per_row + origin.x + r]: the
+// origin is (column, row) in the memory's matrix.
+template <class T, int C, int R>
+inline void simdgroup_load(simdgroup_matrix<T, C, R> &d, const __msl::nd<T> *src, ulong elements_per_row = C, ulong2 matrix_origin = 0,
+                           bool transpose_matrix = false, MSL_LOC_PARAMS) {
+  int l = __sgm::lane(), m = __sgm::row(l), n = __sgm::col(l);
+  for (int i = 0; i < 2; i++) {
+    ulong r = transpose_matrix ? ulong(n + i) : ulong(m), c = transpose_matrix ? ulong(m) : ulong(n + i);
+    d.__e.v[i] = src[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c];
+  }
+  uint32_t mask;
+  msl_collective(MSL_SIMDGROUP_LOAD, nullptr, 0, MSL_LOC, &mask);
+  __sgm::full(mask, "simdgroup_load", MSL_LOC);
+}
+
+template <class T, int C, int R>
+inline void simdgroup_store(const simdgroup_matrix<T, C, R> &a, __msl::nd<T> *dst, ulong elements_per_row = C, ulong2 matrix_origin = 0,
+                            bool transpose_matrix = false, MSL_LOC_PARAMS) {
+  int l = __sgm::lane(), m = __sgm::row(l), n = __sgm::col(l);
+  for (int i = 0; i < 2; i++) {
+    ulong r = transpose_matrix ? ulong(n + i) : ulong(m), c = transpose_matrix ? ulong(m) : ulong(n + i);
+    dst[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c] = a.__e.v[i];
+  }
+  uint32_t mask;
+  msl_collective(MSL_SIMDGROUP_STORE, nullptr, 0, MSL_LOC, &mask);
+  __sgm::full(mask, "simdgroup_store", MSL_LOC);
+}
+
+namespace __sgm {
+struct operands {
+  float a[2], b[2];
+};
+// d = c0 + a·b for this lane's two elements; c0 is -0 or c's elements.
+template <class TD, class TA, class TB>
+inline void product(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b, float c0,
+                    float c1, const char *op, msl_loc loc) {
+  operands mine = {{float(a.__e.v[0]), float(a.__e.v[1])}, {float(b.__e.v[0]), float(b.__e.v[1])}};
+  uint32_t mask;
+  const unsigned char *s = msl_collective(MSL_SIMDGROUP_MULTIPLY, &mine, sizeof mine, loc, &mask);
+  full(mask, op, loc);
+  float A[8][8], B[8][8];
+  for (int l = 0; l < 32; l++) {
+    operands o;
+    __builtin_memcpy(&o, s + l * MSL_SLOT_BYTES, sizeof o);
+    for (int i = 0; i < 2; i++) {
+      A[row(l)][col(l) + i] = o.a[i];
+      B[row(l)][col(l) + i] = o.b[i];
+    }
+  }
+  int l = lane(), m = row(l), n = col(l);
+  float acc[2] = {c0, c1};
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < 8; k++) acc[i] = __builtin_fmaf(A[m][k], B[k][n + i], acc[i]);
+  d.__e.v[0] = TD(acc[0]);
+  d.__e.v[1] = TD(acc[1]);
+}
+} // namespace __sgm
+
+template <class TD, class TA, class TB, class TC>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b,
+                                          const simdgroup_matrix<TC, 8, 8> &c, MSL_LOC_PARAMS) {
+  __sgm::product(d, a, b, float(c.__e.v[0]), float(c.__e.v[1]), "simdgroup_multiply_accumulate", MSL_LOC);
+}
+template <class TD, class TA, class TB>
+inline void simdgroup_multiply(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b,
+                               MSL_LOC_PARAMS) {
+  __sgm::product(d, a, b, -0.0f, -0.0f, "simdgroup_multiply", MSL_LOC);
+}
+
 } // namespace metal
 
 // ---- kernel arguments (written into kernel signatures by the pre-pass) ------

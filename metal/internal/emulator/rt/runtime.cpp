@@ -334,6 +334,9 @@ static const char *kind_names[MSL_KIND_COUNT] = {
     "simd_ballot",
     "simd_is_first",
     "simd_active_threads_mask",
+    "simdgroup_load",
+    "simdgroup_store",
+    "simdgroup_multiply",
 };
 
 extern "C" void msl_barrier(msl_loc loc) {

@@ -493,6 +493,127 @@ template <class T> MSL_FN T simd_sum(T x) { return simd_reduce(x, op_sum()); }
 template <class T> MSL_FN T simd_max(T x) { return simd_reduce(x, op_max()); }
 template <class T> MSL_FN T simd_min(T x) { return simd_reduce(x, op_min()); }
 
+// ---- simdgroup matrices ----
+// An 8x8 matrix of a warp, two elements per lane in Apple's layout (as the
+// emulator: thread_elements() is row fm, columns fn and fn+1). Loads and
+// stores end with __syncwarp (the emulator's rule: a load has read, a store
+// has written, for the whole simdgroup once a lane goes on).
+//
+// Products (d = c + a·b):
+// - half a and b: one tensor-core mma.sync.m16n8k8 (f16 inputs, f32
+//   accumulator; rows 8-15 of its A are zero), operands moved into its
+//   fragments with shuffles, d rounded once to its type. The tensor core adds
+//   the 8 exact products and c in its own order, so a result can differ from
+//   the emulator's fma chain by a few float ulps.
+// - any other types (float: tensor cores take no fp32): each lane gathers
+//   its row of a and its two columns of b with 24 shuffles and runs the
+//   emulator's chain, acc = fma(a[m][k], b[k][n], acc) for k = 0..7, in
+//   float: bit for bit the emulator's result.
+MSL_FN int sgm_lane() { return int(lin_tid() & 31u); }
+MSL_FN int sgm_row(int l) { return ((l >> 2) & 4) + ((l >> 1) & 3); }
+MSL_FN int sgm_col(int l) { return ((l >> 2) & 2) * 2 + (l & 1) * 2; }
+// The lane that holds element (m, n) (n even: both of the pair).
+MSL_FN int sgm_owner(int m, int n) { return 16 * (m >> 2) + 8 * (n >> 2) + 4 * ((m >> 1) & 1) + 2 * (m & 1) + ((n >> 1) & 1); }
+
+template <class T, int Cols, int Rows = Cols> struct simdgroup_matrix {
+  static_assert(Cols == 8 && Rows == 8, "only 8x8 simdgroup matrices");
+  vec<T, 2> e;
+  simdgroup_matrix() = default;
+  MSL_FN explicit simdgroup_matrix(T d) {
+    const int l = sgm_lane(), m = sgm_row(l), n = sgm_col(l);
+    e[0] = m == n ? d : T(0.0f);
+    e[1] = m == n + 1 ? d : T(0.0f);
+  }
+  MSL_FN vec<T, 2> &thread_elements() { return e; }
+  MSL_FN const vec<T, 2> &thread_elements() const { return e; }
+};
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+
+template <class T, int Cols, int Rows = Cols, class V> MSL_FN simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(V v) {
+  simdgroup_matrix<T, Cols, Rows> r;
+  r.e = vec<T, 2>(T(v));
+  return r;
+}
+
+template <class T> struct sgm_id { typedef T type; };
+
+template <class T, int C, int R>
+MSL_FN void simdgroup_load(simdgroup_matrix<T, C, R> &d, const typename sgm_id<T>::type *src, ulong elements_per_row = C, ulong2 matrix_origin = 0,
+                           bool transpose_matrix = false) {
+  const int l = sgm_lane(), m = sgm_row(l), n = sgm_col(l);
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const ulong r = transpose_matrix ? ulong(n + i) : ulong(m), c = transpose_matrix ? ulong(m) : ulong(n + i);
+    d.e[i] = src[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c];
+  }
+  __syncwarp();
+}
+
+template <class T, int C, int R>
+MSL_FN void simdgroup_store(const simdgroup_matrix<T, C, R> &a, typename sgm_id<T>::type *dst, ulong elements_per_row = C, ulong2 matrix_origin = 0,
+                            bool transpose_matrix = false) {
+  const int l = sgm_lane(), m = sgm_row(l), n = sgm_col(l);
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const ulong r = transpose_matrix ? ulong(n + i) : ulong(m), c = transpose_matrix ? ulong(m) : ulong(n + i);
+    dst[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c] = a.e[i];
+  }
+  __syncwarp();
+}
+
+MSL_FN float sgm_shfl(float v, int l) { return __shfl_sync(0xffffffffu, v, l); }
+
+// c0, c1: this lane's two elements of c (-0 for a plain product).
+template <class TD, class TA, class TB>
+MSL_FN void sgm_product(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b, float c0, float c1) {
+  const int l = sgm_lane(), m = sgm_row(l), n = sgm_col(l);
+#ifdef __CUDACC__
+  if constexpr (std::is_same<TA, half>::value && std::is_same<TB, half>::value) {
+    // Fragments of m16n8k8: g = l/4, t = l%4; A: (g, 2t..2t+1); B: (2t, g)
+    // and (2t+1, g); C/D: (g, 2t..2t+1).
+    const int g = l >> 2, t = l & 3;
+    const uint aw = __shfl_sync(0xffffffffu, as_type<uint>(a.e), sgm_owner(g, 2 * t));
+    const uint bw = as_type<uint>(b.e);
+    const uint b0 = __shfl_sync(0xffffffffu, bw, sgm_owner(2 * t, g & ~1));
+    const uint b1 = __shfl_sync(0xffffffffu, bw, sgm_owner(2 * t + 1, g & ~1));
+    const uint bf = (g & 1) ? ((b0 >> 16) | (b1 & 0xffff0000u)) : ((b0 & 0xffffu) | (b1 << 16));
+    const float cf0 = sgm_shfl(c0, sgm_owner(g, 2 * t)), cf1 = sgm_shfl(c1, sgm_owner(g, 2 * t));
+    float d0, d1, d2, d3;
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
+                 : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+                 : "r"(aw), "r"(0u), "r"(bf), "f"(cf0), "f"(cf1), "f"(0.0f), "f"(0.0f));
+    // This lane's (m, n..n+1) is fragment lane 4m + n/2's (d0, d1).
+    const float r0 = sgm_shfl(d0, 4 * m + n / 2), r1 = sgm_shfl(d1, 4 * m + n / 2);
+    d.e = vec<TD, 2>(TD(r0), TD(r1));
+    return;
+  }
+#endif
+  float acc0 = c0, acc1 = c1;
+#pragma unroll
+  for (int k = 0; k < 8; k += 2) {
+    const int la = sgm_owner(m, k), lb0 = sgm_owner(k, n), lb1 = sgm_owner(k + 1, n);
+    const float a0 = sgm_shfl(float(a.e[0]), la), a1 = sgm_shfl(float(a.e[1]), la);
+    const float b00 = sgm_shfl(float(b.e[0]), lb0), b01 = sgm_shfl(float(b.e[1]), lb0);
+    const float b10 = sgm_shfl(float(b.e[0]), lb1), b11 = sgm_shfl(float(b.e[1]), lb1);
+    acc0 = ::fmaf(a0, b00, acc0);
+    acc1 = ::fmaf(a0, b01, acc1);
+    acc0 = ::fmaf(a1, b10, acc0);
+    acc1 = ::fmaf(a1, b11, acc1);
+  }
+  d.e = vec<TD, 2>(TD(acc0), TD(acc1));
+}
+
+template <class TD, class TA, class TB, class TC>
+MSL_FN void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b,
+                                          const simdgroup_matrix<TC, 8, 8> &c) {
+  sgm_product(d, a, b, float(c.e[0]), float(c.e[1]));
+}
+template <class TD, class TA, class TB>
+MSL_FN void simdgroup_multiply(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b) {
+  sgm_product(d, a, b, -0.0f, -0.0f);
+}
+
 // ---- entry helpers (the generated __global__ functions use these) ----
 
 template <int I, class... A> struct nth;
@@ -526,6 +647,12 @@ template <class P> MSL_FN P builtin_arg(uint3 v) {
   }
 }
 
+// arg_bytes is the size of the struct a reference parameter (`constant
+// T & args`) reads, 0 for a pointer: the registry's argument sizes.
+template <class P> constexpr int arg_bytes() {
+  return std::is_reference<P>::value ? (int)sizeof(typename std::remove_reference<P>::type) : 0;
+}
+
 } // namespace msl
 
 // Host-side registry entries (generated tables).
@@ -541,6 +668,9 @@ struct msl_kernel_entry {
   const void *launch;
 #endif
   const char *where;
+  // {buffer index, bytes of the struct a `constant T &` parameter reads}
+  // pairs, -1-terminated: what an inline argument block must hold.
+  const int *arg_bytes;
 };
 struct msl_constant_entry {
   int index;
