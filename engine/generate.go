@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ type Generation struct {
 	sampler *sample.Sampler
 	dec     *tokenizer.StreamDecoder
 	stops   *stopMatcher
+	banned  []int32 // tokens the sampler must never pick (IgnoreEOS: the EOG ones)
 	text    strings.Builder
 	begun   time.Time
 	decode  time.Time // when the first token was sampled
@@ -84,6 +86,12 @@ func (s *Session) Begin(prompt []int32, p GenParams) (*Generation, error) {
 	g.stats.ReusedTokens, g.stats.PrefillTokens = common, len(prompt)-common
 	g.sampler = sample.New(p.Sample)
 	g.dec = s.M.Tok.NewStreamDecoder()
+	if p.Continuation {
+		g.dec = s.M.Tok.NewContinuationDecoder()
+	}
+	if p.IgnoreEOS {
+		g.banned = s.M.Tok.EOGTokens()
+	}
 	g.stops = newStopMatcher(p.Stop)
 	return g, nil
 }
@@ -156,8 +164,13 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 	}
 	defer func() { g.stats.Decode = time.Since(g.decode) }()
 	recent := s.tokens[max(0, len(s.tokens)-repeatWindow(g.p.Sample.RepeatLastN, len(s.tokens))):]
+	for _, id := range g.banned {
+		if int(id) < len(s.logits) {
+			s.logits[id] = float32(math.Inf(-1))
+		}
+	}
 	tok := g.sampler.Sample(s.logits, recent)
-	if !g.p.IgnoreEOS && s.M.Tok.IsEOG(tok) {
+	if s.M.Tok.IsEOG(tok) {
 		ev.Text = g.emit(g.flushText())
 		g.finish(StopEndOfTurn)
 		return ev, nil
@@ -172,7 +185,9 @@ func (g *Generation) Step(ctx context.Context) (StepEvent, error) {
 	case g.p.MaxTokens > 0 && g.stats.GenTokens >= g.p.MaxTokens:
 		ev.Text += g.emit(g.flushText())
 		g.finish(StopMaxTokens)
-	case len(s.tokens) >= s.Opts.Ctx:
+	case len(s.tokens)+1 >= s.Opts.Ctx:
+		// This token fills the context: the prompt and the reply together
+		// never count more tokens than the budget holds.
 		ev.Text += g.emit(g.flushText())
 		g.finish(StopContext)
 	default:
@@ -216,8 +231,8 @@ func repeatWindow(n, have int) int {
 // by up to p.MaxTokens generated tokens.
 func (s *Session) fitPrompt(prompt []int32, p *GenParams) ([]int32, error) {
 	budget := s.Opts.Ctx
-	need := len(prompt) + max(p.MaxTokens, 1)
-	if need <= budget {
+	// Compared without adding: MaxTokens may be as large as math.MaxInt.
+	if max(p.MaxTokens, 1) <= budget-len(prompt) {
 		return prompt, nil
 	}
 	if p.KeepOnOverflow <= 0 || p.KeepOnOverflow >= budget/2 {

@@ -256,7 +256,13 @@ type GenParams struct {
 	MaxTokens int // 0: until EOG or the context is full
 	Sample    sample.Params
 	Stop      []string // stop strings (not included in the output)
+	// IgnoreEOS bans the end-of-generation tokens: the sampler never picks
+	// them, so the text runs to MaxTokens, a stop string or the context's end.
 	IgnoreEOS bool
+	// Continuation marks text that continues the prompt (a plain
+	// completion, not a chat reply): its first piece keeps its leading
+	// space, which only the start of a whole text drops.
+	Continuation bool
 	// KeepOnOverflow, when > 0, lets a prompt longer than the budget keep its
 	// first KeepOnOverflow tokens and the most recent ones instead of failing.
 	KeepOnOverflow int

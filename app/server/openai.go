@@ -86,6 +86,7 @@ type common struct {
 	PresencePenalty     *float64        `json:"presence_penalty"`
 	FrequencyPenalty    *float64        `json:"frequency_penalty"`
 	Logprobs            json.RawMessage `json:"logprobs"`
+	TopLogprobs         json.RawMessage `json:"top_logprobs"`
 	LogitBias           json.RawMessage `json:"logit_bias"`
 	// llama-server's extensions.
 	TopK          *int     `json:"top_k"`
@@ -254,7 +255,13 @@ func (c *common) params() (engine.GenParams, *apiError) {
 	if err != nil {
 		return engine.GenParams{}, err
 	}
-	if raw := bytes.TrimSpace(c.Logprobs); !isAbsent(raw) && string(raw) != "false" && string(raw) != "0" {
+	logprobs := bytes.TrimSpace(c.Logprobs)
+	wantLogprobs := !isAbsent(logprobs) && string(logprobs) != "false" && string(logprobs) != "0"
+	if !isAbsent(c.TopLogprobs) && !wantLogprobs {
+		// OpenAI refuses it too: top_logprobs only sizes the logprobs asked for.
+		return engine.GenParams{}, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+	}
+	if wantLogprobs {
 		return engine.GenParams{}, badRequest("logprobs", "logprobs are not supported by this server")
 	}
 	if raw := bytes.TrimSpace(c.LogitBias); !isAbsent(raw) && string(raw) != "{}" {

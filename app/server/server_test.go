@@ -478,6 +478,13 @@ func TestValidationErrors(t *testing.T) {
 		{cmplURL, `{"prompt":"a","echo":true}`, 400, "echo", "", "not supported"},
 		{cmplURL, `{"prompt":"a","max_tokens":100000}`, 400, "prompt", "context_length_exceeded", "context budget is 4096"},
 		{chatURL, `{` + msgs + `,"max_tokens":5000}`, 400, "messages", "context_length_exceeded", "5000 more were asked for"},
+		{chatURL, `{` + msgs + `,"top_logprobs":3}`, 400, "top_logprobs", "", "needs logprobs: true"},
+		{chatURL, `{` + msgs + `,"top_logprobs":0,"logprobs":false}`, 400, "top_logprobs", "", "needs logprobs: true"},
+		{cmplURL, `{"prompt":"a","top_logprobs":2}`, 400, "top_logprobs", "", "needs logprobs: true"},
+		// max_tokens near 2^63 must not overflow the context check.
+		{chatURL, `{` + msgs + `,"max_tokens":9223372036854775807}`, 400, "messages", "context_length_exceeded", "9223372036854775807 more were asked for"},
+		{chatURL, `{` + msgs + `,"max_completion_tokens":9223372036854775800}`, 400, "messages", "context_length_exceeded", "context budget is 4096"},
+		{cmplURL, `{"prompt":"a","max_tokens":9223372036854775807}`, 400, "prompt", "context_length_exceeded", "context budget is 4096"},
 	}
 	for _, c := range cases {
 		r := post(t, c.url, c.body)

@@ -117,7 +117,9 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error)
 		return nil, err
 	}
 	p := r.Params
-	if len(ids)+max(p.MaxTokens, 1) > l.opts.Ctx && p.KeepOnOverflow <= 0 {
+	p.Continuation = len(r.Messages) == 0
+	// Compared without adding: MaxTokens may be as large as math.MaxInt.
+	if max(p.MaxTokens, 1) > l.opts.Ctx-len(ids) && p.KeepOnOverflow <= 0 {
 		return nil, fmt.Errorf("%w: the prompt has %d tokens and %d more were asked for, but the context budget is %d; raise the context budget or shorten the input",
 			engine.ErrContextFull, len(ids), max(p.MaxTokens, 1), l.opts.Ctx)
 	}

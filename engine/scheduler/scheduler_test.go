@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -417,5 +418,47 @@ func TestSubmitErrors(t *testing.T) {
 	}
 	if _, err := s.Submit(context.Background(), Request{}); err == nil {
 		t.Fatal("an empty request was accepted")
+	}
+}
+
+// max_tokens near 2^63 is over the context budget: refused, not an overflow
+// that lets the request run to the context's end.
+func TestHugeMaxTokensIsRefused(t *testing.T) {
+	s := newLoaded(t, Config{}, "tiny-llama-spm-q4_0.gguf", engine.Options{Ctx: 64})
+	for _, n := range []int{math.MaxInt64, math.MaxInt64 - 1} {
+		if _, err := s.Submit(context.Background(), Request{Prompt: "Answer:", Params: greedy(n)}); !errors.Is(err, engine.ErrContextFull) {
+			t.Errorf("max tokens %d: %v, want ErrContextFull", n, err)
+		}
+	}
+}
+
+// A plain completion continues its prompt, so its text keeps the first
+// piece's leading space ("Answer:" → " 6265-96", as llama-server gives);
+// a chat reply is a whole text and starts without it, as before.
+func TestCompletionKeepsLeadingSpaceChatDoesNot(t *testing.T) {
+	s := newLoaded(t, Config{}, "tiny-llama-spm-q4_0.gguf", engine.Options{Ctx: 256})
+	tok := s.loaded.m.Tok
+	pieces := func(ids []int32) string {
+		var b []byte
+		for _, id := range ids {
+			b = append(b, tok.Piece(id)...)
+		}
+		return string(b)
+	}
+	res := ask(t, s, Request{Prompt: "Answer:", Params: greedy(3)})
+	want := pieces(res.Tokens)
+	if !strings.HasPrefix(want, " ") {
+		t.Fatalf("the first piece %q has no leading space: the test needs one", want)
+	}
+	if res.Text != want {
+		t.Errorf("completion %q, want %q", res.Text, want)
+	}
+	res = ask(t, s, Request{Messages: []chat.Message{{Role: "user", Content: "Once upon a time"}}, Params: greedy(3)})
+	want = pieces(res.Tokens)
+	if !strings.HasPrefix(want, " ") {
+		t.Fatalf("the reply's first piece %q has no leading space: the test needs one", want)
+	}
+	if res.Text != want[1:] {
+		t.Errorf("chat reply %q, want %q", res.Text, want[1:])
 	}
 }

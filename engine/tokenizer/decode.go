@@ -198,6 +198,14 @@ func (t *Tokenizer) NewStreamDecoder() *StreamDecoder {
 	return &StreamDecoder{t: t, first: true}
 }
 
+// NewContinuationDecoder returns a decoder for text that continues a prompt
+// (a plain completion): the first piece keeps its leading space, which
+// separates it from the prompt's last word, as llama-server's completions
+// keep it. Concatenated, its output is the pieces as they are.
+func (t *Tokenizer) NewContinuationDecoder() *StreamDecoder {
+	return &StreamDecoder{t: t}
+}
+
 // Push adds one token and returns the text that became complete: valid UTF-8
 // only. Bytes that can no longer start or continue a valid sequence come out as
 // U+FFFD; an incomplete trailing sequence is held back.

@@ -3,6 +3,8 @@
 // llama-vocab.cpp token for token.
 package tokenizer
 
+import "slices"
+
 // Tokenizer encodes text to token ids and back. It is immutable after
 // construction and safe for concurrent use.
 type Tokenizer struct {
@@ -48,6 +50,18 @@ func (t *Tokenizer) EOT() int32 { return t.eot }
 // IsEOG reports whether id ends generation (EOS, EOT, EOM and the tokens
 // llama.cpp recognises by text, such as <|im_end|> or <end_of_turn>).
 func (t *Tokenizer) IsEOG(id int32) bool { return t.eog[id] }
+
+// EOGTokens lists the end-of-generation tokens, in id order.
+func (t *Tokenizer) EOGTokens() []int32 {
+	ids := make([]int32, 0, len(t.eog))
+	for id, ok := range t.eog {
+		if ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
 
 // AddBOS reports whether Encode(…, addSpecial=true, …) prepends BOS.
 func (t *Tokenizer) AddBOS() bool { return t.addBOS }
