@@ -24,39 +24,60 @@ var fallbackSources = map[string]string{
 
 {% endif %}`,
 
-	// Llama 2 chat: the system prompt sits in <<SYS>> inside the first [INST].
-	"llama2": `{% if messages and messages[0].role == 'system' %}{% set sys = messages[0].content %}{% set msgs = messages[1:] %}{% else %}{% set sys = '' %}{% set msgs = messages %}{% endif %}
-{% for m in msgs %}
-{% if m.role == 'user' %}{{ bos_token }}[INST] {% if loop.first and sys %}<<SYS>>
-{{ sys | trim }}
+	// Llama 2 chat: no system role; system prompts sit in <<SYS>> inside the next [INST] (the
+	// first one's, for the usual leading system prompt). Consecutive ones are merged, and one
+	// that no user turn follows gets an [INST] of its own: no message is dropped.
+	"llama2": `{% set ns = namespace(sys='') %}
+{% for m in messages %}
+{% if m.role == 'system' %}{% set ns.sys = ns.sys ~ ('\n\n' if ns.sys else '') ~ (m.content | trim) %}
+{% elif m.role == 'user' %}{{ bos_token }}[INST] {% if ns.sys %}<<SYS>>
+{{ ns.sys }}
 <</SYS>>
 
-{% endif %}{{ m.content | trim }} [/INST]{% elif m.role == 'assistant' %} {{ m.content | trim }} {{ eos_token }}{% endif %}
-{% endfor %}`,
+{% set ns.sys = '' %}{% endif %}{{ m.content | trim }} [/INST]{% elif m.role == 'assistant' %} {{ m.content | trim }} {{ eos_token }}{% endif %}
+{% endfor %}
+{% if ns.sys %}{{ bos_token }}[INST] <<SYS>>
+{{ ns.sys }}
+<</SYS>>
 
-	// Mistral Instruct v0.1-v0.3: no system role; a system prompt is prepended to the first user
-	// turn.
-	"mistral": `{% if messages and messages[0].role == 'system' %}{% set sys = messages[0].content %}{% set msgs = messages[1:] %}{% else %}{% set sys = '' %}{% set msgs = messages %}{% endif %}
-{{ bos_token }}{% for m in msgs %}
-{% if m.role == 'user' %}[INST] {% if loop.first and sys %}{{ sys }}
+ [/INST]{% endif %}`,
 
-{% endif %}{{ m.content }} [/INST]{% elif m.role == 'assistant' %}{{ m.content }}{{ eos_token }}{% endif %}
-{% endfor %}`,
+	// Mistral Instruct v0.1-v0.3: no system role; a system prompt is prepended to the next user
+	// turn (the first one, for a leading system prompt). Consecutive ones are merged, and one
+	// that no user turn follows becomes an [INST] of its own: no message is dropped.
+	"mistral": `{% set ns = namespace(sys='') %}
+{{ bos_token }}{% for m in messages %}
+{% if m.role == 'system' %}{% set ns.sys = ns.sys ~ ('\n\n' if ns.sys else '') ~ m.content %}
+{% elif m.role == 'user' %}[INST] {% if ns.sys %}{{ ns.sys }}
 
-	// Gemma: assistant is "model"; Gemma has no system role, so a system prompt opens the first
-	// user turn (as the Gemma 3 template does) instead of failing like Gemma 2's.
-	"gemma": `{% if messages and messages[0].role == 'system' %}{% set sys = messages[0].content | trim %}{% set msgs = messages[1:] %}{% else %}{% set sys = '' %}{% set msgs = messages %}{% endif %}
-{{ bos_token }}{% for m in msgs %}<start_of_turn>{{ 'model' if m.role == 'assistant' else m.role }}
-{% if loop.first and sys %}{{ sys }}
+{% set ns.sys = '' %}{% endif %}{{ m.content }} [/INST]{% elif m.role == 'assistant' %}{{ m.content }}{{ eos_token }}{% endif %}
+{% endfor %}
+{% if ns.sys %}[INST] {{ ns.sys }} [/INST]{% endif %}`,
 
-{% endif %}{{ m.content | trim }}<end_of_turn>
-{% endfor %}{% if add_generation_prompt %}<start_of_turn>model
+	// Gemma: assistant is "model"; Gemma has no system role, so a system prompt opens the next
+	// user turn (the first one for a leading system prompt, as the Gemma 3 template does)
+	// instead of failing like Gemma 2's. Consecutive ones are merged, and one that no user turn
+	// follows becomes a user turn of its own: no message is dropped.
+	"gemma": `{% set ns = namespace(sys='') %}
+{{ bos_token }}{% for m in messages %}
+{% if m.role == 'system' %}{% set ns.sys = ns.sys ~ ('\n\n' if ns.sys else '') ~ (m.content | trim) %}
+{% else %}<start_of_turn>{{ 'model' if m.role == 'assistant' else m.role }}
+{% if ns.sys and m.role == 'user' %}{{ ns.sys }}
+
+{% set ns.sys = '' %}{% endif %}{{ m.content | trim }}<end_of_turn>
+{% endif %}
+{% endfor %}
+{% if ns.sys %}<start_of_turn>user
+{{ ns.sys }}<end_of_turn>
+{% endif %}
+{% if add_generation_prompt %}<start_of_turn>model
 {% endif %}`,
 
 	// gpt-oss's harmony format for plain turns, as its own template renders them: the system
 	// header (identity, knowledge cutoff, date, reasoning effort medium, channels), a system
 	// prompt as the developer's instructions, each answer on the final channel (the last one
-	// closed with <|return|> when no generation prompt follows).
+	// closed with <|return|> when no generation prompt follows). Consecutive system prompts
+	// make one developer message; a later one is a developer message in its place.
 	"harmony": `<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.
 Knowledge cutoff: 2024-06
 Current date: {{ strftime_now('%Y-%m-%d') }}
@@ -64,12 +85,17 @@ Current date: {{ strftime_now('%Y-%m-%d') }}
 Reasoning: medium
 
 # Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>
-{%- if messages and messages[0].role in ['system', 'developer'] %}{% set msgs = messages[1:] %}{% if messages[0].content %}<|start|>developer<|message|># Instructions
+{%- set ns = namespace(dev='') %}
+{%- for m in messages %}{% if m.role in ['system', 'developer'] %}{% if m.content %}{% set ns.dev = ns.dev ~ ('\n\n' if ns.dev else '') ~ m.content %}{% endif %}{% else %}{% if ns.dev %}<|start|>developer<|message|># Instructions
 
-{{ messages[0].content }}
+{{ ns.dev }}
 
-<|end|>{% endif %}{% else %}{% set msgs = messages %}{% endif %}
-{%- for m in msgs %}{% if m.role == 'assistant' %}<|start|>assistant<|channel|>final<|message|>{{ m.content }}{{ '<|return|>' if loop.last and not add_generation_prompt else '<|end|>' }}{% elif m.role == 'user' %}<|start|>user<|message|>{{ m.content }}<|end|>{% endif %}{% endfor %}
+<|end|>{% set ns.dev = '' %}{% endif %}{% if m.role == 'assistant' %}<|start|>assistant<|channel|>final<|message|>{{ m.content }}{{ '<|return|>' if loop.last and not add_generation_prompt else '<|end|>' }}{% elif m.role == 'user' %}<|start|>user<|message|>{{ m.content }}<|end|>{% endif %}{% endif %}{% endfor %}
+{%- if ns.dev %}<|start|>developer<|message|># Instructions
+
+{{ ns.dev }}
+
+<|end|>{% endif %}
 {%- if add_generation_prompt %}<|start|>assistant{% endif %}`,
 	// Gemma 4: turns between <|turn> and <turn|>, a system role of its own, and (thinking
 	// off, as the Gemma 4 template renders by default) an empty thought channel after the

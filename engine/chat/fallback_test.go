@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,5 +120,104 @@ func TestForModel(t *testing.T) {
 	tpl, err = ForModel("", "qwen2", nil)
 	if err != nil || tpl.Name() != "chatml" {
 		t.Errorf("qwen2: got %v, %v", tpl, err)
+	}
+}
+
+// No built-in format drops a message: whatever the shape of the conversation, every
+// message's text reaches the prompt once, in the conversation's order (a format without a
+// system role merges a system prompt into the next user turn, or gives it a turn of its own).
+func TestFallbackKeepsEveryMessage(t *testing.T) {
+	sys := func(c string) Message { return Message{"system", c} }
+	user := func(c string) Message { return Message{"user", c} }
+	asst := func(c string) Message { return Message{"assistant", c} }
+	shapes := map[string][]Message{
+		"system only":               {sys("S1")},
+		"two systems":               {sys("S1"), sys("S2"), user("U1")},
+		"two systems only":          {sys("S1"), sys("S2")},
+		"system after turns":        {user("U1"), asst("A1"), sys("S1"), user("U2")},
+		"system last":               {user("U1"), asst("A1"), sys("S1")},
+		"system after user":         {sys("S1"), user("U1"), sys("S2")},
+		"system before assistant":   {sys("S1"), user("U1"), sys("S2"), asst("A1"), user("U2")},
+		"system then assistant":     {sys("S1"), asst("A1"), user("U1")},
+		"systems around every turn": {sys("S1"), user("U1"), sys("S2"), asst("A1"), sys("S3"), user("U2"), sys("S4")},
+		"plain":                     {sys("S1"), user("U1"), asst("A1"), user("U2")},
+	}
+	names := make([]string, 0, len(fallbackSources))
+	for name := range fallbackSources {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for shape, msgs := range shapes {
+			for _, gen := range []bool{true, false} {
+				v := goldenVars
+				v.AddGenerationPrompt = gen
+				// Distinct texts, none a part of another or of a format's markup.
+				conv := make([]Message, len(msgs))
+				for i, m := range msgs {
+					conv[i] = Message{m.Role, "msg-" + m.Content + "-text"}
+				}
+				got, err := fallbackCache[name].Render(conv, v)
+				if err != nil {
+					t.Errorf("%s, %s: %v", name, shape, err)
+					continue
+				}
+				pos := make([]int, len(conv))
+				for i, m := range conv {
+					if n := strings.Count(got, m.Content); n != 1 {
+						t.Errorf("%s, %s (generation prompt %v): %q appears %d times in %q", name, shape, gen, m.Content, n, got)
+					}
+					pos[i] = strings.Index(got, m.Content)
+				}
+				// Turns keep their order; a system prompt comes before the next user turn's text
+				// (a format without a system role may carry it past an assistant turn into it).
+				last := -1
+				for i, m := range conv {
+					if m.Role != "system" {
+						if pos[i] < last {
+							t.Errorf("%s, %s (generation prompt %v): %q out of order in %q", name, shape, gen, m.Content, got)
+						}
+						last = pos[i]
+						continue
+					}
+					for j := i + 1; j < len(conv); j++ {
+						if conv[j].Role == "user" {
+							if pos[i] > pos[j] {
+								t.Errorf("%s, %s (generation prompt %v): %q after the next user turn in %q", name, shape, gen, m.Content, got)
+							}
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Where a system prompt lands in the formats without a system role.
+func TestFallbackPlacesLaterSystemPrompts(t *testing.T) {
+	conv := []Message{{"system", "A"}, {"system", "B"}, {"user", "Hi"}, {"assistant", "Yo"}, {"system", "C"}, {"user", "Go"}}
+	want := map[string]string{
+		"llama2":  "<s>[INST] <<SYS>>\nA\n\nB\n<</SYS>>\n\nHi [/INST] Yo </s><s>[INST] <<SYS>>\nC\n<</SYS>>\n\nGo [/INST]",
+		"mistral": "<s>[INST] A\n\nB\n\nHi [/INST]Yo</s>[INST] C\n\nGo [/INST]",
+		"gemma": "<s><start_of_turn>user\nA\n\nB\n\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n" +
+			"<start_of_turn>user\nC\n\nGo<end_of_turn>\n<start_of_turn>model\n",
+	}
+	for name, w := range want {
+		got, err := fallbackCache[name].Render(conv, goldenVars)
+		if err != nil || got != w {
+			t.Errorf("%s:\n got %q, %v\nwant %q", name, got, err, w)
+		}
+	}
+	only := map[string]string{
+		"llama2":  "<s>[INST] <<SYS>>\nA\n<</SYS>>\n\n [/INST]",
+		"mistral": "<s>[INST] A [/INST]",
+		"gemma":   "<s><start_of_turn>user\nA<end_of_turn>\n<start_of_turn>model\n",
+	}
+	for name, w := range only {
+		got, err := fallbackCache[name].Render([]Message{{"system", "A"}}, goldenVars)
+		if err != nil || got != w {
+			t.Errorf("%s, system only:\n got %q, %v\nwant %q", name, got, err, w)
+		}
 	}
 }
