@@ -22,9 +22,12 @@
 // temperature 0.8, top_p 0.95, top_k 40, min_p 0.05. temperature, top_p,
 // max_tokens / max_completion_tokens, stop, seed, presence_penalty and
 // frequency_penalty map to the engine's sampler; llama-server's top_k,
-// min_p, repeat_penalty and ignore_eos are accepted too. n must be 1; tools,
-// logprobs, non-text response formats and non-text content parts are
-// refused (400) rather than ignored. Without a seed, each request draws one.
+// min_p, repeat_penalty and ignore_eos (which bans the end-of-generation
+// tokens) are accepted too. n must be 1; tools, logprobs (and top_logprobs,
+// which needs logprobs), non-text response formats and non-text content
+// parts are refused (400) rather than ignored. Without a seed, each request
+// draws one. A completion's text continues its prompt, so it keeps its first
+// word's leading space, as llama-server's does; a chat reply starts without.
 //
 // Errors use OpenAI's shape, {"error":{"message","type","param","code"}}:
 // 400 invalid_request_error (bad JSON, wrong types, unknown roles, prompt +

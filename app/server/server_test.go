@@ -723,3 +723,56 @@ func TestConcurrentRequestsQueue(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// /v1/completions continues the prompt: with a SentencePiece vocabulary the
+// first word keeps its leading space ("Answer:" → " 6265-96"), as
+// llama-server's completions do.
+func TestCompletionKeepsLeadingSpace(t *testing.T) {
+	_, ts := serve(t, loadSPM(t, 512), Config{})
+	r := post(t, ts.URL+"/v1/completions", `{"prompt":"Answer:","max_tokens":3,"temperature":0}`)
+	var c struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(r.body, &c); err != nil || r.status != 200 || len(c.Choices) != 1 {
+		t.Fatalf("%d %s: %v", r.status, r.body, err)
+	}
+	// The tiny model's greedy continuation of "Answer:" starts with the word "▁scoring".
+	if got := c.Choices[0].Text; !strings.HasPrefix(got, " scoring") {
+		t.Errorf("completion %q, want it to start with %q", got, " scoring")
+	}
+}
+
+// loadSPM starts a scheduler with the SentencePiece test model in a context
+// of ctx tokens.
+func loadSPM(t testing.TB, ctx int) *scheduler.Scheduler {
+	t.Helper()
+	s := scheduler.New(scheduler.Config{})
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Load(filepath.Join(testdata.Dir(t), "models", "tiny-llama-spm-q4_0.gguf"), engine.Options{Ctx: ctx}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A reply that runs to the context's end reports at most the context in
+// total_tokens, and ignore_eos never writes an end-of-generation token.
+func TestUsageAtTheContextsEnd(t *testing.T) {
+	const ctx = 64
+	_, ts := serve(t, loadSPM(t, ctx), Config{})
+	r := post(t, ts.URL+"/v1/completions", `{"prompt":"Answer:","temperature":0,"ignore_eos":true}`)
+	var c struct {
+		Choices []struct {
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage usage `json:"usage"`
+	}
+	if err := json.Unmarshal(r.body, &c); err != nil || r.status != 200 || len(c.Choices) != 1 {
+		t.Fatalf("%d %s: %v", r.status, r.body, err)
+	}
+	if c.Usage.TotalTokens != ctx || c.Choices[0].FinishReason != "length" || strings.Contains(c.Choices[0].Text, "</s>") {
+		t.Errorf("usage %+v, finish %q in a context of %d", c.Usage, c.Choices[0].FinishReason, ctx)
+	}
+}
