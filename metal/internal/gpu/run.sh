@@ -20,6 +20,14 @@
 #                           timings and ncu bytes of the MoE traces (written
 #                           by `go test ./metal/internal/gpu -run TestExportMoE
 #                           -args -moe-out DIR`)
+#   run.sh prefill          pp512 of the 1B shape (Q4_K, Q4_0): mul_mm with
+#                           simdgroup matrices against the kernels.cu in
+#                           $OLD (default $DIR/old: a per-thread mul_mm),
+#                           alternating; the check of mul_mm and of the
+#                           simdgroup_matrix test kernels ($DIR/matrix) and
+#                           racecheck on both (traces: `go test
+#                           ./metal/internal/gpu -run 'TestExport$|TestExportMatrix'
+#                           -args -out DIR`)
 #   run.sh all              all of it
 #
 # Builds (build/): generic (every kernel, function constants set at launch;
@@ -206,6 +214,37 @@ moe() {
   echo "moe took $((SECONDS - t0)) s"
 }
 
+# prefill: builds of only the kernels the prefill and mul_mm check traces
+# use (fast math for timing, as Metal; plain for the check), the check of
+# the matrix test kernels (half products through mma.sync, float ones
+# through shuffles) and of every mul_mm dispatch of check.trace, racecheck
+# on both, then pp512 of the 1B shape, new and old builds alternating.
+prefill() {
+  local t0=$SECONDS OLD=${OLD:-$DIR/old} ks mm=$DIR/check-mul_mm.trace
+  awk '/^dispatch/ {keep = ($2 ~ /mul_mm/)} !inblock && !/^dispatch/ {print; next} {inblock = 1; if (keep) print} /^end/ {inblock = 0}' "$DIR/check.trace" > $mm
+  ks=$(cat "$DIR"/prefill-*.trace $mm | awk '/^dispatch/ {print "-DMSL_K_" $2}' | sort -u | tr '\n' ' ')
+  $NVCC --use_fast_math -DMSL_ONLY $ks harness.cu -o build/prefill > "$OUT/build-prefill.log" 2>&1 &
+  ${NVCC/-I $DIR/-I $OLD} --use_fast_math -DMSL_ONLY $ks harness.cu -o build/prefill-old > "$OUT/build-prefill-old.log" 2>&1 &
+  $NVCC -DMSL_ONLY $ks harness.cu -o build/mmcheck > "$OUT/build-mmcheck.log" 2>&1 &
+  ${NVCC/-I $DIR/-I $DIR/matrix} harness.cu -o build/matrix > "$OUT/build-matrix.log" 2>&1 &
+  wait
+  for b in prefill prefill-old mmcheck matrix; do [ -x build/$b ] || { echo "build $b: FAILED"; head -30 "$OUT/build-$b.log"; return 1; }; done
+  echo "builds took $((SECONDS - t0)) s"
+  build/matrix check "$DIR/matrix/matrix.trace" 2>&1 | tee "$OUT/check-matrix.txt"
+  build/mmcheck check $mm 2>&1 | tee "$OUT/check-mul_mm.txt" | tail -32
+  for t in "matrix $DIR/matrix/matrix.trace" "mmcheck $mm"; do
+    set -- $t
+    timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool racecheck --print-limit 10 build/$1 check $2 > "$OUT/racecheck-$1.txt" 2>&1
+    echo "== racecheck $1 (rc $?): $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck-$1.txt")"
+  done
+  for w in q4_k q4_0; do
+    for b in prefill-old prefill prefill-old prefill; do
+      echo "== pp512 $w $b: $(build/$b time "$DIR/prefill-llama3.2-1b-$w-512.trace" ${ITERS:-5} --flush | grep -E "kernel_mul_mm_|^total" | tr -s ' ' | tr '\n' ';')"
+    done
+  done 2>&1 | tee "$OUT/prefill.txt"
+  echo "prefill took $((SECONDS - t0)) s"
+}
+
 case "${1:-all}" in
   build) build ;;
   check) check ;;
@@ -219,6 +258,7 @@ case "${1:-all}" in
   compare) compare ;;
   ncu-proto) ncu_proto ;;
   moe) moe ;;
+  prefill) prefill ;;
   all) build && check; sanitize; attention; decode; ncu_attn; variants; ncu_decode; proto; ncu_proto; compare ;;
   *) echo "unknown step $1"; exit 2 ;;
 esac
