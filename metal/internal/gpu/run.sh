@@ -22,7 +22,8 @@
 #                           -args -moe-out DIR`)
 #   run.sh prefill          pp512 of the 1B shape (Q4_K, Q4_0): mul_mm with
 #                           simdgroup matrices against the kernels.cu in
-#                           $OLD (default $DIR/old: a per-thread mul_mm),
+#                           $OLD (default $DIR/old: the per-thread mul_mm of
+#                           testdata/mul_mm_perthread.metal),
 #                           alternating; the check of mul_mm and of the
 #                           simdgroup_matrix test kernels ($DIR/matrix) and
 #                           racecheck on both (traces: `go test
