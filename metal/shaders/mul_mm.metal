@@ -5,19 +5,23 @@
 // Tiling (the design of llama.cpp's kernel_mul_mm): a threadgroup of 128
 // threads (4 simdgroups) computes a tile of 64 outputs × 32 batch rows. For
 // each step of 32 columns it dequantizes the 64×32 tile of W into
-// threadgroup memory (half for F16, which is exact there; float for every
-// other type: a dequantized code d·q needs more than half's 11 bits, and
-// rounding it cost 2e-4 of each product) and copies the 32×32 tile of x
-// (float: activations can exceed half's range). Both tiles are stored
-// column-major ([k][o], [k][r]). Each simdgroup multiplies them with the
-// matrix units: its 16 rows × 32 outputs are 2×4 simdgroup_float8x8
-// accumulators, and each 8 columns it loads 2 blocks of x (transposed from
-// [k][r]) and 4 of W^T ([k][o] as it is) and runs 8
-// simdgroup_multiply_accumulate. Their fma chain over k (metal/README.md,
-// "Simdgroup matrices") makes every output the same sequence of fmas over
-// c as a plain loop, so the result equals a per-thread accumulator's bit
-// for bit. At the end the accumulators go through threadgroup memory to
-// dst (only the rows and outputs inside it).
+// threadgroup memory as half and copies the 32×32 tile of x as half, as
+// llama.cpp's Metal kernel does in its recent versions: the matrix units
+// multiply half operands at full rate (the H200's tensor cores through the
+// CUDA shim; float 8×8 products have no such path), and half×half is exact
+// in float, so only the two roundings to half are new error (2^-11 of each
+// weight and activation, finer than the CPU's q8 activations). A weight or
+// activation beyond half's range (65504) becomes infinite, as in llama.cpp.
+// Both tiles are stored column-major ([k][o], [k][r]). Each simdgroup
+// multiplies them with the matrix units: its 16 rows × 32 outputs are 2×4
+// simdgroup_float8x8 accumulators, and each 8 columns it loads 2
+// simdgroup_half8x8 blocks of x (transposed from [k][r]) and 4 of W^T
+// ([k][o] as it is) and runs 8 simdgroup_multiply_accumulate. Their fma
+// chain over k (metal/README.md, "Simdgroup matrices") makes every output
+// the float sum, in order over c, of the exact products of the half
+// operands: the Go twins compute exactly that. At the end the accumulators
+// go through threadgroup memory to dst (only the rows and outputs inside
+// it).
 //
 // Grid: (ceil(rows/32), ceil(W rows/64)), 128 threads. Consecutive
 // threadgroups share a W tile (read from cache after the first), as W is
@@ -39,6 +43,11 @@ constant constexpr short MM_NO = 64;  // outputs (W rows) per threadgroup
 constant constexpr short MM_NR = 32;  // batch rows per threadgroup
 constant constexpr short MM_NK = 32;  // columns per step
 constant constexpr short MM_THREADS = 128;
+// Elements of padding after each k row of the W and x tiles: with it the
+// 8×8 loads of a simdgroup spread over the threadgroup memory banks.
+constant constexpr short MM_PAD = 8;
+constant constexpr short MM_SW = MM_NO + MM_PAD; // row stride of the W tile
+constant constexpr short MM_SX = MM_NR + MM_PAD; // row stride of the x tile
 
 // The load and compute mappings below assume these.
 static_assert(MM_THREADS == 2*MM_NO && MM_THREADS == MM_NR*MM_NK/8 && MM_THREADS/32 == (MM_NR/16)*(MM_NO/32), "mul_mm tiling");
@@ -48,14 +57,12 @@ static_assert(MM_THREADS == 2*MM_NO && MM_THREADS == MM_NR*MM_NK/8 && MM_THREADS
 // thread loads 16 columns (chunk lh) of its W row, wrow (w_in false: past
 // the last output, zeros), and 8 columns (from lk) of its x row, xrow
 // (x_in false: zeros). Simdgroup sg computes rows 16·(sg/2).. and outputs
-// 32·(sg%2)... TW is the threadgroup element type of the W tile (half for
-// F16, float otherwise), TW4x4 its 4x4 matrix, B the weight format's block
-// (common.metal's weight_traits give its dequantizer). so is complete for
-// every thread when it returns.
-template <typename TW, typename TW4x4, typename B>
+// 32·(sg%2)... B is the weight format's block (common.metal's weight_traits
+// give its dequantizer). so is complete for every thread when it returns.
+template <typename B>
 inline void mm_tile(
-        threadgroup TW    * sw, // [k][o], MM_NK·MM_NO
-        threadgroup float * sx, // [k][r], MM_NK·MM_NR
+        threadgroup half  * sw, // [k][o], MM_NK·MM_SW
+        threadgroup half  * sx, // [k][r], MM_NK·MM_SX
         threadgroup float * so, // [r][o], MM_NR·MM_NO
         uint cols,
         device const B      * wrow, bool w_in,
@@ -79,37 +86,37 @@ inline void mm_tile(
         // Load the tiles. Chunk c of the row is 16 columns from k0 + 16·lh.
         {
             const uint c = k0/16 + lh;
-            TW4x4 t;
+            half4x4 t;
             if (w_in) {
                 weight_traits<B>::dequant16(wrow + c/NL, (short) (c%NL), t);
             } else {
-                t = TW4x4(0);
+                t = half4x4(0);
             }
             for (short i = 0; i < 16; ++i) {
-                sw[(lh*16 + i)*MM_NO + lo] = t[i/4][i%4];
+                sw[(lh*16 + i)*MM_SW + lo] = t[i/4][i%4];
             }
         }
         {
-            float4 a = 0.f, b = 0.f;
+            half4 a = half4(0.0f), b = half4(0.0f);
             if (x_in) {
-                a = xrow[(k0 + lk)/4];
-                b = xrow[(k0 + lk)/4 + 1];
+                a = half4(xrow[(k0 + lk)/4]);
+                b = half4(xrow[(k0 + lk)/4 + 1]);
             }
             for (short i = 0; i < 4; ++i) {
-                sx[(lk + i)*MM_NR + lr]     = a[i];
-                sx[(lk + 4 + i)*MM_NR + lr] = b[i];
+                sx[(lk + i)*MM_SX + lr]     = a[i];
+                sx[(lk + 4 + i)*MM_SX + lr] = b[i];
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         for (short k = 0; k < MM_NK; k += 8) {
-            simdgroup_float8x8     mx[2]; // x[r][k]: the [k][r] tile transposed
-            simdgroup_matrix<TW, 8, 8> mw[4]; // W^T[k][o]
+            simdgroup_half8x8 mx[2]; // x[r][k]: the [k][r] tile transposed
+            simdgroup_half8x8 mw[4]; // W^T[k][o]
             for (short i = 0; i < 2; ++i) {
-                simdgroup_load(mx[i], sx + k*MM_NR + mr + 8*i, MM_NR, 0, true);
+                simdgroup_load(mx[i], sx + k*MM_SX + mr + 8*i, MM_SX, 0, true);
             }
             for (short j = 0; j < 4; ++j) {
-                simdgroup_load(mw[j], sw + k*MM_NO + mo + 8*j, MM_NO);
+                simdgroup_load(mw[j], sw + k*MM_SW + mo + 8*j, MM_SW);
             }
             for (short i = 0; i < 2; ++i) {
                 for (short j = 0; j < 4; ++j) {
@@ -128,7 +135,7 @@ inline void mm_tile(
     threadgroup_barrier(mem_flags::mem_threadgroup);
 }
 
-template <typename TW, typename TW4x4, typename B>
+template <typename B>
 kernel void kernel_mul_mm(
         constant mul_mm_args & args [[buffer(0)]],
         device const char    * w    [[buffer(1)]],
@@ -137,8 +144,8 @@ kernel void kernel_mul_mm(
         uint3  tg  [[threadgroup_position_in_grid]],
         ushort tid [[thread_index_in_threadgroup]],
         ushort sg  [[simdgroup_index_in_threadgroup]]) {
-    threadgroup TW    sw[MM_NK*MM_NO]; // [k][o]
-    threadgroup float sx[MM_NK*MM_NR]; // [k][r]
+    threadgroup half  sw[MM_NK*MM_SW]; // [k][o]
+    threadgroup half  sx[MM_NK*MM_SX]; // [k][r]
     threadgroup float so[MM_NR*MM_NO]; // [r][o]
 
     const uint r0 = tg.x*MM_NR;
@@ -154,7 +161,7 @@ kernel void kernel_mul_mm(
     device const B      * wrow = (device const B      *) (w + (ulong) (w_in ? o0 + lo : 0)*args.w_stride);
     device const float4 * xrow = (device const float4 *) (x + (ulong) (x_in ? r0 + lr : 0)*args.x_stride);
 
-    mm_tile<TW, TW4x4, B>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
+    mm_tile<B>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
 
     // Consecutive threads write consecutive outputs of a row.
     for (short i = 0; i < MM_NR*MM_NO/MM_THREADS; ++i) {
@@ -167,24 +174,22 @@ kernel void kernel_mul_mm(
     }
 }
 
-typedef decltype(kernel_mul_mm<half, half4x4, block_f16>) mul_mm_t;
+typedef decltype(kernel_mul_mm<block_f16>) mul_mm_t;
 
-// Only F16 weights are exact in a half tile; the rest keep float (8 KiB of
-// W tile instead of 4).
-template [[host_name("kernel_mul_mm_f32")]]  kernel mul_mm_t kernel_mul_mm<float, float4x4, block_f32>;
-template [[host_name("kernel_mul_mm_f16")]]  kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_f16>;
-template [[host_name("kernel_mul_mm_bf16")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_bf16>;
-template [[host_name("kernel_mul_mm_q4_0")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q4_0>;
-template [[host_name("kernel_mul_mm_q4_1")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q4_1>;
-template [[host_name("kernel_mul_mm_q5_0")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q5_0>;
-template [[host_name("kernel_mul_mm_q5_1")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q5_1>;
-template [[host_name("kernel_mul_mm_q8_0")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q8_0>;
-template [[host_name("kernel_mul_mm_mxfp4")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_mxfp4>;
-template [[host_name("kernel_mul_mm_q2_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q2_k>;
-template [[host_name("kernel_mul_mm_q3_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q3_k>;
-template [[host_name("kernel_mul_mm_q4_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q4_k>;
-template [[host_name("kernel_mul_mm_q5_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q5_k>;
-template [[host_name("kernel_mul_mm_q6_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q6_k>;
+template [[host_name("kernel_mul_mm_f32")]]  kernel mul_mm_t kernel_mul_mm<block_f32>;
+template [[host_name("kernel_mul_mm_f16")]]  kernel mul_mm_t kernel_mul_mm<block_f16>;
+template [[host_name("kernel_mul_mm_bf16")]] kernel mul_mm_t kernel_mul_mm<block_bf16>;
+template [[host_name("kernel_mul_mm_q4_0")]] kernel mul_mm_t kernel_mul_mm<block_q4_0>;
+template [[host_name("kernel_mul_mm_q4_1")]] kernel mul_mm_t kernel_mul_mm<block_q4_1>;
+template [[host_name("kernel_mul_mm_q5_0")]] kernel mul_mm_t kernel_mul_mm<block_q5_0>;
+template [[host_name("kernel_mul_mm_q5_1")]] kernel mul_mm_t kernel_mul_mm<block_q5_1>;
+template [[host_name("kernel_mul_mm_q8_0")]] kernel mul_mm_t kernel_mul_mm<block_q8_0>;
+template [[host_name("kernel_mul_mm_mxfp4")]] kernel mul_mm_t kernel_mul_mm<block_mxfp4>;
+template [[host_name("kernel_mul_mm_q2_k")]] kernel mul_mm_t kernel_mul_mm<block_q2_k>;
+template [[host_name("kernel_mul_mm_q3_k")]] kernel mul_mm_t kernel_mul_mm<block_q3_k>;
+template [[host_name("kernel_mul_mm_q4_k")]] kernel mul_mm_t kernel_mul_mm<block_q4_k>;
+template [[host_name("kernel_mul_mm_q5_k")]] kernel mul_mm_t kernel_mul_mm<block_q5_k>;
+template [[host_name("kernel_mul_mm_q6_k")]] kernel mul_mm_t kernel_mul_mm<block_q6_k>;
 
 // The mixture-of-experts mat-mat product of a prefill batch, grouped by
 // expert so that each chosen expert's weights are read once per batch (per
@@ -242,7 +247,7 @@ struct mul_mm_id_args {
     uint  d_stride;      // bytes between rows of dst (one per slot)
 };
 
-template <typename TW, typename TW4x4, typename B>
+template <typename B>
 kernel void kernel_mul_mm_id(
         constant mul_mm_id_args & args  [[buffer(0)]],
         device const char       * w     [[buffer(1)]],
@@ -253,8 +258,8 @@ kernel void kernel_mul_mm_id(
         uint3  tg  [[threadgroup_position_in_grid]],
         ushort tid [[thread_index_in_threadgroup]],
         ushort sg  [[simdgroup_index_in_threadgroup]]) {
-    threadgroup TW    sw[MM_NK*MM_NO]; // [k][o]
-    threadgroup float sx[MM_NK*MM_NR]; // [k][r]
+    threadgroup half  sw[MM_NK*MM_SW]; // [k][o]
+    threadgroup half  sx[MM_NK*MM_SX]; // [k][r]
     threadgroup float so[MM_NR*MM_NO]; // [r][o]
 
     const uint e  = tg.z;
@@ -274,7 +279,7 @@ kernel void kernel_mul_mm_id(
     device const B      * wrow = (device const B      *) (w + (ulong) e*args.expert_stride + (ulong) (w_in ? o0 + lo : 0)*args.w_stride);
     device const float4 * xrow = (device const float4 *) (x + (ulong) (args.x_per_slot ? s : s/args.k)*args.x_stride);
 
-    mm_tile<TW, TW4x4, B>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
+    mm_tile<B>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
 
     for (short i = 0; i < MM_NR*MM_NO/MM_THREADS; ++i) {
         const short t = i*MM_THREADS + tid;
@@ -286,19 +291,19 @@ kernel void kernel_mul_mm_id(
     }
 }
 
-typedef decltype(kernel_mul_mm_id<half, half4x4, block_f16>) mul_mm_id_t;
+typedef decltype(kernel_mul_mm_id<block_f16>) mul_mm_id_t;
 
-template [[host_name("kernel_mul_mm_id_f32")]]   kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_f32>;
-template [[host_name("kernel_mul_mm_id_f16")]]   kernel mul_mm_id_t kernel_mul_mm_id<half,  half4x4,  block_f16>;
-template [[host_name("kernel_mul_mm_id_bf16")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_bf16>;
-template [[host_name("kernel_mul_mm_id_q4_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q4_0>;
-template [[host_name("kernel_mul_mm_id_q4_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q4_1>;
-template [[host_name("kernel_mul_mm_id_q5_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q5_0>;
-template [[host_name("kernel_mul_mm_id_q5_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q5_1>;
-template [[host_name("kernel_mul_mm_id_q8_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q8_0>;
-template [[host_name("kernel_mul_mm_id_mxfp4")]] kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_mxfp4>;
-template [[host_name("kernel_mul_mm_id_q2_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q2_k>;
-template [[host_name("kernel_mul_mm_id_q3_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q3_k>;
-template [[host_name("kernel_mul_mm_id_q4_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q4_k>;
-template [[host_name("kernel_mul_mm_id_q5_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q5_k>;
-template [[host_name("kernel_mul_mm_id_q6_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q6_k>;
+template [[host_name("kernel_mul_mm_id_f32")]]   kernel mul_mm_id_t kernel_mul_mm_id<block_f32>;
+template [[host_name("kernel_mul_mm_id_f16")]]   kernel mul_mm_id_t kernel_mul_mm_id<block_f16>;
+template [[host_name("kernel_mul_mm_id_bf16")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_bf16>;
+template [[host_name("kernel_mul_mm_id_q4_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_0>;
+template [[host_name("kernel_mul_mm_id_q4_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_1>;
+template [[host_name("kernel_mul_mm_id_q5_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_0>;
+template [[host_name("kernel_mul_mm_id_q5_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_1>;
+template [[host_name("kernel_mul_mm_id_q8_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q8_0>;
+template [[host_name("kernel_mul_mm_id_mxfp4")]] kernel mul_mm_id_t kernel_mul_mm_id<block_mxfp4>;
+template [[host_name("kernel_mul_mm_id_q2_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q2_k>;
+template [[host_name("kernel_mul_mm_id_q3_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q3_k>;
+template [[host_name("kernel_mul_mm_id_q4_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_k>;
+template [[host_name("kernel_mul_mm_id_q5_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_k>;
+template [[host_name("kernel_mul_mm_id_q6_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q6_k>;

@@ -10,19 +10,39 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
+	"nibble/engine/half"
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 )
 
 func mmName(t ggml.Type) string { return "kernel_mul_mm_" + strings.ToLower(t.String()) }
 
-// mmTolerance is the kernel's error bound relative to Σ|w·x| of an output.
-// Every weight reaches the W tile exactly (F16 in half, the rest in float),
-// so what is left is float32 accumulation over up to 5120 terms: 1e-5 (the
-// backend conformance suite's bound for F32).
-func mmTolerance(ggml.Type) float64 {
-	return 1e-5
+// mmTwin is kernel_mul_mm's (and kernel_mul_mm_id's) Go twin for one
+// output: every weight and activation rounded to half as the kernel's tiles
+// hold them, then a float32 sum over the columns in order from +0. A
+// product of two halves is exact in float32 (11+11 significant bits), so
+// the kernel's fma chain over k rounds only the sums, as this loop does:
+// the kernel's result equals it bit for bit.
+func mmTwin(w, x []float32) float32 {
+	var acc float32
+	for c, v := range w {
+		acc += half.Round(v) * half.Round(x[c])
+	}
+	return acc
 }
+
+// mmTolerance bounds the kernel (and its twin) against the float64 product
+// of the unrounded operands, relative to Σ|w·x| of an output: each product
+// carries the two roundings to half (2^-11 each, relative) and the float32
+// sum over up to 5120 terms adds 1e-5 (the backend conformance suite's bound
+// for F32). Below half's normal range (2^-14) the rounding is absolute, at
+// most 2^-25: mmFloor·Σ(|w|+|x|) more covers it (MXFP4's subnormal scales
+// become zero). It checks that the twin is the product it claims to be.
+func mmTolerance(ggml.Type) float64 {
+	return 0x1p-10 + 1e-5
+}
+
+const mmFloor = 0x1p-24
 
 // mmCase is one matrix product: W outs×cols of typ, batch rows of x.
 type mmCase struct {
@@ -54,11 +74,12 @@ func runMulMM(t *testing.T, c mmCase, w []byte, x []float32, o int) []float32 {
 	return got
 }
 
-// kernel_mul_mm_<type> against the float64 product of the dequantized
-// weights (quant.Dequantize, the CPU backend's formats) and x. The CPU
-// backend's own MatMul quantizes x to q8 for the quantized types, a larger
-// error than the kernel's; the encoder test compares with it. Tolerance:
-// mmTolerance·Σ|w·x| per output.
+// kernel_mul_mm_<type> against its twin, mmTwin on the dequantized weights
+// (quant.Dequantize, the CPU backend's formats) and x: equal bit for bit;
+// and both against the float64 product within mmTolerance·Σ|w·x| per
+// output (plus mmFloor·Σ(|w|+|x|)). The CPU backend's own MatMul quantizes x to q8 for the quantized
+// types, a larger error than the kernel's half; the encoder test compares
+// with it.
 func TestMulMM(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	var cases []mmCase
@@ -97,14 +118,19 @@ func TestMulMM(t *testing.T) {
 				for r := 0; r < c.rows; r++ {
 					xr := x[r*c.cols : (r+1)*c.cols]
 					for k := 0; k < c.outs; k++ {
-						var want, sumAbs float64
+						var want, sumAbs, sumOps float64
 						for j, v := range wf[k*c.cols : (k+1)*c.cols] {
 							p := float64(v) * float64(xr[j])
 							want += p
 							sumAbs += math.Abs(p)
+							sumOps += math.Abs(float64(v)) + math.Abs(float64(xr[j]))
 						}
-						tol := mmTolerance(c.typ) * sumAbs
-						e := math.Abs(float64(got[r*c.outs+k]) - want)
+						g := got[r*c.outs+k]
+						if twin := mmTwin(wf[k*c.cols:(k+1)*c.cols], xr); math.Float32bits(g) != math.Float32bits(twin) {
+							t.Fatalf("row %d output %d: %v, twin %v", r, k, g, twin)
+						}
+						tol := mmTolerance(c.typ)*sumAbs + mmFloor*sumOps
+						e := math.Abs(float64(g) - want)
 						worst[c.typ] = math.Max(worst[c.typ], e/tol)
 						if !(e <= tol) {
 							t.Fatalf("row %d output %d: %v, want %v (error %.3g > %.3g)", r, k, got[r*c.outs+k], want, e, tol)
