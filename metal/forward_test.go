@@ -14,6 +14,7 @@ import (
 	"nibble/engine"
 	"nibble/engine/backend"
 	"nibble/engine/cpu"
+	"nibble/engine/ggml"
 	"nibble/engine/half"
 	"nibble/engine/kv"
 	"nibble/engine/model"
@@ -111,11 +112,14 @@ type exactCPU struct {
 }
 
 // mulMMRounds reports whether the Metal encoder gives a product of rows
-// batch rows over cols columns to the mat-mat kernel, whose tiles hold the
-// weights and activations as half: the encoder's mulMMMinRows (8) rows and
-// more, whole 32-column steps (encoder.TestEncoderMatMulChoice checks the
-// choice there).
-func mulMMRounds(rows, cols int) bool { return rows >= 8 && cols%32 == 0 }
+// batch rows over cols columns of weights of type t to the mat-mat kernel
+// with tiles that hold the weights and activations as half: the encoder's
+// mulMMMinRows (8) rows and more, whole 32-column steps
+// (encoder.TestEncoderMatMulChoice checks the choice there), any type but
+// F32 (whose tiles stay float).
+func mulMMRounds(t ggml.Type, rows, cols int) bool {
+	return t != ggml.F32 && rows >= 8 && cols%32 == 0
+}
 
 // dequantized returns w's dequantized weights, rounded to half if toHalf.
 func (e *exactCPU) dequantized(w backend.Weight, toHalf bool) []float32 {
@@ -171,7 +175,7 @@ func (e *exactCPU) MapWeights(region []byte, ds []backend.WeightDesc) (backend.M
 
 func (e *exactCPU) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor, rows int) {
 	d := w.Desc()
-	toHalf := mulMMRounds(rows, d.Cols)
+	toHalf := mulMMRounds(d.Type, rows, d.Cols)
 	deq := e.dequantized(w, toHalf)
 	out, xs := dst.(*cpu.Tensor).D, halfRows(x.(*cpu.Tensor).D[:rows*d.Cols], toHalf)
 	var wg sync.WaitGroup

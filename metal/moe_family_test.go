@@ -22,7 +22,7 @@ import (
 // mat-mat kernel of batches).
 func (e *exactCPU) MatMulID(dst backend.Tensor, w backend.Weight, experts int, x, ids backend.Tensor, rows, k int, xPerSlot bool) {
 	d := w.Desc()
-	toHalf := mulMMRounds(rows, d.Cols)
+	toHalf := mulMMRounds(d.Type, rows, d.Cols)
 	deq := e.dequantized(w, toHalf)
 	xrows := rows
 	if xPerSlot {

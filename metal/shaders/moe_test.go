@@ -183,7 +183,7 @@ func randomIDs(r *rand.Rand, rows, k, experts, hot int) []float32 {
 // matMulIDRef is the float64 product W_e·x for every slot (the MatMulID
 // contract), Σ|w·x| per output and mul_mm_id's twin (mmTwin) with
 // Σ(|w|+|x|) (for mmFloor).
-func matMulIDRef(wf, x, ids []float32, outs, cols, k int, perSlot bool) (want, scale []float64, twin []float32, ops []float64) {
+func matMulIDRef(typ ggml.Type, wf, x, ids []float32, outs, cols, k int, perSlot bool) (want, scale []float64, twin []float32, ops []float64) {
 	slots := len(ids)
 	want, scale, twin = make([]float64, slots*outs), make([]float64, slots*outs), make([]float32, slots*outs)
 	ops = make([]float64, slots*outs)
@@ -203,7 +203,7 @@ func matMulIDRef(wf, x, ids []float32, outs, cols, k int, perSlot bool) (want, s
 				ops[s*outs+o] += math.Abs(float64(w)) + math.Abs(float64(xv[c]))
 			}
 			want[s*outs+o], scale[s*outs+o] = sum, a
-			twin[s*outs+o] = mmTwin(wf[(e*outs+o)*cols:(e*outs+o+1)*cols], xv)
+			twin[s*outs+o] = mmTwin(typ, wf[(e*outs+o)*cols:(e*outs+o+1)*cols], xv)
 		}
 	}
 	return want, scale, twin, ops
@@ -273,7 +273,7 @@ func TestMulMVID(t *testing.T) {
 		for _, c := range cases {
 			w, wf, x, ids := c.data(r)
 			dequantize(t, typ, wf, w)
-			want, scale, _, _ := matMulIDRef(wf, x, ids, c.outs, c.cols, c.k, c.perSlot)
+			want, scale, _, _ := matMulIDRef(typ, wf, x, ids, c.outs, c.cols, c.k, c.perSlot)
 			slots := c.rows * c.k
 			for _, o := range orders {
 				t.Run(c.String()+"_"+o.String(), func(t *testing.T) {
@@ -334,7 +334,7 @@ func TestMulMMID(t *testing.T) {
 		for _, c := range cases {
 			w, wf, x, ids := c.data(r)
 			dequantize(t, typ, wf, w)
-			want, scale, twin, ops := matMulIDRef(wf, x, ids, c.outs, c.cols, c.k, c.perSlot)
+			want, scale, twin, ops := matMulIDRef(typ, wf, x, ids, c.outs, c.cols, c.k, c.perSlot)
 			for i := range scale {
 				scale[i] += mmFloor / mmTolerance(typ) * ops[i]
 			}

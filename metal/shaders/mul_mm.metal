@@ -5,23 +5,24 @@
 // Tiling (the design of llama.cpp's kernel_mul_mm): a threadgroup of 128
 // threads (4 simdgroups) computes a tile of 64 outputs × 32 batch rows. For
 // each step of 32 columns it dequantizes the 64×32 tile of W into
-// threadgroup memory as half and copies the 32×32 tile of x as half, as
-// llama.cpp's Metal kernel does in its recent versions: the matrix units
-// multiply half operands at full rate (the H200's tensor cores through the
-// CUDA shim; float 8×8 products have no such path), and half×half is exact
-// in float, so only the two roundings to half are new error (2^-11 of each
-// weight and activation, finer than the CPU's q8 activations). A weight or
-// activation beyond half's range (65504) becomes infinite, as in llama.cpp.
-// Both tiles are stored column-major ([k][o], [k][r]). Each simdgroup
-// multiplies them with the matrix units: its 16 rows × 32 outputs are 2×4
-// simdgroup_float8x8 accumulators, and each 8 columns it loads 2
-// simdgroup_half8x8 blocks of x (transposed from [k][r]) and 4 of W^T
-// ([k][o] as it is) and runs 8 simdgroup_multiply_accumulate. Their fma
-// chain over k (metal/README.md, "Simdgroup matrices") makes every output
-// the float sum, in order over c, of the exact products of the half
-// operands: the Go twins compute exactly that. At the end the accumulators
-// go through threadgroup memory to dst (only the rows and outputs inside
-// it).
+// threadgroup memory as half and copies the 32×32 tile of x as half (F32
+// weights excepted: their tiles stay float, as the backend contract holds
+// F32 products to float accuracy), as llama.cpp's Metal kernel does in its
+// recent versions: the matrix units multiply half operands at full rate (the
+// H200's tensor cores through the CUDA shim; float 8×8 products have no such
+// path), and half×half is exact in float, so only the two roundings to half
+// are new error (2^-11 of each weight and activation, finer than the CPU's
+// q8 activations). A weight or activation beyond half's range (65504)
+// becomes infinite, as in llama.cpp. Both tiles are stored column-major
+// ([k][o], [k][r]). Each simdgroup multiplies them with the matrix units:
+// its 16 rows × 32 outputs are 2×4 simdgroup_float8x8 accumulators, and each
+// 8 columns it loads 2 simdgroup_half8x8 blocks of x (transposed from
+// [k][r]) and 4 of W^T ([k][o] as it is) and runs 8
+// simdgroup_multiply_accumulate. Their fma chain over k (metal/README.md,
+// "Simdgroup matrices") makes every output the float sum, in order over c,
+// of the exact products of the half operands: the Go twins compute exactly
+// that. At the end the accumulators go through threadgroup memory to dst
+// (only the rows and outputs inside it).
 //
 // Grid: (ceil(rows/32), ceil(W rows/64)), 128 threads. Consecutive
 // threadgroups share a W tile (read from cache after the first), as W is
@@ -52,17 +53,23 @@ constant constexpr short MM_SX = MM_NR + MM_PAD; // row stride of the x tile
 // The load and compute mappings below assume these.
 static_assert(MM_THREADS == 2*MM_NO && MM_THREADS == MM_NR*MM_NK/8 && MM_THREADS/32 == (MM_NR/16)*(MM_NO/32), "mul_mm tiling");
 
+// The tiles' vector and 4x4 types for their element type.
+template <typename T> struct mm_types;
+template <> struct mm_types<half>  { typedef half4  t4; typedef half4x4  t4x4; };
+template <> struct mm_types<float> { typedef float4 t4; typedef float4x4 t4x4; };
+
 // mm_tile computes one threadgroup's tile into so ([r][o], MM_NR×MM_NO
 // floats): so[r][o] = Σ_c W[o0 + o][c]·x[r0 + r][c] over cols columns. The
 // thread loads 16 columns (chunk lh) of its W row, wrow (w_in false: past
 // the last output, zeros), and 8 columns (from lk) of its x row, xrow
 // (x_in false: zeros). Simdgroup sg computes rows 16·(sg/2).. and outputs
 // 32·(sg%2)... B is the weight format's block (common.metal's weight_traits
-// give its dequantizer). so is complete for every thread when it returns.
-template <typename B>
+// give its dequantizer), T the tiles' element type (half; float for F32).
+// so is complete for every thread when it returns.
+template <typename B, typename T>
 inline void mm_tile(
-        threadgroup half  * sw, // [k][o], MM_NK·MM_SW
-        threadgroup half  * sx, // [k][r], MM_NK·MM_SX
+        threadgroup T     * sw, // [k][o], MM_NK·MM_SW
+        threadgroup T     * sx, // [k][r], MM_NK·MM_SX
         threadgroup float * so, // [r][o], MM_NR·MM_NO
         uint cols,
         device const B      * wrow, bool w_in,
@@ -86,21 +93,21 @@ inline void mm_tile(
         // Load the tiles. Chunk c of the row is 16 columns from k0 + 16·lh.
         {
             const uint c = k0/16 + lh;
-            half4x4 t;
+            typename mm_types<T>::t4x4 t;
             if (w_in) {
                 weight_traits<B>::dequant16(wrow + c/NL, (short) (c%NL), t);
             } else {
-                t = half4x4(0);
+                t = typename mm_types<T>::t4x4(0);
             }
             for (short i = 0; i < 16; ++i) {
                 sw[(lh*16 + i)*MM_SW + lo] = t[i/4][i%4];
             }
         }
         {
-            half4 a = half4(0.0f), b = half4(0.0f);
+            typename mm_types<T>::t4 a = 0.0f, b = 0.0f;
             if (x_in) {
-                a = half4(xrow[(k0 + lk)/4]);
-                b = half4(xrow[(k0 + lk)/4 + 1]);
+                a = typename mm_types<T>::t4(xrow[(k0 + lk)/4]);
+                b = typename mm_types<T>::t4(xrow[(k0 + lk)/4 + 1]);
             }
             for (short i = 0; i < 4; ++i) {
                 sx[(lk + i)*MM_SX + lr]     = a[i];
@@ -110,8 +117,8 @@ inline void mm_tile(
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         for (short k = 0; k < MM_NK; k += 8) {
-            simdgroup_half8x8 mx[2]; // x[r][k]: the [k][r] tile transposed
-            simdgroup_half8x8 mw[4]; // W^T[k][o]
+            simdgroup_matrix<T, 8, 8> mx[2]; // x[r][k]: the [k][r] tile transposed
+            simdgroup_matrix<T, 8, 8> mw[4]; // W^T[k][o]
             for (short i = 0; i < 2; ++i) {
                 simdgroup_load(mx[i], sx + k*MM_SX + mr + 8*i, MM_SX, 0, true);
             }
@@ -135,7 +142,7 @@ inline void mm_tile(
     threadgroup_barrier(mem_flags::mem_threadgroup);
 }
 
-template <typename B>
+template <typename B, typename T>
 kernel void kernel_mul_mm(
         constant mul_mm_args & args [[buffer(0)]],
         device const char    * w    [[buffer(1)]],
@@ -144,8 +151,8 @@ kernel void kernel_mul_mm(
         uint3  tg  [[threadgroup_position_in_grid]],
         ushort tid [[thread_index_in_threadgroup]],
         ushort sg  [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half  sw[MM_NK*MM_SW]; // [k][o]
-    threadgroup half  sx[MM_NK*MM_SX]; // [k][r]
+    threadgroup T     sw[MM_NK*MM_SW]; // [k][o]
+    threadgroup T     sx[MM_NK*MM_SX]; // [k][r]
     threadgroup float so[MM_NR*MM_NO]; // [r][o]
 
     const uint r0 = tg.x*MM_NR;
@@ -161,7 +168,7 @@ kernel void kernel_mul_mm(
     device const B      * wrow = (device const B      *) (w + (ulong) (w_in ? o0 + lo : 0)*args.w_stride);
     device const float4 * xrow = (device const float4 *) (x + (ulong) (x_in ? r0 + lr : 0)*args.x_stride);
 
-    mm_tile<B>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
+    mm_tile<B, T>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
 
     // Consecutive threads write consecutive outputs of a row.
     for (short i = 0; i < MM_NR*MM_NO/MM_THREADS; ++i) {
@@ -174,22 +181,22 @@ kernel void kernel_mul_mm(
     }
 }
 
-typedef decltype(kernel_mul_mm<block_f16>) mul_mm_t;
+typedef decltype(kernel_mul_mm<block_f16, half>) mul_mm_t;
 
-template [[host_name("kernel_mul_mm_f32")]]  kernel mul_mm_t kernel_mul_mm<block_f32>;
-template [[host_name("kernel_mul_mm_f16")]]  kernel mul_mm_t kernel_mul_mm<block_f16>;
-template [[host_name("kernel_mul_mm_bf16")]] kernel mul_mm_t kernel_mul_mm<block_bf16>;
-template [[host_name("kernel_mul_mm_q4_0")]] kernel mul_mm_t kernel_mul_mm<block_q4_0>;
-template [[host_name("kernel_mul_mm_q4_1")]] kernel mul_mm_t kernel_mul_mm<block_q4_1>;
-template [[host_name("kernel_mul_mm_q5_0")]] kernel mul_mm_t kernel_mul_mm<block_q5_0>;
-template [[host_name("kernel_mul_mm_q5_1")]] kernel mul_mm_t kernel_mul_mm<block_q5_1>;
-template [[host_name("kernel_mul_mm_q8_0")]] kernel mul_mm_t kernel_mul_mm<block_q8_0>;
-template [[host_name("kernel_mul_mm_mxfp4")]] kernel mul_mm_t kernel_mul_mm<block_mxfp4>;
-template [[host_name("kernel_mul_mm_q2_k")]] kernel mul_mm_t kernel_mul_mm<block_q2_k>;
-template [[host_name("kernel_mul_mm_q3_k")]] kernel mul_mm_t kernel_mul_mm<block_q3_k>;
-template [[host_name("kernel_mul_mm_q4_k")]] kernel mul_mm_t kernel_mul_mm<block_q4_k>;
-template [[host_name("kernel_mul_mm_q5_k")]] kernel mul_mm_t kernel_mul_mm<block_q5_k>;
-template [[host_name("kernel_mul_mm_q6_k")]] kernel mul_mm_t kernel_mul_mm<block_q6_k>;
+template [[host_name("kernel_mul_mm_f32")]]  kernel mul_mm_t kernel_mul_mm<block_f32, float>;
+template [[host_name("kernel_mul_mm_f16")]]  kernel mul_mm_t kernel_mul_mm<block_f16, half>;
+template [[host_name("kernel_mul_mm_bf16")]] kernel mul_mm_t kernel_mul_mm<block_bf16, half>;
+template [[host_name("kernel_mul_mm_q4_0")]] kernel mul_mm_t kernel_mul_mm<block_q4_0, half>;
+template [[host_name("kernel_mul_mm_q4_1")]] kernel mul_mm_t kernel_mul_mm<block_q4_1, half>;
+template [[host_name("kernel_mul_mm_q5_0")]] kernel mul_mm_t kernel_mul_mm<block_q5_0, half>;
+template [[host_name("kernel_mul_mm_q5_1")]] kernel mul_mm_t kernel_mul_mm<block_q5_1, half>;
+template [[host_name("kernel_mul_mm_q8_0")]] kernel mul_mm_t kernel_mul_mm<block_q8_0, half>;
+template [[host_name("kernel_mul_mm_mxfp4")]] kernel mul_mm_t kernel_mul_mm<block_mxfp4, half>;
+template [[host_name("kernel_mul_mm_q2_k")]] kernel mul_mm_t kernel_mul_mm<block_q2_k, half>;
+template [[host_name("kernel_mul_mm_q3_k")]] kernel mul_mm_t kernel_mul_mm<block_q3_k, half>;
+template [[host_name("kernel_mul_mm_q4_k")]] kernel mul_mm_t kernel_mul_mm<block_q4_k, half>;
+template [[host_name("kernel_mul_mm_q5_k")]] kernel mul_mm_t kernel_mul_mm<block_q5_k, half>;
+template [[host_name("kernel_mul_mm_q6_k")]] kernel mul_mm_t kernel_mul_mm<block_q6_k, half>;
 
 // The mixture-of-experts mat-mat product of a prefill batch, grouped by
 // expert so that each chosen expert's weights are read once per batch (per
@@ -247,7 +254,7 @@ struct mul_mm_id_args {
     uint  d_stride;      // bytes between rows of dst (one per slot)
 };
 
-template <typename B>
+template <typename B, typename T>
 kernel void kernel_mul_mm_id(
         constant mul_mm_id_args & args  [[buffer(0)]],
         device const char       * w     [[buffer(1)]],
@@ -258,8 +265,8 @@ kernel void kernel_mul_mm_id(
         uint3  tg  [[threadgroup_position_in_grid]],
         ushort tid [[thread_index_in_threadgroup]],
         ushort sg  [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half  sw[MM_NK*MM_SW]; // [k][o]
-    threadgroup half  sx[MM_NK*MM_SX]; // [k][r]
+    threadgroup T     sw[MM_NK*MM_SW]; // [k][o]
+    threadgroup T     sx[MM_NK*MM_SX]; // [k][r]
     threadgroup float so[MM_NR*MM_NO]; // [r][o]
 
     const uint e  = tg.z;
@@ -279,7 +286,7 @@ kernel void kernel_mul_mm_id(
     device const B      * wrow = (device const B      *) (w + (ulong) e*args.expert_stride + (ulong) (w_in ? o0 + lo : 0)*args.w_stride);
     device const float4 * xrow = (device const float4 *) (x + (ulong) (args.x_per_slot ? s : s/args.k)*args.x_stride);
 
-    mm_tile<B>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
+    mm_tile<B, T>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
 
     for (short i = 0; i < MM_NR*MM_NO/MM_THREADS; ++i) {
         const short t = i*MM_THREADS + tid;
@@ -291,19 +298,19 @@ kernel void kernel_mul_mm_id(
     }
 }
 
-typedef decltype(kernel_mul_mm_id<block_f16>) mul_mm_id_t;
+typedef decltype(kernel_mul_mm_id<block_f16, half>) mul_mm_id_t;
 
-template [[host_name("kernel_mul_mm_id_f32")]]   kernel mul_mm_id_t kernel_mul_mm_id<block_f32>;
-template [[host_name("kernel_mul_mm_id_f16")]]   kernel mul_mm_id_t kernel_mul_mm_id<block_f16>;
-template [[host_name("kernel_mul_mm_id_bf16")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_bf16>;
-template [[host_name("kernel_mul_mm_id_q4_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_0>;
-template [[host_name("kernel_mul_mm_id_q4_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_1>;
-template [[host_name("kernel_mul_mm_id_q5_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_0>;
-template [[host_name("kernel_mul_mm_id_q5_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_1>;
-template [[host_name("kernel_mul_mm_id_q8_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q8_0>;
-template [[host_name("kernel_mul_mm_id_mxfp4")]] kernel mul_mm_id_t kernel_mul_mm_id<block_mxfp4>;
-template [[host_name("kernel_mul_mm_id_q2_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q2_k>;
-template [[host_name("kernel_mul_mm_id_q3_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q3_k>;
-template [[host_name("kernel_mul_mm_id_q4_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_k>;
-template [[host_name("kernel_mul_mm_id_q5_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_k>;
-template [[host_name("kernel_mul_mm_id_q6_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q6_k>;
+template [[host_name("kernel_mul_mm_id_f32")]]   kernel mul_mm_id_t kernel_mul_mm_id<block_f32, float>;
+template [[host_name("kernel_mul_mm_id_f16")]]   kernel mul_mm_id_t kernel_mul_mm_id<block_f16, half>;
+template [[host_name("kernel_mul_mm_id_bf16")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_bf16, half>;
+template [[host_name("kernel_mul_mm_id_q4_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_0, half>;
+template [[host_name("kernel_mul_mm_id_q4_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_1, half>;
+template [[host_name("kernel_mul_mm_id_q5_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_0, half>;
+template [[host_name("kernel_mul_mm_id_q5_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_1, half>;
+template [[host_name("kernel_mul_mm_id_q8_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q8_0, half>;
+template [[host_name("kernel_mul_mm_id_mxfp4")]] kernel mul_mm_id_t kernel_mul_mm_id<block_mxfp4, half>;
+template [[host_name("kernel_mul_mm_id_q2_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q2_k, half>;
+template [[host_name("kernel_mul_mm_id_q3_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q3_k, half>;
+template [[host_name("kernel_mul_mm_id_q4_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_k, half>;
+template [[host_name("kernel_mul_mm_id_q5_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_k, half>;
+template [[host_name("kernel_mul_mm_id_q6_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q6_k, half>;
