@@ -14,23 +14,21 @@ import (
 	"nibble/engine/ggml"
 	"nibble/engine/kv"
 	"nibble/engine/numeric"
-	"nibble/engine/quant"
 	"nibble/engine/synth"
 )
 
-// MatMulID in float64 over the dequantized experts and the float
-// activations, as exactCPU's MatMul (the Metal _id kernels read floats).
+// MatMulID in float64 over the dequantized experts and the activations as
+// the Metal _id kernels read them, as exactCPU's MatMul (half in the
+// mat-mat kernel of batches).
 func (e *exactCPU) MatMulID(dst backend.Tensor, w backend.Weight, experts int, x, ids backend.Tensor, rows, k int, xPerSlot bool) {
 	d := w.Desc()
-	deq, ok := e.deq[w]
-	if !ok {
-		deq = make([]float32, d.Rows*d.Cols)
-		if err := quant.Dequantize(d.Type, deq, e.data[w]); err != nil {
-			panic(err)
-		}
-		e.deq[w] = deq
+	toHalf := mulMMRounds(d.Type, rows, d.Cols)
+	deq := e.dequantized(w, toHalf)
+	xrows := rows
+	if xPerSlot {
+		xrows = rows * k
 	}
-	out, xs, id := dst.(*cpu.Tensor).D, x.(*cpu.Tensor).D, ids.(*cpu.Tensor).D
+	out, xs, id := dst.(*cpu.Tensor).D, halfRows(x.(*cpu.Tensor).D[:xrows*d.Cols], toHalf), ids.(*cpu.Tensor).D
 	per := d.Rows / experts
 	for s := 0; s < rows*k; s++ {
 		xr := s / k

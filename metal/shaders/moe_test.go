@@ -181,10 +181,12 @@ func randomIDs(r *rand.Rand, rows, k, experts, hot int) []float32 {
 }
 
 // matMulIDRef is the float64 product W_e·x for every slot (the MatMulID
-// contract) and Σ|w·x| per output.
-func matMulIDRef(wf, x, ids []float32, outs, cols, k int, perSlot bool) (want, scale []float64) {
+// contract), Σ|w·x| per output and mul_mm_id's twin (mmTwin) with
+// Σ(|w|+|x|) (for mmFloor).
+func matMulIDRef(typ ggml.Type, wf, x, ids []float32, outs, cols, k int, perSlot bool) (want, scale []float64, twin []float32, ops []float64) {
 	slots := len(ids)
-	want, scale = make([]float64, slots*outs), make([]float64, slots*outs)
+	want, scale, twin = make([]float64, slots*outs), make([]float64, slots*outs), make([]float32, slots*outs)
+	ops = make([]float64, slots*outs)
 	for s := 0; s < slots; s++ {
 		xr := s / k
 		if perSlot {
@@ -198,11 +200,13 @@ func matMulIDRef(wf, x, ids []float32, outs, cols, k int, perSlot bool) (want, s
 				p := float64(w) * float64(xv[c])
 				sum += p
 				a += math.Abs(p)
+				ops[s*outs+o] += math.Abs(float64(w)) + math.Abs(float64(xv[c]))
 			}
 			want[s*outs+o], scale[s*outs+o] = sum, a
+			twin[s*outs+o] = mmTwin(typ, wf[(e*outs+o)*cols:(e*outs+o+1)*cols], xv)
 		}
 	}
-	return want, scale
+	return want, scale, twin, ops
 }
 
 // idCase is one expert matmul: experts matrices of outs×cols, rows rows of
@@ -270,7 +274,7 @@ func TestMulMVID(t *testing.T) {
 		for _, c := range cases {
 			w, wf, x, ids := c.data(r)
 			dequantize(t, typ, wf, w)
-			want, scale := matMulIDRef(wf, x, ids, c.outs, c.cols, c.k, c.perSlot)
+			want, scale, _, _ := matMulIDRef(typ, wf, x, ids, c.outs, c.cols, c.k, c.perSlot)
 			slots := c.rows * c.k
 			// 8 cores: the type's sets and rows; 1000: split where the
 			// row's chunks allow.
@@ -315,8 +319,10 @@ func mapTwin(ids []float32, experts int) [][]uint32 {
 }
 
 // kernel_mul_mm_id_map_f32 and kernel_mul_mm_id_<type> for every weight
-// type: the map's lists against mapTwin exactly, the products against the
-// float64 reference within mul_mm's tolerance, 1e-5·Σ|w·x|. An expert in
+// type: the map's lists against mapTwin exactly, the products against
+// mmTwin bit for bit and the float64 reference within mul_mm's tolerance
+// (mmTolerance·Σ|w·x| + mmFloor·Σ(|w|+|x|): the operands are rounded to
+// half). An expert in
 // every row of a 40-row batch has two tiles of slots; most experts have
 // none.
 func TestMulMMID(t *testing.T) {
@@ -335,7 +341,10 @@ func TestMulMMID(t *testing.T) {
 		for _, c := range cases {
 			w, wf, x, ids := c.data(r)
 			dequantize(t, typ, wf, w)
-			want, scale := matMulIDRef(wf, x, ids, c.outs, c.cols, c.k, c.perSlot)
+			want, scale, twin, ops := matMulIDRef(typ, wf, x, ids, c.outs, c.cols, c.k, c.perSlot)
+			for i := range scale {
+				scale[i] += mmFloor / mmTolerance(typ) * ops[i]
+			}
 			lists := mapTwin(ids, c.experts)
 			slots := c.rows * c.k
 			for _, o := range orders {
@@ -373,7 +382,14 @@ func TestMulMMID(t *testing.T) {
 							t.Fatalf("expert %d: slots %v, want %v", e, got, want)
 						}
 					}
-					worst = max(worst, checkID(t, dst.Bytes(), dStride, c.outs, want, scale, 1e-5))
+					for s := 0; s < slots; s++ {
+						for o, v := range f32s(dst.Bytes()[s*dStride : s*dStride+4*c.outs]) {
+							if math.Float32bits(v) != math.Float32bits(twin[s*c.outs+o]) {
+								t.Fatalf("slot %d output %d: %v, twin %v", s, o, v, twin[s*c.outs+o])
+							}
+						}
+					}
+					worst = max(worst, checkID(t, dst.Bytes(), dStride, c.outs, want, scale, mmTolerance(typ)))
 				})
 			}
 		}

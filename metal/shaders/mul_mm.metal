@@ -2,19 +2,27 @@
 // o < W's rows (mat-mat, prefill batches). W is in its GGUF type, x and dst
 // are f32.
 //
-// Tiling (the design of llama.cpp's kernel_mul_mm, with plain per-thread
-// accumulators): a threadgroup of 128 threads computes a tile of 64 outputs
-// × 32 batch rows. For each step of 32 columns it dequantizes the 64×32 tile
-// of W into threadgroup memory (half for F16, which is exact there; float
-// for every other type: a dequantized code d·q needs more than half's 11
-// bits, and rounding it cost 2e-4 of each product), copies the 32×32 tile of x (float: activations can exceed
-// half's range), and each thread accumulates a 4×4 block of dst in
-// registers from the two tiles. Both tiles are stored column-major ([k][o],
-// [k][r]) so that the inner loop reads one 4-vector of each per column.
-//
-// simdgroup_matrix (8×8 tiles multiplied by the simdgroup) is the faster
-// path on Apple GPUs; the emulator does not have it yet, so that is for the
-// darwin layer's tuning later. This kernel is the portable one.
+// Tiling (the design of llama.cpp's kernel_mul_mm): a threadgroup of 128
+// threads (4 simdgroups) computes a tile of 64 outputs × 32 batch rows. For
+// each step of 32 columns it dequantizes the 64×32 tile of W into
+// threadgroup memory as half and copies the 32×32 tile of x as half (F32
+// weights excepted: their tiles stay float, as the backend contract holds
+// F32 products to float accuracy), as llama.cpp's Metal kernel does in its
+// recent versions: the matrix units multiply half operands at full rate (the
+// H200's tensor cores through the CUDA shim; float 8×8 products have no such
+// path), and half×half is exact in float, so only the two roundings to half
+// are new error (2^-11 of each weight and activation, finer than the CPU's
+// q8 activations). A weight or activation beyond half's range (65504)
+// becomes infinite, as in llama.cpp. Both tiles are stored column-major
+// ([k][o], [k][r]). Each simdgroup multiplies them with the matrix units:
+// its 16 rows × 32 outputs are 2×4 simdgroup_float8x8 accumulators, and each
+// 8 columns it loads 2 simdgroup_half8x8 blocks of x (transposed from
+// [k][r]) and 4 of W^T ([k][o] as it is) and runs 8
+// simdgroup_multiply_accumulate. Their fma chain over k (metal/README.md,
+// "Simdgroup matrices") makes every output the float sum, in order over c,
+// of the exact products of the half operands: the Go twins compute exactly
+// that. At the end the accumulators go through threadgroup memory to dst
+// (only the rows and outputs inside it).
 //
 // Grid: (ceil(rows/32), ceil(W rows/64)), 128 threads. Consecutive
 // threadgroups share a W tile (read from cache after the first), as W is
@@ -36,92 +44,116 @@ constant constexpr short MM_NO = 64;  // outputs (W rows) per threadgroup
 constant constexpr short MM_NR = 32;  // batch rows per threadgroup
 constant constexpr short MM_NK = 32;  // columns per step
 constant constexpr short MM_THREADS = 128;
+// Elements of padding after each k row of the W and x tiles: with it the
+// 8×8 loads of a simdgroup spread over the threadgroup memory banks.
+constant constexpr short MM_PAD = 8;
+constant constexpr short MM_SW = MM_NO + MM_PAD; // row stride of the W tile
+constant constexpr short MM_SX = MM_NR + MM_PAD; // row stride of the x tile
 
 // The load and compute mappings below assume these.
-static_assert(MM_THREADS == 2*MM_NO && MM_THREADS == MM_NR*MM_NK/8 && MM_THREADS == (MM_NO/4)*(MM_NR/4), "mul_mm tiling");
+static_assert(MM_THREADS == 2*MM_NO && MM_THREADS == MM_NR*MM_NK/8 && MM_THREADS/32 == (MM_NR/16)*(MM_NO/32), "mul_mm tiling");
 
-// mm_tile accumulates one threadgroup's tile: acc[i][j] (this thread's
-// 4×4 block) = Σ_c W[o0 + co + j][c]·x[cr + i][c], over cols columns. The
+// The tiles' vector and 4x4 types for their element type.
+template <typename T> struct mm_types;
+template <> struct mm_types<half>  { typedef half4  t4; typedef half4x4  t4x4; };
+template <> struct mm_types<float> { typedef float4 t4; typedef float4x4 t4x4; };
+
+// mm_tile computes one threadgroup's tile into so ([r][o], MM_NR×MM_NO
+// floats): so[r][o] = Σ_c W[o0 + o][c]·x[r0 + r][c] over cols columns. The
 // thread loads 16 columns (chunk lh) of its W row, wrow (w_in false: past
 // the last output, zeros), and 8 columns (from lk) of its x row, xrow
-// (x_in false: zeros). TW is the threadgroup element type of the W tile
-// (half for F16, float otherwise), TW4x4 its 4x4 matrix, B the weight
-// format's block (common.metal's weight_traits give its dequantizer).
-template <typename TW, typename TW4x4, typename B>
+// (x_in false: zeros). Simdgroup sg computes rows 16·(sg/2).. and outputs
+// 32·(sg%2)... B is the weight format's block (common.metal's weight_traits
+// give its dequantizer), T the tiles' element type (half; float for F32).
+// so is complete for every thread when it returns.
+template <typename B, typename T>
 inline void mm_tile(
-        threadgroup TW    * sw, // [k][o], MM_NK·MM_NO
-        threadgroup float * sx, // [k][r], MM_NK·MM_NR
+        threadgroup T     * sw, // [k][o], MM_NK·MM_SW
+        threadgroup T     * sx, // [k][r], MM_NK·MM_SX
+        threadgroup float * so, // [r][o], MM_NR·MM_NO
         uint cols,
         device const B      * wrow, bool w_in,
         device const float4 * xrow, bool x_in,
-        ushort tid,
-        thread float * acc) {   // [4][4]: rows cr..cr+3, outputs co..co+3
+        ushort tid, ushort sg) {
     const short lo = tid % MM_NO;
     const short lh = tid / MM_NO;            // 0, 1
     const short lr = tid % MM_NR;
     const short lk = (tid / MM_NR) * 8;      // 0, 8, 16, 24
-    const short co = (tid % (MM_NO/4)) * 4;
-    const short cr = (tid / (MM_NO/4)) * 4;
+    const short mr = (sg / 2) * 16;          // this simdgroup's rows
+    const short mo = (sg % 2) * 32;          // and outputs
 
     constexpr short NL = weight_traits<B>::nl;
 
-    for (short i = 0; i < 16; ++i) {
-        acc[i] = 0.0f;
+    simdgroup_float8x8 mc[8];                // [2 row blocks][4 output blocks]
+    for (short i = 0; i < 8; ++i) {
+        mc[i] = make_filled_simdgroup_matrix<float, 8>(0.0f);
     }
 
     for (uint k0 = 0; k0 < cols; k0 += MM_NK) {
         // Load the tiles. Chunk c of the row is 16 columns from k0 + 16·lh.
         {
             const uint c = k0/16 + lh;
-            TW4x4 t;
+            typename mm_types<T>::t4x4 t;
             if (w_in) {
                 weight_traits<B>::dequant16(wrow + c/NL, (short) (c%NL), t);
             } else {
-                t = TW4x4(0);
+                t = typename mm_types<T>::t4x4(0);
             }
             for (short i = 0; i < 16; ++i) {
-                sw[(lh*16 + i)*MM_NO + lo] = t[i/4][i%4];
+                sw[(lh*16 + i)*MM_SW + lo] = t[i/4][i%4];
             }
         }
         {
-            float4 a = 0.f, b = 0.f;
+            typename mm_types<T>::t4 a = 0.0f, b = 0.0f;
             if (x_in) {
-                a = xrow[(k0 + lk)/4];
-                b = xrow[(k0 + lk)/4 + 1];
+                a = typename mm_types<T>::t4(xrow[(k0 + lk)/4]);
+                b = typename mm_types<T>::t4(xrow[(k0 + lk)/4 + 1]);
             }
             for (short i = 0; i < 4; ++i) {
-                sx[(lk + i)*MM_NR + lr]     = a[i];
-                sx[(lk + 4 + i)*MM_NR + lr] = b[i];
+                sx[(lk + i)*MM_SX + lr]     = a[i];
+                sx[(lk + 4 + i)*MM_SX + lr] = b[i];
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
-        threadgroup const TW    * pw = sw + co;
-        threadgroup const float * px = sx + cr;
-        for (short k = 0; k < MM_NK; ++k) {
-            const float4 vw = float4(*(threadgroup const vec<TW, 4> *) (pw + k*MM_NO));
-            const float4 vx = *(threadgroup const float4 *) (px + k*MM_NR);
-            for (short i = 0; i < 4; ++i) {
+        for (short k = 0; k < MM_NK; k += 8) {
+            simdgroup_matrix<T, 8, 8> mx[2]; // x[r][k]: the [k][r] tile transposed
+            simdgroup_matrix<T, 8, 8> mw[4]; // W^T[k][o]
+            for (short i = 0; i < 2; ++i) {
+                simdgroup_load(mx[i], sx + k*MM_SX + mr + 8*i, MM_SX, 0, true);
+            }
+            for (short j = 0; j < 4; ++j) {
+                simdgroup_load(mw[j], sw + k*MM_SW + mo + 8*j, MM_SW);
+            }
+            for (short i = 0; i < 2; ++i) {
                 for (short j = 0; j < 4; ++j) {
-                    acc[4*i + j] = fma(vw[j], vx[i], acc[4*i + j]);
+                    simdgroup_multiply_accumulate(mc[4*i + j], mx[i], mw[j], mc[4*i + j]);
                 }
             }
         }
         // The next step overwrites the tiles.
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
+    for (short i = 0; i < 2; ++i) {
+        for (short j = 0; j < 4; ++j) {
+            simdgroup_store(mc[4*i + j], so + (mr + 8*i)*MM_NO + mo + 8*j, MM_NO);
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
 }
 
-template <typename TW, typename TW4x4, typename B>
+template <typename B, typename T>
 kernel void kernel_mul_mm(
         constant mul_mm_args & args [[buffer(0)]],
         device const char    * w    [[buffer(1)]],
         device const char    * x    [[buffer(2)]],
         device       char    * dst  [[buffer(3)]],
         uint3  tg  [[threadgroup_position_in_grid]],
-        ushort tid [[thread_index_in_threadgroup]]) {
-    threadgroup TW    sw[MM_NK*MM_NO]; // [k][o]
-    threadgroup float sx[MM_NK*MM_NR]; // [k][r]
+        ushort tid [[thread_index_in_threadgroup]],
+        ushort sg  [[simdgroup_index_in_threadgroup]]) {
+    threadgroup T     sw[MM_NK*MM_SW]; // [k][o]
+    threadgroup T     sx[MM_NK*MM_SX]; // [k][r]
+    threadgroup float so[MM_NR*MM_NO]; // [r][o]
 
     const uint r0 = tg.x*MM_NR;
     const uint o0 = tg.y*MM_NO;
@@ -136,44 +168,35 @@ kernel void kernel_mul_mm(
     device const B      * wrow = (device const B      *) (w + (ulong) (w_in ? o0 + lo : 0)*args.w_stride);
     device const float4 * xrow = (device const float4 *) (x + (ulong) (x_in ? r0 + lr : 0)*args.x_stride);
 
-    float acc[16];
-    mm_tile<TW, TW4x4, B>(sw, sx, args.cols, wrow, w_in, xrow, x_in, tid, acc);
+    mm_tile<B, T>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
 
-    // What this thread computed: outputs o0 + co..co+3 of rows r0 + cr..cr+3.
-    const short co = (tid % (MM_NO/4)) * 4;
-    const short cr = (tid / (MM_NO/4)) * 4;
-    for (short i = 0; i < 4; ++i) {
-        const uint r = r0 + cr + i;
-        if (r >= args.rows) {
-            break;
-        }
-        device float * d = (device float *) (dst + (ulong) r*args.d_stride);
-        for (short j = 0; j < 4; ++j) {
-            if (o0 + co + j < args.outs) {
-                d[o0 + co + j] = acc[4*i + j];
-            }
+    // Consecutive threads write consecutive outputs of a row.
+    for (short i = 0; i < MM_NR*MM_NO/MM_THREADS; ++i) {
+        const short t = i*MM_THREADS + tid;
+        const uint  r = r0 + t/MM_NO;
+        const uint  o = o0 + t%MM_NO;
+        if (r < args.rows && o < args.outs) {
+            ((device float *) (dst + (ulong) r*args.d_stride))[o] = so[t];
         }
     }
 }
 
-typedef decltype(kernel_mul_mm<half, half4x4, block_f16>) mul_mm_t;
+typedef decltype(kernel_mul_mm<block_f16, half>) mul_mm_t;
 
-// Only F16 weights are exact in a half tile; the rest keep float (8 KiB of
-// W tile instead of 4).
-template [[host_name("kernel_mul_mm_f32")]]  kernel mul_mm_t kernel_mul_mm<float, float4x4, block_f32>;
-template [[host_name("kernel_mul_mm_f16")]]  kernel mul_mm_t kernel_mul_mm<half,  half4x4,  block_f16>;
-template [[host_name("kernel_mul_mm_bf16")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_bf16>;
-template [[host_name("kernel_mul_mm_q4_0")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q4_0>;
-template [[host_name("kernel_mul_mm_q4_1")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q4_1>;
-template [[host_name("kernel_mul_mm_q5_0")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q5_0>;
-template [[host_name("kernel_mul_mm_q5_1")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q5_1>;
-template [[host_name("kernel_mul_mm_q8_0")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q8_0>;
-template [[host_name("kernel_mul_mm_mxfp4")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_mxfp4>;
-template [[host_name("kernel_mul_mm_q2_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q2_k>;
-template [[host_name("kernel_mul_mm_q3_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q3_k>;
-template [[host_name("kernel_mul_mm_q4_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q4_k>;
-template [[host_name("kernel_mul_mm_q5_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q5_k>;
-template [[host_name("kernel_mul_mm_q6_k")]] kernel mul_mm_t kernel_mul_mm<float, float4x4, block_q6_k>;
+template [[host_name("kernel_mul_mm_f32")]]  kernel mul_mm_t kernel_mul_mm<block_f32, float>;
+template [[host_name("kernel_mul_mm_f16")]]  kernel mul_mm_t kernel_mul_mm<block_f16, half>;
+template [[host_name("kernel_mul_mm_bf16")]] kernel mul_mm_t kernel_mul_mm<block_bf16, half>;
+template [[host_name("kernel_mul_mm_q4_0")]] kernel mul_mm_t kernel_mul_mm<block_q4_0, half>;
+template [[host_name("kernel_mul_mm_q4_1")]] kernel mul_mm_t kernel_mul_mm<block_q4_1, half>;
+template [[host_name("kernel_mul_mm_q5_0")]] kernel mul_mm_t kernel_mul_mm<block_q5_0, half>;
+template [[host_name("kernel_mul_mm_q5_1")]] kernel mul_mm_t kernel_mul_mm<block_q5_1, half>;
+template [[host_name("kernel_mul_mm_q8_0")]] kernel mul_mm_t kernel_mul_mm<block_q8_0, half>;
+template [[host_name("kernel_mul_mm_mxfp4")]] kernel mul_mm_t kernel_mul_mm<block_mxfp4, half>;
+template [[host_name("kernel_mul_mm_q2_k")]] kernel mul_mm_t kernel_mul_mm<block_q2_k, half>;
+template [[host_name("kernel_mul_mm_q3_k")]] kernel mul_mm_t kernel_mul_mm<block_q3_k, half>;
+template [[host_name("kernel_mul_mm_q4_k")]] kernel mul_mm_t kernel_mul_mm<block_q4_k, half>;
+template [[host_name("kernel_mul_mm_q5_k")]] kernel mul_mm_t kernel_mul_mm<block_q5_k, half>;
+template [[host_name("kernel_mul_mm_q6_k")]] kernel mul_mm_t kernel_mul_mm<block_q6_k, half>;
 
 // The mixture-of-experts mat-mat product of a prefill batch, grouped by
 // expert so that each chosen expert's weights are read once per batch (per
@@ -213,7 +236,8 @@ kernel void kernel_mul_mm_id_map_f32(
 }
 
 // kernel_mul_mm_id_<type>: dst[s] = W_e·x[s/k] (x_per_slot: x[s]) for the
-// slots the map listed for expert e (grid z), with kernel_mul_mm's tiles:
+// slots the map listed for expert e (grid z), with kernel_mul_mm's tiles
+// (mm_tile, the matrix units):
 // a threadgroup computes 64 outputs of 32 of the expert's slots; those
 // past its count return at once (uniformly: the whole threadgroup).
 //
@@ -230,7 +254,7 @@ struct mul_mm_id_args {
     uint  d_stride;      // bytes between rows of dst (one per slot)
 };
 
-template <typename TW, typename TW4x4, typename B>
+template <typename B, typename T>
 kernel void kernel_mul_mm_id(
         constant mul_mm_id_args & args  [[buffer(0)]],
         device const char       * w     [[buffer(1)]],
@@ -239,9 +263,11 @@ kernel void kernel_mul_mm_id(
         device const uint       * list  [[buffer(4)]],
         device       char       * dst   [[buffer(5)]],
         uint3  tg  [[threadgroup_position_in_grid]],
-        ushort tid [[thread_index_in_threadgroup]]) {
-    threadgroup TW    sw[MM_NK*MM_NO]; // [k][o]
-    threadgroup float sx[MM_NK*MM_NR]; // [k][r]
+        ushort tid [[thread_index_in_threadgroup]],
+        ushort sg  [[simdgroup_index_in_threadgroup]]) {
+    threadgroup T     sw[MM_NK*MM_SW]; // [k][o]
+    threadgroup T     sx[MM_NK*MM_SX]; // [k][r]
+    threadgroup float so[MM_NR*MM_NO]; // [r][o]
 
     const uint e  = tg.z;
     const uint n  = count[e];
@@ -260,37 +286,31 @@ kernel void kernel_mul_mm_id(
     device const B      * wrow = (device const B      *) (w + (ulong) e*args.expert_stride + (ulong) (w_in ? o0 + lo : 0)*args.w_stride);
     device const float4 * xrow = (device const float4 *) (x + (ulong) (args.x_per_slot ? s : s/args.k)*args.x_stride);
 
-    float acc[16];
-    mm_tile<TW, TW4x4, B>(sw, sx, args.cols, wrow, w_in, xrow, x_in, tid, acc);
+    mm_tile<B, T>(sw, sx, so, args.cols, wrow, w_in, xrow, x_in, tid, sg);
 
-    const short co = (tid % (MM_NO/4)) * 4;
-    const short cr = (tid / (MM_NO/4)) * 4;
-    for (short i = 0; i < 4; ++i) {
-        if (r0 + cr + i >= n) {
-            break;
-        }
-        device float * d = (device float *) (dst + (ulong) slots[r0 + cr + i]*args.d_stride);
-        for (short j = 0; j < 4; ++j) {
-            if (o0 + co + j < args.outs) {
-                d[o0 + co + j] = acc[4*i + j];
-            }
+    for (short i = 0; i < MM_NR*MM_NO/MM_THREADS; ++i) {
+        const short t = i*MM_THREADS + tid;
+        const uint  r = r0 + t/MM_NO;
+        const uint  o = o0 + t%MM_NO;
+        if (r < n && o < args.outs) {
+            ((device float *) (dst + (ulong) slots[r]*args.d_stride))[o] = so[t];
         }
     }
 }
 
-typedef decltype(kernel_mul_mm_id<half, half4x4, block_f16>) mul_mm_id_t;
+typedef decltype(kernel_mul_mm_id<block_f16, half>) mul_mm_id_t;
 
-template [[host_name("kernel_mul_mm_id_f32")]]   kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_f32>;
-template [[host_name("kernel_mul_mm_id_f16")]]   kernel mul_mm_id_t kernel_mul_mm_id<half,  half4x4,  block_f16>;
-template [[host_name("kernel_mul_mm_id_bf16")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_bf16>;
-template [[host_name("kernel_mul_mm_id_q4_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q4_0>;
-template [[host_name("kernel_mul_mm_id_q4_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q4_1>;
-template [[host_name("kernel_mul_mm_id_q5_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q5_0>;
-template [[host_name("kernel_mul_mm_id_q5_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q5_1>;
-template [[host_name("kernel_mul_mm_id_q8_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q8_0>;
-template [[host_name("kernel_mul_mm_id_mxfp4")]] kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_mxfp4>;
-template [[host_name("kernel_mul_mm_id_q2_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q2_k>;
-template [[host_name("kernel_mul_mm_id_q3_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q3_k>;
-template [[host_name("kernel_mul_mm_id_q4_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q4_k>;
-template [[host_name("kernel_mul_mm_id_q5_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q5_k>;
-template [[host_name("kernel_mul_mm_id_q6_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<float, float4x4, block_q6_k>;
+template [[host_name("kernel_mul_mm_id_f32")]]   kernel mul_mm_id_t kernel_mul_mm_id<block_f32, float>;
+template [[host_name("kernel_mul_mm_id_f16")]]   kernel mul_mm_id_t kernel_mul_mm_id<block_f16, half>;
+template [[host_name("kernel_mul_mm_id_bf16")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_bf16, half>;
+template [[host_name("kernel_mul_mm_id_q4_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_0, half>;
+template [[host_name("kernel_mul_mm_id_q4_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_1, half>;
+template [[host_name("kernel_mul_mm_id_q5_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_0, half>;
+template [[host_name("kernel_mul_mm_id_q5_1")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_1, half>;
+template [[host_name("kernel_mul_mm_id_q8_0")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q8_0, half>;
+template [[host_name("kernel_mul_mm_id_mxfp4")]] kernel mul_mm_id_t kernel_mul_mm_id<block_mxfp4, half>;
+template [[host_name("kernel_mul_mm_id_q2_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q2_k, half>;
+template [[host_name("kernel_mul_mm_id_q3_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q3_k, half>;
+template [[host_name("kernel_mul_mm_id_q4_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q4_k, half>;
+template [[host_name("kernel_mul_mm_id_q5_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q5_k, half>;
+template [[host_name("kernel_mul_mm_id_q6_k")]]  kernel mul_mm_id_t kernel_mul_mm_id<block_q6_k, half>;

@@ -10,19 +10,77 @@ import (
 	"testing"
 
 	"nibble/engine/ggml"
+	"nibble/engine/half"
 	"nibble/metal/device"
 	"nibble/metal/encoder"
 )
 
 func mmName(t ggml.Type) string { return "kernel_mul_mm_" + strings.ToLower(t.String()) }
 
-// mmTolerance is the kernel's error bound relative to Σ|w·x| of an output.
-// Every weight reaches the W tile exactly (F16 in half, the rest in float),
-// so what is left is float32 accumulation over up to 5120 terms: 1e-5 (the
-// backend conformance suite's bound for F32).
-func mmTolerance(ggml.Type) float64 {
-	return 1e-5
+// mmTwin is kernel_mul_mm's (and kernel_mul_mm_id's) Go twin for one
+// output of weights of type typ: every weight and activation rounded to
+// half as the kernel's tiles hold them (F32 weights: kept float), then a
+// float32 sum over the columns in order from +0. A product of two halves is
+// exact in float32 (11+11 significant bits), so the kernel's fma chain over
+// k rounds only the sums, as this loop does; F32's chain is fmaf32's. The
+// kernel's result equals it bit for bit.
+func mmTwin(typ ggml.Type, w, x []float32) float32 {
+	var acc float32
+	if typ == ggml.F32 {
+		for c, v := range w {
+			acc = fmaf32(v, x[c], acc)
+		}
+		return acc
+	}
+	for c, v := range w {
+		acc += half.Round(v) * half.Round(x[c])
+	}
+	return acc
 }
+
+// fmaf32 is C's fmaf: a·b + c rounded once to float32. The product is
+// exact in float64; the float64 sum's own rounding error (TwoSum) decides
+// the one case where rounding that sum again to float32 could differ, a sum
+// exactly halfway between two floats.
+func fmaf32(a, b, c float32) float32 {
+	p, cf := float64(a)*float64(b), float64(c)
+	s := p + cf
+	bv := s - p
+	e := (p - (s - bv)) + (cf - bv)
+	r := float32(s)
+	if e == 0 || float64(r) == s {
+		return r
+	}
+	lo, hi := r, r
+	if float64(r) < s {
+		hi = math.Nextafter32(r, float32(math.Inf(1)))
+	} else {
+		lo = math.Nextafter32(r, float32(math.Inf(-1)))
+	}
+	if s != (float64(lo)+float64(hi))/2 {
+		return r
+	}
+	if e > 0 {
+		return hi
+	}
+	return lo
+}
+
+// mmTolerance bounds the kernel (and its twin) against the float64 product
+// of the unrounded operands, relative to Σ|w·x| of an output: each product
+// carries the two roundings to half (2^-11 each, relative; none for F32)
+// and the float32 sum over up to 5120 terms adds 1e-5 (the backend
+// conformance suite's bound for F32). Below half's normal range (2^-14) the rounding is absolute, at
+// most 2^-25: mmFloor·Σ(|w|+|x|) more covers it (MXFP4's subnormal scales
+// become zero). It checks that the twin is the product it claims to be.
+func mmTolerance(typ ggml.Type) float64 {
+	if typ == ggml.F32 {
+		return 1e-5
+	}
+	return 0x1p-10 + 1e-5
+}
+
+const mmFloor = 0x1p-24
 
 // mmCase is one matrix product: W outs×cols of typ, batch rows of x.
 type mmCase struct {
@@ -54,11 +112,12 @@ func runMulMM(t *testing.T, c mmCase, w []byte, x []float32, o int) []float32 {
 	return got
 }
 
-// kernel_mul_mm_<type> against the float64 product of the dequantized
-// weights (quant.Dequantize, the CPU backend's formats) and x. The CPU
-// backend's own MatMul quantizes x to q8 for the quantized types, a larger
-// error than the kernel's; the encoder test compares with it. Tolerance:
-// mmTolerance·Σ|w·x| per output.
+// kernel_mul_mm_<type> against its twin, mmTwin on the dequantized weights
+// (quant.Dequantize, the CPU backend's formats) and x: equal bit for bit;
+// and both against the float64 product within mmTolerance·Σ|w·x| per
+// output (plus mmFloor·Σ(|w|+|x|)). The CPU backend's own MatMul quantizes x to q8 for the quantized
+// types, a larger error than the kernel's half; the encoder test compares
+// with it.
 func TestMulMM(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	var cases []mmCase
@@ -97,14 +156,19 @@ func TestMulMM(t *testing.T) {
 				for r := 0; r < c.rows; r++ {
 					xr := x[r*c.cols : (r+1)*c.cols]
 					for k := 0; k < c.outs; k++ {
-						var want, sumAbs float64
+						var want, sumAbs, sumOps float64
 						for j, v := range wf[k*c.cols : (k+1)*c.cols] {
 							p := float64(v) * float64(xr[j])
 							want += p
 							sumAbs += math.Abs(p)
+							sumOps += math.Abs(float64(v)) + math.Abs(float64(xr[j]))
 						}
-						tol := mmTolerance(c.typ) * sumAbs
-						e := math.Abs(float64(got[r*c.outs+k]) - want)
+						g := got[r*c.outs+k]
+						if twin := mmTwin(c.typ, wf[k*c.cols:(k+1)*c.cols], xr); math.Float32bits(g) != math.Float32bits(twin) {
+							t.Fatalf("row %d output %d: %v, twin %v", r, k, g, twin)
+						}
+						tol := mmTolerance(c.typ)*sumAbs + mmFloor*sumOps
+						e := math.Abs(float64(g) - want)
 						worst[c.typ] = math.Max(worst[c.typ], e/tol)
 						if !(e <= tol) {
 							t.Fatalf("row %d output %d: %v, want %v (error %.3g > %.3g)", r, k, got[r*c.outs+k], want, e, tol)

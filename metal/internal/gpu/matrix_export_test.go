@@ -1,3 +1,5 @@
+//go:build linux
+
 package gpu
 
 import (
@@ -21,6 +23,7 @@ import (
 	"nibble/metal/internal/emulator/emutest"
 	"nibble/metal/internal/msltoc"
 	"nibble/metal/msl"
+	"nibble/metal/shaders"
 	"nibble/metal/traffic"
 )
 
@@ -59,11 +62,13 @@ func TestTranslateMatrix(t *testing.T) {
 	}
 }
 
-// TestExportMatrix writes DIR/matrix (with -out DIR): matrix.metal's CUDA
-// translation and a check trace of matrix_ops run on the emulator (float
-// products through the shim's shuffles, half ones through mma.sync), for
-// `run.sh prefill`, which checks them on the GPU. Without -out it only
-// writes the prefill trace to a temporary directory.
+// TestExportMatrix writes, with -out DIR, what `run.sh prefill` needs
+// beside TestExport's kernels.cu and check trace: the pp512 traces of the
+// 1B shape (Q4_K, Q4_0), DIR/old/kernels.cu (the per-thread mul_mm, the
+// baseline) and DIR/matrix: matrix.metal's CUDA translation and a check
+// trace of matrix_ops run on the emulator (float products through the
+// shim's shuffles, half ones through mma.sync). Without -out it only
+// writes a prefill trace to a temporary directory.
 func TestExportMatrix(t *testing.T) {
 	dir := *outDir
 	if dir == "" {
@@ -77,6 +82,7 @@ func TestExportMatrix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	writePerThreadKernels(t, filepath.Join(dir, "old"))
 	srcs := matrixSources(t)
 	c, err := msltoc.TranslateCUDA(srcs)
 	if err != nil {
@@ -145,6 +151,41 @@ func TestExportMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := tee.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writePerThreadKernels writes dir/kernels.cu: the shaders with
+// testdata/mul_mm_perthread.metal (per-thread accumulators, the kernel
+// before simdgroup matrices) in place of mul_mm.metal, the baseline of
+// run.sh prefill.
+func writePerThreadKernels(t *testing.T, dir string) {
+	t.Helper()
+	old, err := os.ReadFile(filepath.Join("testdata", "mul_mm_perthread.metal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := shaders.Sources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for i := range srcs {
+		if srcs[i].Name == "mul_mm.metal" {
+			srcs[i].Text, found = string(old), true
+		}
+	}
+	if !found {
+		t.Fatal("no mul_mm.metal among the shaders")
+	}
+	c, err := msltoc.TranslateCUDA(srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernels.cu"), []byte(c.Code), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

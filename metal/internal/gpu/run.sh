@@ -32,6 +32,17 @@
 #                           timings and ncu bytes of the MoE traces (written
 #                           by `go test ./metal/internal/gpu -run TestExportMoE
 #                           -args -moe-out DIR`)
+#   run.sh prefill          pp512 of the 1B shape (Q4_K, Q4_0): mul_mm with
+#                           simdgroup matrices against the kernels.cu in
+#                           $OLD (default $DIR/old: the per-thread mul_mm of
+#                           testdata/mul_mm_perthread.metal),
+#                           alternating (and $VAR's kernels.cu, if set);
+#                           the check of mul_mm and of the
+#                           simdgroup_matrix test kernels ($DIR/matrix) and
+#                           racecheck on both (traces: `go test
+#                           ./metal/internal/gpu -run 'TestExport$|TestExportMatrix'
+#                           -args -out DIR`)
+#   run.sh prefill-variants the shim's simdgroup_matrix options on pp512
 #   run.sh all              all of it
 #
 # Builds (build/): generic (every kernel, function constants set at launch;
@@ -334,6 +345,71 @@ moe() {
   echo "moe took $((SECONDS - t0)) s"
 }
 
+# prefill: builds of only the kernels the prefill and mul_mm check traces
+# use (fast math for timing, as Metal; plain for the check), the check of
+# the matrix test kernels (half products through mma.sync, float ones
+# through shuffles) and of every mul_mm dispatch of check.trace, racecheck
+# on both, then pp512 of the 1B shape, new and old builds alternating.
+prefill() {
+  local t0=$SECONDS OLD=${OLD:-$DIR/old} ks mm=$DIR/check-mul_mm.trace
+  awk '/^dispatch/ {keep = ($2 ~ /mul_mm/)} !inblock && !/^dispatch/ {print; next} {inblock = 1; if (keep) print} /^end/ {inblock = 0}' "$DIR/check.trace" > $mm
+  ks=$(cat "$DIR"/prefill-*.trace $mm | awk '/^dispatch/ {print "-DMSL_K_" $2}' | sort -u | tr '\n' ' ')
+  $NVCC --use_fast_math -DMSL_ONLY $ks harness.cu -o build/prefill > "$OUT/build-prefill.log" 2>&1 &
+  ${NVCC/-I $DIR/-I $OLD} --use_fast_math -DMSL_ONLY $ks harness.cu -o build/prefill-old > "$OUT/build-prefill-old.log" 2>&1 &
+  local bs="prefill-old prefill" tb="prefill prefill-old"
+  if [ -n "${VAR:-}" ]; then
+    ${NVCC/-I $DIR/-I $VAR} --use_fast_math -DMSL_ONLY $ks harness.cu -o build/prefill-var > "$OUT/build-prefill-var.log" 2>&1 &
+    bs="$bs prefill-var" tb="$tb prefill-var"
+  fi
+  $NVCC -DMSL_ONLY $ks harness.cu -o build/mmcheck > "$OUT/build-mmcheck.log" 2>&1 &
+  ${NVCC/-I $DIR/-I $DIR/matrix} harness.cu -o build/matrix > "$OUT/build-matrix.log" 2>&1 &
+  wait
+  for b in $tb mmcheck matrix; do [ -x build/$b ] || { echo "build $b: FAILED"; head -30 "$OUT/build-$b.log"; return 1; }; done
+  echo "builds took $((SECONDS - t0)) s"
+  build/matrix check "$DIR/matrix/matrix.trace" 2>&1 | tee "$OUT/check-matrix.txt"
+  build/mmcheck check $mm 2>&1 | tee "$OUT/check-mul_mm.txt" | tail -32
+  for t in "matrix $DIR/matrix/matrix.trace" "mmcheck $mm"; do
+    set -- $t
+    timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool racecheck --print-limit 10 build/$1 check $2 > "$OUT/racecheck-$1.txt" 2>&1
+    echo "== racecheck $1 (rc $?): $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck-$1.txt")"
+  done
+  for w in q4_k q4_0; do
+    for b in $bs $bs; do
+      echo "== pp512 $w $b: $(build/$b time "$DIR/prefill-llama3.2-1b-$w-512.trace" ${ITERS:-5} --flush | grep -E "kernel_mul_mm_|^total" | tr -s ' ' | tr '\n' ';')"
+    done
+  done 2>&1 | tee "$OUT/prefill.txt"
+  echo "prefill took $((SECONDS - t0)) s"
+}
+
+# prefill_variants: the shim's simdgroup_matrix options on the same
+# kernels (msl_cuda.h: MSL_SGM_LOAD_NOSYNC drops the __syncwarp after each
+# simdgroup_load, leaving the order to the kernel's barriers as on Metal;
+# MSL_SGM_MMA_NONVOLATILE lets the compiler schedule the mma.sync), their
+# mul_mm check and racecheck, and pp512 against the default and the old
+# per-thread mul_mm, alternating. About 45 s.
+prefill_variants() {
+  local OLD=${OLD:-$DIR/old} ks mm=$DIR/check-mul_mm.trace b w
+  awk '/^dispatch/ {keep = ($2 ~ /mul_mm/)} !inblock && !/^dispatch/ {print; next} {inblock = 1; if (keep) print} /^end/ {inblock = 0}' "$DIR/check.trace" > $mm
+  ks=$(cat "$DIR"/prefill-*.trace $mm | awk '/^dispatch/ {print "-DMSL_K_" $2}' | sort -u | tr '\n' ' ')
+  local NS=-DMSL_SGM_LOAD_NOSYNC NV=-DMSL_SGM_MMA_NONVOLATILE
+  $NVCC --use_fast_math -DMSL_ONLY $ks harness.cu -o build/pv-base > "$OUT/build-pv-base.log" 2>&1 &
+  $NVCC --use_fast_math -DMSL_ONLY $NS $ks harness.cu -o build/pv-nosync > "$OUT/build-pv-nosync.log" 2>&1 &
+  $NVCC --use_fast_math -DMSL_ONLY $NV $ks harness.cu -o build/pv-nonvol > "$OUT/build-pv-nonvol.log" 2>&1 &
+  $NVCC --use_fast_math -DMSL_ONLY $NS $NV $ks harness.cu -o build/pv-both > "$OUT/build-pv-both.log" 2>&1 &
+  ${NVCC/-I $DIR/-I $OLD} --use_fast_math -DMSL_ONLY $ks harness.cu -o build/pv-old > "$OUT/build-pv-old.log" 2>&1 &
+  $NVCC -DMSL_ONLY $NS $NV $ks harness.cu -o build/pv-check > "$OUT/build-pv-check.log" 2>&1 &
+  wait
+  for b in base nosync nonvol both old check; do [ -x build/pv-$b ] || { echo "build pv-$b: FAILED"; head -30 "$OUT/build-pv-$b.log"; return 1; }; done
+  build/pv-check check $mm 2>&1 | tail -1
+  timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool racecheck --print-limit 10 build/pv-check check $mm > "$OUT/racecheck-pv.txt" 2>&1
+  echo "== racecheck (nosync, nonvolatile; rc $?): $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck-pv.txt")"
+  for w in q4_k q4_0; do
+    for b in old base nosync nonvol both old base nosync nonvol both; do
+      echo "== pp512 $w $b: $(build/pv-$b time "$DIR/prefill-llama3.2-1b-$w-512.trace" ${ITERS:-5} --flush | grep -E "kernel_mul_mm_|^total" | tr -s ' ' | tr '\n' ';')"
+    done
+  done 2>&1 | tee "$OUT/prefill-variants.txt"
+}
+
 case "${1:-all}" in
   build) build ;;
   check) check ;;
@@ -349,6 +425,8 @@ case "${1:-all}" in
   ncu-proto) ncu_proto ;;
   moe) moe ;;
   mma) mma ;;
+  prefill) prefill ;;
+  prefill-variants) prefill_variants ;;
   all) build && check; sanitize; attention; decode; ncu_attn; variants; ncu_decode; proto; ncu_proto; compare ;;
   *) echo "unknown step $1"; exit 2 ;;
 esac

@@ -494,17 +494,33 @@ template <class T> MSL_FN T simd_max(T x) { return simd_reduce(x, op_max()); }
 template <class T> MSL_FN T simd_min(T x) { return simd_reduce(x, op_min()); }
 
 // ---- simdgroup matrices ----
-// An 8x8 matrix of a warp, two elements per lane in Apple's layout (as the
-// emulator: thread_elements() is row fm, columns fn and fn+1). Loads and
+// An 8x8 matrix of a warp, two elements per lane. Metal's layout (Apple's,
+// the emulator's, what thread_elements() shows): lane l holds row
+// sgm_row(l), columns sgm_col(l) and +1. The shim holds a matrix in the
+// tensor core's fragment layouts instead, so that a chain of products moves
+// no data between lanes:
+// - the row layout, lane l: row l/4, columns 2(l%4) and +1 (mma.m16n8k8's
+//   A rows 0-7, C and D);
+// - a half matrix loaded from memory also keeps its column layout, lane l:
+//   column l/4, rows 2(l%4) and +1 (the B fragment), two more loads that
+//   the compiler drops when the matrix is never a B operand.
+// The row layout holds Apple's pairs under a fixed permutation of lanes, so
+// thread_elements() converts with one shuffle per 32-bit word and the
+// matrix stays in Apple's layout (apple) until a product or load replaces
+// it. The layout flags are plain members; with every use inlined and the
+// kernels' 8x8 loops unrolled the compiler folds them away. Loads and
 // stores end with __syncwarp (the emulator's rule: a load has read, a store
 // has written, for the whole simdgroup once a lane goes on).
 //
-// Products (d = c + a·b):
+// Products (d = c + a·b, d in the row layout):
 // - half a and b: one tensor-core mma.sync.m16n8k8 (f16 inputs, f32
-//   accumulator; rows 8-15 of its A are zero), operands moved into its
-//   fragments with shuffles, d rounded once to its type. The tensor core adds
-//   the 8 exact products and c in its own order, so a result can differ from
-//   the emulator's fma chain by a few float ulps.
+//   accumulator; rows 8-15 of its A are zero). From the layouts above its
+//   fragments are registers the lane already holds. A product of two halves
+//   is exact in float; the tensor core adds the 8 products and c in its own
+//   order and rounding, where the emulator runs the fma chain, so a result
+//   can differ from the emulator's by a few float ulps of the largest
+//   partial sum per product (run.sh check's bound for mul_mm says how
+//   much).
 // - any other types (float: tensor cores take no fp32): each lane gathers
 //   its row of a and its two columns of b with 24 shuffles and runs the
 //   emulator's chain, acc = fma(a[m][k], b[k][n], acc) for k = 0..7, in
@@ -512,48 +528,96 @@ template <class T> MSL_FN T simd_min(T x) { return simd_reduce(x, op_min()); }
 MSL_FN int sgm_lane() { return int(lin_tid() & 31u); }
 MSL_FN int sgm_row(int l) { return ((l >> 2) & 4) + ((l >> 1) & 3); }
 MSL_FN int sgm_col(int l) { return ((l >> 2) & 2) * 2 + (l & 1) * 2; }
-// The lane that holds element (m, n) (n even: both of the pair).
+// The lane that holds element (m, n) (n even: both of the pair) in Apple's
+// layout, and in the row layout.
 MSL_FN int sgm_owner(int m, int n) { return 16 * (m >> 2) + 8 * (n >> 2) + 4 * ((m >> 1) & 1) + 2 * (m & 1) + ((n >> 1) & 1); }
+MSL_FN int sgm_owner_in(bool apple, int m, int n) { return apple ? sgm_owner(m, n) : 4 * m + (n >> 1); }
+
+MSL_FN float sgm_shfl(float v, int l) { return __shfl_sync(0xffffffffu, v, l); }
+// A lane's pair from lane l.
+template <class T> MSL_FN vec<T, 2> sgm_shfl_pair(const vec<T, 2> &v, int l) {
+  if constexpr (sizeof(vec<T, 2>) == 4) {
+    return as_type<vec<T, 2>>(__shfl_sync(0xffffffffu, as_type<uint>(v), l));
+  } else {
+    return vec<T, 2>(T(sgm_shfl(float(v[0]), l)), T(sgm_shfl(float(v[1]), l)));
+  }
+}
+
+#ifdef MSL_SGM_LOAD_NOSYNC
+#define MSL_SGM_LOAD_SYNC()
+#else
+#define MSL_SGM_LOAD_SYNC() __syncwarp()
+#endif
+#ifdef MSL_SGM_MMA_NONVOLATILE
+#define MSL_SGM_ASM asm
+#else
+#define MSL_SGM_ASM asm volatile
+#endif
 
 template <class T, int Cols, int Rows = Cols> struct simdgroup_matrix {
   static_assert(Cols == 8 && Rows == 8, "only 8x8 simdgroup matrices");
-  vec<T, 2> e;
+  vec<T, 2> e;   // the row layout, or Apple's when apple
+  vec<T, 2> col; // the column layout when has_col
+  bool apple, has_col;
   simdgroup_matrix() = default;
   MSL_FN explicit simdgroup_matrix(T d) {
-    const int l = sgm_lane(), m = sgm_row(l), n = sgm_col(l);
+    const int l = sgm_lane(), m = l >> 2, n = 2 * (l & 3);
     e[0] = m == n ? d : T(0.0f);
     e[1] = m == n + 1 ? d : T(0.0f);
+    col = e; // the diagonal matrix is its own transpose
+    apple = false, has_col = true;
   }
-  MSL_FN vec<T, 2> &thread_elements() { return e; }
-  MSL_FN const vec<T, 2> &thread_elements() const { return e; }
+  MSL_FN vec<T, 2> &thread_elements() {
+    if (!apple) {
+      const int l = sgm_lane();
+      e = sgm_shfl_pair(e, 4 * sgm_row(l) + (sgm_col(l) >> 1));
+      apple = true;
+    }
+    has_col = false; // the caller may write the elements
+    return e;
+  }
+  MSL_FN vec<T, 2> thread_elements() const {
+    const int l = sgm_lane();
+    return apple ? e : sgm_shfl_pair(e, 4 * sgm_row(l) + (sgm_col(l) >> 1));
+  }
 };
 typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
 typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
 
 template <class T, int Cols, int Rows = Cols, class V> MSL_FN simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(V v) {
   simdgroup_matrix<T, Cols, Rows> r;
-  r.e = vec<T, 2>(T(v));
+  r.e = r.col = vec<T, 2>(T(v));
+  r.apple = false, r.has_col = true;
   return r;
 }
 
 template <class T> struct sgm_id { typedef T type; };
 
+// Element (r, c) of the matrix in memory at origin (column x, row y).
+template <class T>
+MSL_FN const T &sgm_at(const T *src, ulong elements_per_row, ulong2 origin, bool transpose, int r, int c) {
+  return transpose ? src[(origin.y + ulong(c)) * elements_per_row + origin.x + ulong(r)] : src[(origin.y + ulong(r)) * elements_per_row + origin.x + ulong(c)];
+}
+
 template <class T, int C, int R>
 MSL_FN void simdgroup_load(simdgroup_matrix<T, C, R> &d, const typename sgm_id<T>::type *src, ulong elements_per_row = C, ulong2 matrix_origin = 0,
                            bool transpose_matrix = false) {
-  const int l = sgm_lane(), m = sgm_row(l), n = sgm_col(l);
+  const int l = sgm_lane(), m = l >> 2, n = 2 * (l & 3);
 #pragma unroll
-  for (int i = 0; i < 2; i++) {
-    const ulong r = transpose_matrix ? ulong(n + i) : ulong(m), c = transpose_matrix ? ulong(m) : ulong(n + i);
-    d.e[i] = src[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c];
+  for (int i = 0; i < 2; i++) d.e[i] = sgm_at(src, elements_per_row, matrix_origin, transpose_matrix, m, n + i);
+  d.apple = false, d.has_col = false;
+  if constexpr (std::is_same<T, half>::value) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) d.col[i] = sgm_at(src, elements_per_row, matrix_origin, transpose_matrix, n + i, m);
+    d.has_col = true;
   }
-  __syncwarp();
+  MSL_SGM_LOAD_SYNC();
 }
 
 template <class T, int C, int R>
 MSL_FN void simdgroup_store(const simdgroup_matrix<T, C, R> &a, typename sgm_id<T>::type *dst, ulong elements_per_row = C, ulong2 matrix_origin = 0,
                             bool transpose_matrix = false) {
-  const int l = sgm_lane(), m = sgm_row(l), n = sgm_col(l);
+  const int l = sgm_lane(), m = a.apple ? sgm_row(l) : l >> 2, n = a.apple ? sgm_col(l) : 2 * (l & 3);
 #pragma unroll
   for (int i = 0; i < 2; i++) {
     const ulong r = transpose_matrix ? ulong(n + i) : ulong(m), c = transpose_matrix ? ulong(m) : ulong(n + i);
@@ -562,37 +626,43 @@ MSL_FN void simdgroup_store(const simdgroup_matrix<T, C, R> &a, typename sgm_id<
   __syncwarp();
 }
 
-MSL_FN float sgm_shfl(float v, int l) { return __shfl_sync(0xffffffffu, v, l); }
+// A lane's pair of c in the row layout, as floats.
+template <class T> MSL_FN vec<float, 2> sgm_row_pair(const simdgroup_matrix<T, 8, 8> &c) {
+  const int l = sgm_lane();
+  const vec<T, 2> p = c.apple ? sgm_shfl_pair(c.e, sgm_owner(l >> 2, 2 * (l & 3))) : c.e;
+  return vec<float, 2>(float(p[0]), float(p[1]));
+}
 
-// c0, c1: this lane's two elements of c (-0 for a plain product).
+// c: this lane's pair of c in the row layout (-0 for a plain product). d
+// may be a, b or c: they are read before d is written.
 template <class TD, class TA, class TB>
-MSL_FN void sgm_product(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b, float c0, float c1) {
-  const int l = sgm_lane(), m = sgm_row(l), n = sgm_col(l);
+MSL_FN void sgm_product(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b, vec<float, 2> c) {
+  const int l = sgm_lane(), m = l >> 2, n = 2 * (l & 3);
 #ifdef __CUDACC__
   if constexpr (std::is_same<TA, half>::value && std::is_same<TB, half>::value) {
     // Fragments of m16n8k8: g = l/4, t = l%4; A: (g, 2t..2t+1); B: (2t, g)
-    // and (2t+1, g); C/D: (g, 2t..2t+1).
-    const int g = l >> 2, t = l & 3;
-    const uint aw = __shfl_sync(0xffffffffu, as_type<uint>(a.e), sgm_owner(g, 2 * t));
-    const uint bw = as_type<uint>(b.e);
-    const uint b0 = __shfl_sync(0xffffffffu, bw, sgm_owner(2 * t, g & ~1));
-    const uint b1 = __shfl_sync(0xffffffffu, bw, sgm_owner(2 * t + 1, g & ~1));
-    const uint bf = (g & 1) ? ((b0 >> 16) | (b1 & 0xffff0000u)) : ((b0 & 0xffffu) | (b1 << 16));
-    const float cf0 = sgm_shfl(c0, sgm_owner(g, 2 * t)), cf1 = sgm_shfl(c1, sgm_owner(g, 2 * t));
+    // and (2t+1, g); C/D: (g, 2t..2t+1). (g, t) is (m, n/2).
+    uint aw = as_type<uint>(a.e), bf = as_type<uint>(b.col);
+    if (a.apple) aw = __shfl_sync(0xffffffffu, aw, sgm_owner(m, n));
+    if (!b.has_col) {
+      const uint bw = as_type<uint>(b.e);
+      const uint b0 = __shfl_sync(0xffffffffu, bw, sgm_owner_in(b.apple, n, m & ~1));
+      const uint b1 = __shfl_sync(0xffffffffu, bw, sgm_owner_in(b.apple, n + 1, m & ~1));
+      bf = (m & 1) ? ((b0 >> 16) | (b1 & 0xffff0000u)) : ((b0 & 0xffffu) | (b1 << 16));
+    }
     float d0, d1, d2, d3;
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
+    MSL_SGM_ASM("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
                  : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-                 : "r"(aw), "r"(0u), "r"(bf), "f"(cf0), "f"(cf1), "f"(0.0f), "f"(0.0f));
-    // This lane's (m, n..n+1) is fragment lane 4m + n/2's (d0, d1).
-    const float r0 = sgm_shfl(d0, 4 * m + n / 2), r1 = sgm_shfl(d1, 4 * m + n / 2);
-    d.e = vec<TD, 2>(TD(r0), TD(r1));
+                 : "r"(aw), "r"(0u), "r"(bf), "f"(c[0]), "f"(c[1]), "f"(0.0f), "f"(0.0f));
+    d.e = vec<TD, 2>(TD(d0), TD(d1));
+    d.apple = false, d.has_col = false;
     return;
   }
 #endif
-  float acc0 = c0, acc1 = c1;
+  float acc0 = c[0], acc1 = c[1];
 #pragma unroll
   for (int k = 0; k < 8; k += 2) {
-    const int la = sgm_owner(m, k), lb0 = sgm_owner(k, n), lb1 = sgm_owner(k + 1, n);
+    const int la = sgm_owner_in(a.apple, m, k), lb0 = sgm_owner_in(b.apple, k, n), lb1 = sgm_owner_in(b.apple, k + 1, n);
     const float a0 = sgm_shfl(float(a.e[0]), la), a1 = sgm_shfl(float(a.e[1]), la);
     const float b00 = sgm_shfl(float(b.e[0]), lb0), b01 = sgm_shfl(float(b.e[1]), lb0);
     const float b10 = sgm_shfl(float(b.e[0]), lb1), b11 = sgm_shfl(float(b.e[1]), lb1);
@@ -602,16 +672,17 @@ MSL_FN void sgm_product(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA
     acc1 = ::fmaf(a1, b11, acc1);
   }
   d.e = vec<TD, 2>(TD(acc0), TD(acc1));
+  d.apple = false, d.has_col = false;
 }
 
 template <class TD, class TA, class TB, class TC>
 MSL_FN void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b,
                                           const simdgroup_matrix<TC, 8, 8> &c) {
-  sgm_product(d, a, b, float(c.e[0]), float(c.e[1]));
+  sgm_product(d, a, b, sgm_row_pair(c));
 }
 template <class TD, class TA, class TB>
 MSL_FN void simdgroup_multiply(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a, const simdgroup_matrix<TB, 8, 8> &b) {
-  sgm_product(d, a, b, -0.0f, -0.0f);
+  sgm_product(d, a, b, vec<float, 2>(-0.0f));
 }
 
 // ---- entry helpers (the generated __global__ functions use these) ----
