@@ -249,3 +249,50 @@ func (a *acts) buildPairs(i int) {
 }
 
 var zeroBlock [32]int8
+
+// gather makes a the rows src[from(i)] for i < n of activations src
+// already converted (no tile layout): every buffer of src's kind, row by
+// row, so a row used by several slots is converted once.
+func (a *acts) gather(pool *parallel.Pool, src *acts, n int, from func(i int) int) {
+	*a = acts{kind: src.kind, cols: src.cols, nb: src.nb, pairs: src.pairs, pairCorr: src.pairCorr, np: src.np,
+		fbuf: a.fbuf, qs: a.qs, d: a.d, s: a.s, sum: a.sum, bsums: a.bsums, px: a.px, pd: a.pd, pc: a.pc, ps: a.ps,
+		tq: a.tq, td: a.td, tc: a.tc}
+	c, nb, np := a.cols, a.nb, a.np
+	switch a.kind {
+	case actF32, actF16, actBF16:
+		a.fbuf = grow(a.fbuf, n*c)
+		a.f = a.fbuf
+	case actQ8_K:
+		a.qs, a.d, a.bsums = grow(a.qs, n*c), grow(a.d, n*nb), grow(a.bsums, n*c/16)
+	default:
+		a.qs, a.d, a.s, a.sum = grow(a.qs, n*c), grow(a.d, n*nb), grow(a.s, n*nb), grow(a.sum, n*nb)
+		if a.pairs {
+			a.px, a.pd, a.pc, a.ps = grow(a.px, n*np*64), grow(a.pd, n*np*8), grow(a.pc, n*np*8), grow(a.ps, n*np*8)
+		}
+	}
+	rows := func(dst, src []int8, w, i, j int) { copy(dst[i*w:(i+1)*w], src[j*w:(j+1)*w]) }
+	pool.For(n, 0, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			j := from(i)
+			switch a.kind {
+			case actF32, actF16, actBF16:
+				copy(a.f[i*c:(i+1)*c], src.f[j*c:(j+1)*c])
+			case actQ8_K:
+				rows(a.qs, src.qs, c, i, j)
+				copy(a.d[i*nb:(i+1)*nb], src.d[j*nb:(j+1)*nb])
+				copy(a.bsums[i*c/16:(i+1)*c/16], src.bsums[j*c/16:(j+1)*c/16])
+			default:
+				rows(a.qs, src.qs, c, i, j)
+				copy(a.d[i*nb:(i+1)*nb], src.d[j*nb:(j+1)*nb])
+				copy(a.s[i*nb:(i+1)*nb], src.s[j*nb:(j+1)*nb])
+				copy(a.sum[i*nb:(i+1)*nb], src.sum[j*nb:(j+1)*nb])
+				if a.pairs {
+					rows(a.px, src.px, np*64, i, j)
+					copy(a.pd[i*np*8:(i+1)*np*8], src.pd[j*np*8:(j+1)*np*8])
+					copy(a.pc[i*np*8:(i+1)*np*8], src.pc[j*np*8:(j+1)*np*8])
+					copy(a.ps[i*np*8:(i+1)*np*8], src.ps[j*np*8:(j+1)*np*8])
+				}
+			}
+		}
+	})
+}

@@ -107,8 +107,8 @@ func (sc *idScratch) group(ids []int32, experts int) int {
 // its grouped activation rows [i0, i1).
 type idTile struct{ e, r0, r1, i0, i1 int }
 
-// matRowsID is a batch without a GEMM: the input rows gathered in expert
-// order and converted once, then every chosen expert's tiles of weight
+// matRowsID is a batch without a GEMM: the input rows converted once and
+// gathered in expert order, then every chosen expert's tiles of weight
 // rows × its activation rows in one parallel loop (matMatRows' tiling: a
 // weight tile small enough for L2 reused across up to 64 rows, dot4 reading
 // each weight block once for four), the results written to their slots.
@@ -117,20 +117,23 @@ func matRowsID(pool *parallel.Pool, dst []float32, w Matrix, rb, m, experts int,
 	defer idScratchPool.Put(sc)
 	sc.group(ids, experts)
 	slots, c := len(ids), w.Cols
-	sc.x = grow(sc.x, slots*c)
-	pool.For(slots, 0, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			xi := sc.order[i] / k
-			if xPerSlot {
-				xi = sc.order[i]
-			}
-			copy(sc.x[i*c:(i+1)*c], x[xi*c:(xi+1)*c])
-		}
-	})
+	nx := slots / k
+	if xPerSlot {
+		nx = slots
+	}
 	kc := *kern
 	kc.gemm = nil
-	a := scratch.Get().(*acts)
-	a.prepare(pool, &kc, sc.x, slots, m, c)
+	// Each input row converted once, then gathered in expert order.
+	in, a := scratch.Get().(*acts), scratch.Get().(*acts)
+	in.prepare(pool, &kc, x, nx, m, c)
+	a.gather(pool, in, slots, func(i int) int {
+		if xPerSlot {
+			return sc.order[i]
+		}
+		return sc.order[i] / k
+	})
+	in.f = nil
+	scratch.Put(in)
 	const xTile = 64
 	rowTile := min(m, 256, max(4, (256<<10)/rb))
 	sc.tiles = sc.tiles[:0]

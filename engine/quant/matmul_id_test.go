@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -163,6 +164,50 @@ func BenchmarkMatMulID(b *testing.B) {
 				}
 				b.ReportMetric(float64(rows*k*m*cols)/best.Seconds()/1e9, "best-GMAC/s")
 			})
+		}
+	}
+}
+
+// Only the chosen experts' rows are read: the experts no slot chooses are
+// NaN, and no result is, in decode, the batch's tiles and the per-expert
+// path.
+func TestMatMulIDReadsOnlyChosenExperts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(55, 56))
+	pool := parallel.NewPool(2)
+	defer pool.Close()
+	const experts, m, cols, k = 6, 8, 64, 2
+	w := Matrix{Type: ggml.F32, Rows: experts * m, Cols: cols, Data: make([]byte, 4*experts*m*cols)}
+	chosen := map[int32]bool{1: true, 4: true, 5: true}
+	for r := 0; r < experts*m; r++ {
+		for j := 0; j < cols; j++ {
+			v := float32(rng.NormFloat64())
+			if !chosen[int32(r/m)] {
+				v = float32(math.NaN())
+			}
+			binary.LittleEndian.PutUint32(w.Data[4*(r*cols+j):], math.Float32bits(v))
+		}
+	}
+	for _, rows := range []int{1, 20} {
+		ids := make([]int32, rows*k)
+		for s := range ids {
+			ids[s] = []int32{1, 4, 5}[(s+s/k)%3]
+		}
+		x := randomVector(rng, rows*cols, 1)
+		for name, run := range map[string]func(dst []float32) error{
+			"auto": func(dst []float32) error { return MatMulID(pool, dst, w, experts, x, ids, rows, k, false) },
+			"per-expert": func(dst []float32) error {
+				return matMatID(pool, dst, w, 4*cols, m, experts, x, ids, k, false, &kernelsActive)
+			},
+		} {
+			dst := make([]float32, rows*k*m)
+			if err := run(dst); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range dst {
+				if v != v {
+					t.Fatalf("rows %d %s: result %d is NaN: an unchosen expert was read", rows, name, i)
+				}
+			}
 		}
 	}
 }
