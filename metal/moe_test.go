@@ -13,14 +13,22 @@ import (
 	"nibble/engine/cpu"
 	"nibble/engine/ggml"
 	"nibble/engine/ggml/ggmltest"
+	"nibble/engine/half"
 	"nibble/engine/quant"
 )
 
 // moeRef is a whole mixture-of-experts block in float64 on the host, from
 // the device's routing (ids, weights): per slot gate and up (+ biases),
 // the gate (clamped SwiGLU when limit > 0), down (+ bias), the weighted
-// sum.
-func moeRef(x []float32, gate, up, down []float32, bg, bu, bd []float32, ids, wts []float32, rows, k, embd, ff int, alpha, limit float64) []float64 {
+// sum. With toHalf the three products read weights and inputs rounded to
+// half, as the mat-mat kernels' tiles hold them (mulMMRounds).
+func moeRef(x []float32, gate, up, down []float32, bg, bu, bd []float32, ids, wts []float32, rows, k, embd, ff int, alpha, limit float64, toHalf bool) []float64 {
+	r := func(v float32) float64 {
+		if toHalf {
+			return float64(half.ToFloat32(half.FromFloat32(v)))
+		}
+		return float64(v)
+	}
 	out := make([]float64, rows*embd)
 	for row := 0; row < rows; row++ {
 		xr := x[row*embd : (row+1)*embd]
@@ -31,8 +39,8 @@ func moeRef(x []float32, gate, up, down []float32, bg, bu, bd []float32, ids, wt
 			for i := 0; i < ff; i++ {
 				var g, u float64
 				for c := 0; c < embd; c++ {
-					g += float64(gate[(e*ff+i)*embd+c]) * float64(xr[c])
-					u += float64(up[(e*ff+i)*embd+c]) * float64(xr[c])
+					g += r(gate[(e*ff+i)*embd+c]) * r(xr[c])
+					u += r(up[(e*ff+i)*embd+c]) * r(xr[c])
 				}
 				if bg != nil {
 					g += float64(bg[e*ff+i])
@@ -49,7 +57,7 @@ func moeRef(x []float32, gate, up, down []float32, bg, bu, bd []float32, ids, wt
 			for o := 0; o < embd; o++ {
 				var d float64
 				for i := 0; i < ff; i++ {
-					d += float64(down[(e*embd+o)*ff+i]) * act[i]
+					d += r(down[(e*embd+o)*ff+i]) * r(float32(act[i]))
 				}
 				if bd != nil {
 					d += float64(bd[e*embd+o])
@@ -170,7 +178,7 @@ func TestExpertsBlock(t *testing.T) {
 				if c.biases {
 					bg, bu, bd = deq[4], deq[5], deq[6]
 				}
-				want := moeRef(xs, deq[1], deq[2], deq[3], bg, bu, bd, gotIDs, gotW, rows, k, embd, ff, float64(c.alpha), float64(c.limit))
+				want := moeRef(xs, deq[1], deq[2], deq[3], bg, bu, bd, gotIDs, gotW, rows, k, embd, ff, float64(c.alpha), float64(c.limit), mulMMRounds(c.typ, rows, embd))
 				got := make([]float32, rows*embd)
 				b.Read(got, out, 0)
 				top := 0.0
