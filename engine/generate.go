@@ -101,6 +101,9 @@ func (s *Session) CommonPrefix(prompt []int32) int {
 
 // sharedPrefix is how many leading tokens of prompt equal the cached ones.
 func (s *Session) sharedPrefix(prompt []int32) int {
+	if s.State.SmoothingStale() {
+		return 0 // stored before the model's smoothing was calibrated
+	}
 	n := 0
 	for n < len(s.tokens) && n < len(prompt) && s.tokens[n] == prompt[n] {
 		n++
