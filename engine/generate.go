@@ -96,7 +96,7 @@ func (s *Session) Begin(prompt []int32, p GenParams) (*Generation, error) {
 // after eviction. Begin reuses the same, less the prompt's last token when
 // the cache holds all of it.
 func (s *Session) CommonPrefix(prompt []int32) int {
-	return s.Resumable(s.sharedPrefix(prompt))
+	return s.exact(s.Resumable(s.sharedPrefix(prompt)))
 }
 
 // sharedPrefix is how many leading tokens of prompt equal the cached ones.

@@ -59,10 +59,17 @@ func LoadModel(path string, b backend.Backend) (*Model, error) {
 
 // Options size a session.
 type Options struct {
-	Ctx     int     // context budget in tokens (0: min(trained context, 4096))
-	Batch   int     // prefill batch (0: 512)
-	KV      kv.Type // cache type
-	KVGroup int     // q4/q8 group size (0: 32)
+	Ctx   int // context budget in tokens (0: min(trained context, 4096))
+	Batch int // prefill batch (0: 512)
+	// ExactReuse reuses a cached prefix only in whole prefill batches
+	// written by prefills, so the rest is computed in the batches a cold
+	// run uses and a temperature-0 reply is the same, bit for bit, cold or
+	// warm (in-batch rows attend in float, cached ones as stored). It
+	// recomputes up to Batch-1 prompt tokens and the reply tokens a prompt
+	// repeats.
+	ExactReuse bool
+	KV         kv.Type // cache type
+	KVGroup    int     // q4/q8 group size (0: 32)
 	// KVRotate says whether the cache stores K rotated (docs/ARCHITECTURE.md,
 	// "Rotation"): an outlier channel no longer sets the scale of its
 	// whole group. Auto (the zero value) rotates q4 caches where the backend
@@ -172,7 +179,10 @@ type Session struct {
 	State  *model.State
 	Opts   Options
 	tokens []int32 // exactly the tokens whose K/V are in the cache
-	logits []float32
+	// prefilled: the first prefilled tokens (at most len(tokens)) were
+	// written by prompt prefills, not by generation (Options.ExactReuse).
+	prefilled int
+	logits    []float32
 }
 
 // NewSession checks the configuration against the memory budget, then
@@ -232,6 +242,17 @@ func (s *Session) Evicted() bool { return backend.CacheEvicted(s.State.Cache) }
 // else 0; after eviction 0.
 func (s *Session) Resumable(n int) int {
 	return backend.CacheResumableFrom(s.State.Cache, min(max(n, 0), len(s.tokens)))
+}
+
+// exact is n, or under Options.ExactReuse the longest prefix of it made of
+// whole prefill batches (Resumable's answer for a shorter prefix is the
+// same or shorter; rings and eviction do not combine with it).
+func (s *Session) exact(n int) int {
+	if !s.Opts.ExactReuse {
+		return n
+	}
+	n = min(n, s.prefilled, len(s.tokens))
+	return n - n%s.Opts.Batch
 }
 
 // Reset forgets the cached sequence.
@@ -325,7 +346,7 @@ func (s *Session) reuse(prompt []int32) int {
 	if common == len(prompt) {
 		common--
 	}
-	common = s.Resumable(common)
+	common = s.exact(s.Resumable(common))
 	s.tokens = s.tokens[:common]
 	return common
 }
@@ -338,6 +359,9 @@ func (s *Session) prefillBatch(prompt []int32, pos int) (int, error) {
 		return pos, err
 	}
 	s.tokens = append(s.tokens, prompt[pos:end]...)
+	if pos <= s.prefilled {
+		s.prefilled = end
+	}
 	return end, nil
 }
 

@@ -74,10 +74,10 @@ func docPrompts(t *testing.T, path string, n, batch int) []string {
 // greedy request gives the same text cold or over a prefix another prompt
 // cached, and alone or beside 7 others on 8 slots. The model's smoothing is
 // calibrated by its first request, the same one on both schedulers here.
-// A prefix reused up to a point that is not a prefill batch boundary (the
-// same prompt again: all but its last token) still computes the rest
-// otherwise than a cold run (in-batch rows attend in float, cached ones
-// quantized), so the warm runs reuse a document of whole batches.
+// The same prompt again reuses all but its last token, which a cold run
+// computes otherwise (in-batch rows attend in float, cached ones as
+// stored): engine.Options.ExactReuse reuses whole prefill batches only, so
+// that repeats are exact too.
 func TestTemperatureZeroIsReproducible(t *testing.T) {
 	path := trainedModel(t)
 	const slots, batch = 8, 32
@@ -86,7 +86,7 @@ func TestTemperatureZeroIsReproducible(t *testing.T) {
 	calibrating := Request{Prompt: "Question: What is the access code for Nobody?\nAnswer: 0000-00.\n", Params: greedy(4)}
 	for _, typ := range []kv.Type{kv.Q4, kv.Q8} {
 		t.Run(typ.String(), func(t *testing.T) {
-			opts := engine.Options{Ctx: 1024, KV: typ, Batch: batch}
+			opts := engine.Options{Ctx: 1024, KV: typ, Batch: batch, ExactReuse: true}
 			load := func(n int) *Scheduler {
 				s := New(Config{Slots: n, Threads: 2, QueueLimit: 2 * n})
 				t.Cleanup(func() { s.Close() })
@@ -108,11 +108,13 @@ func TestTemperatureZeroIsReproducible(t *testing.T) {
 				ask(t, one, calibrating)
 			}
 			// Alone and warm: each prompt reuses the document the previous
-			// one cached.
+			// one cached, then its own cache twice.
 			ask(t, one, req(prompts[slots-1]))
 			for i, p := range prompts {
-				if res := ask(t, one, req(p)); res.Text != cold[i] {
-					t.Errorf("prompt %d over a cached document (%d cached tokens): %q; cold: %q", i, res.CachedTokens, res.Text, cold[i])
+				for run := range 3 {
+					if res := ask(t, one, req(p)); res.Text != cold[i] {
+						t.Errorf("prompt %d, run %d over a cached document (%d cached tokens): %q; cold: %q", i, run, res.CachedTokens, res.Text, cold[i])
+					}
 				}
 			}
 			// Together: all at once on 8 slots of another load.
