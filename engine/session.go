@@ -66,7 +66,9 @@ type Options struct {
 	// run uses and a temperature-0 reply is the same, bit for bit, cold or
 	// warm (in-batch rows attend in float, cached ones as stored). It
 	// recomputes up to Batch-1 prompt tokens and the reply tokens a prompt
-	// repeats.
+	// repeats. A float window of recent positions (KVResidual) is not
+	// restored when the cache goes back to a reuse point, so bit-exact
+	// replies also need KVResidual < 0.
 	ExactReuse bool
 	KV         kv.Type // cache type
 	KVGroup    int     // q4/q8 group size (0: 32)
@@ -207,8 +209,25 @@ func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := st.Calibrate(m.Tok.Encode(calibrationText, true, false)); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%s: calibrating the KV cache's channel smoothing: %w", m.Name(), err)
+	}
 	return &Session{M: m, B: b, State: st, Opts: o, logits: make([]float32, m.HP.Vocab)}, nil
 }
+
+// calibrationText is what a model's K channel smoothing is calibrated on
+// (docs/ARCHITECTURE.md, "Channel smoothing"): fixed, so that λ depends on
+// the model alone; prose, code and numbers, as prompts hold.
+const calibrationText = `The report was filed on 12 March 2024 at 09:45, after the second review.
+It describes how the cache stores keys and values, why some channels are much larger than the
+others, and what the tests measure: 1,024 positions, 8 layers, 2 heads of 64 dimensions each.
+func (c *Cache) Append(layer, pos int, k, v []float32) error {
+	if pos < 0 || pos >= c.ctx { return fmt.Errorf("position %d outside [0, %d)", pos, c.ctx) }
+	return nil
+}
+Question: What is the access code for the second door? Answer: 4471-09, then turn left.
+Die Zusammenfassung folgt am Ende; le résumé suit à la fin. 東京の天気は晴れです。`
 
 // CheckBackend reports a backend other than the one m's weights were mapped on.
 func (m *Model) CheckBackend(b backend.Backend) error {

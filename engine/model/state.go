@@ -265,6 +265,23 @@ func (s *State) smoothingFor(li int, k backend.Tensor, n, kvHeads, headDim int) 
 	return sc.freeze(li, len(s.specs), lambda), nil
 }
 
+// Calibrate freezes the model's smoothing on tokens, when the state's cache
+// smooths and the model has not calibrated yet, by running them through the
+// state at position 0 (the cache's content is then tokens: start the
+// sequence again at 0). Calibrating every load of a model on the same
+// tokens makes λ depend on the model alone, not on its first prompt. A
+// cache that evicts is left alone: the pass would count as attention.
+func (s *State) Calibrate(tokens []int32) error {
+	if s.calib == nil || s.Cache.Config().Evicts() || s.m.smoothing.anyFrozen() {
+		return nil
+	}
+	tokens = tokens[:min(len(tokens), s.maxBatch, s.Ctx())]
+	if len(tokens) < kv.MinCalibrationRows {
+		return nil
+	}
+	return s.Forward(tokens, 0, make([]float32, s.m.HP.Vocab))
+}
+
 // SmoothingStale reports whether the cache's first positions were stored
 // before the model's smoothing was calibrated (unsmoothed, from a batch too
 // short to calibrate) while the model has calibrated since: a cold run

@@ -73,11 +73,13 @@ func docPrompts(t *testing.T, path string, n, batch int) []string {
 // TestTemperatureZeroIsReproducible: with the default quantized cache, a
 // greedy request gives the same text cold or over a prefix another prompt
 // cached, and alone or beside 7 others on 8 slots. The model's smoothing is
-// calibrated by its first request, the same one on both schedulers here.
-// The same prompt again reuses all but its last token, which a cold run
-// computes otherwise (in-batch rows attend in float, cached ones as
-// stored): engine.Options.ExactReuse reuses whole prefill batches only, so
-// that repeats are exact too.
+// calibrated on a fixed text, the same for every load.
+// Bit-exact reuse needs more than the smoothing: the same prompt again
+// reuses all but its last token, which a cold run computes otherwise
+// (in-batch rows attend in float, cached ones as stored), so
+// engine.Options.ExactReuse reuses whole prefill batches only; and the
+// float window of recent positions (KVResidual) is lost once the cache has
+// gone past the reuse point, so it is off here.
 func TestTemperatureZeroIsReproducible(t *testing.T) {
 	path := trainedModel(t)
 	const slots, batch = 8, 32
@@ -86,7 +88,7 @@ func TestTemperatureZeroIsReproducible(t *testing.T) {
 	calibrating := Request{Prompt: "Question: What is the access code for Nobody?\nAnswer: 0000-00.\n", Params: greedy(4)}
 	for _, typ := range []kv.Type{kv.Q4, kv.Q8} {
 		t.Run(typ.String(), func(t *testing.T) {
-			opts := engine.Options{Ctx: 1024, KV: typ, Batch: batch, ExactReuse: true}
+			opts := engine.Options{Ctx: 1024, KV: typ, Batch: batch, ExactReuse: true, KVResidual: -1}
 			load := func(n int) *Scheduler {
 				s := New(Config{Slots: n, Threads: 2, QueueLimit: 2 * n})
 				t.Cleanup(func() { s.Close() })
