@@ -104,11 +104,14 @@ func (s *Session) Begin(prompt []int32, p GenParams) (*Generation, error) {
 // after eviction. Begin reuses the same, less the prompt's last token when
 // the cache holds all of it.
 func (s *Session) CommonPrefix(prompt []int32) int {
-	return s.Resumable(s.sharedPrefix(prompt))
+	return s.exact(s.Resumable(s.sharedPrefix(prompt)))
 }
 
 // sharedPrefix is how many leading tokens of prompt equal the cached ones.
 func (s *Session) sharedPrefix(prompt []int32) int {
+	if s.State.SmoothingStale() {
+		return 0 // stored before the model's smoothing was calibrated
+	}
 	n := 0
 	for n < len(s.tokens) && n < len(prompt) && s.tokens[n] == prompt[n] {
 		n++

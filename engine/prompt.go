@@ -39,6 +39,10 @@ type ChatPrompt struct {
 	// enable_thinking and reasoning_effort (chat.Vars) when set.
 	EnableThinking  *bool
 	ReasoningEffort string
+	// CheckText, when set, sees the rendered text before it is tokenized
+	// (EncodeRendered); its error is returned instead of tokenizing, so a
+	// text too long for the context is refused by its length first.
+	CheckText func(text string) error
 }
 
 // Prompt is the model's tokenizer with its own template.
@@ -58,6 +62,11 @@ func (p ChatPrompt) EncodeRendered(msgs []chat.Message) ([]int32, string, error)
 	text, plain, err := p.renderChat(msgs, false)
 	if err != nil {
 		return nil, "", err
+	}
+	if p.CheckText != nil {
+		if err := p.CheckText(text); err != nil {
+			return nil, "", err
+		}
 	}
 	return p.tokenize(text, plain), text, nil
 }

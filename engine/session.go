@@ -59,10 +59,19 @@ func LoadModel(path string, b backend.Backend) (*Model, error) {
 
 // Options size a session.
 type Options struct {
-	Ctx     int     // context budget in tokens (0: min(trained context, 4096))
-	Batch   int     // prefill batch (0: 512)
-	KV      kv.Type // cache type
-	KVGroup int     // q4/q8 group size (0: 32)
+	Ctx   int // context budget in tokens (0: min(trained context, 4096))
+	Batch int // prefill batch (0: 512)
+	// ExactReuse reuses a cached prefix only in whole prefill batches
+	// written by prefills, so the rest is computed in the batches a cold
+	// run uses and a temperature-0 reply is the same, bit for bit, cold or
+	// warm (in-batch rows attend in float, cached ones as stored). It
+	// recomputes up to Batch-1 prompt tokens and the reply tokens a prompt
+	// repeats. A float window of recent positions (KVResidual) is not
+	// restored when the cache goes back to a reuse point, so bit-exact
+	// replies also need KVResidual < 0.
+	ExactReuse bool
+	KV         kv.Type // cache type
+	KVGroup    int     // q4/q8 group size (0: 32)
 	// KVRotate says whether the cache stores K rotated (docs/ARCHITECTURE.md,
 	// "Rotation"): an outlier channel no longer sets the scale of its
 	// whole group. Auto (the zero value) rotates q4 caches where the backend
@@ -172,7 +181,10 @@ type Session struct {
 	State  *model.State
 	Opts   Options
 	tokens []int32 // exactly the tokens whose K/V are in the cache
-	logits []float32
+	// prefilled: the first prefilled tokens (at most len(tokens)) were
+	// written by prompt prefills, not by generation (Options.ExactReuse).
+	prefilled int
+	logits    []float32
 }
 
 // NewSession checks the configuration against the memory budget, then
@@ -197,8 +209,25 @@ func NewSession(m *Model, b backend.Backend, o Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := st.Calibrate(m.Tok.Encode(calibrationText, true, false)); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%s: calibrating the KV cache's channel smoothing: %w", m.Name(), err)
+	}
 	return &Session{M: m, B: b, State: st, Opts: o, logits: make([]float32, m.HP.Vocab)}, nil
 }
+
+// calibrationText is what a model's K channel smoothing is calibrated on
+// (docs/ARCHITECTURE.md, "Channel smoothing"): fixed, so that λ depends on
+// the model alone; prose, code and numbers, as prompts hold.
+const calibrationText = `The report was filed on 12 March 2024 at 09:45, after the second review.
+It describes how the cache stores keys and values, why some channels are much larger than the
+others, and what the tests measure: 1,024 positions, 8 layers, 2 heads of 64 dimensions each.
+func (c *Cache) Append(layer, pos int, k, v []float32) error {
+	if pos < 0 || pos >= c.ctx { return fmt.Errorf("position %d outside [0, %d)", pos, c.ctx) }
+	return nil
+}
+Question: What is the access code for the second door? Answer: 4471-09, then turn left.
+Die Zusammenfassung folgt am Ende; le résumé suit à la fin. 東京の天気は晴れです。`
 
 // CheckBackend reports a backend other than the one m's weights were mapped on.
 func (m *Model) CheckBackend(b backend.Backend) error {
@@ -232,6 +261,17 @@ func (s *Session) Evicted() bool { return backend.CacheEvicted(s.State.Cache) }
 // else 0; after eviction 0.
 func (s *Session) Resumable(n int) int {
 	return backend.CacheResumableFrom(s.State.Cache, min(max(n, 0), len(s.tokens)))
+}
+
+// exact is n, or under Options.ExactReuse the longest prefix of it made of
+// whole prefill batches (Resumable's answer for a shorter prefix is the
+// same or shorter; rings and eviction do not combine with it).
+func (s *Session) exact(n int) int {
+	if !s.Opts.ExactReuse {
+		return n
+	}
+	n = min(n, s.prefilled, len(s.tokens))
+	return n - n%s.Opts.Batch
 }
 
 // Reset forgets the cached sequence.
@@ -331,7 +371,7 @@ func (s *Session) reuse(prompt []int32) int {
 	if common == len(prompt) {
 		common--
 	}
-	common = s.Resumable(common)
+	common = s.exact(s.Resumable(common))
 	s.tokens = s.tokens[:common]
 	return common
 }
@@ -344,6 +384,9 @@ func (s *Session) prefillBatch(prompt []int32, pos int) (int, error) {
 		return pos, err
 	}
 	s.tokens = append(s.tokens, prompt[pos:end]...)
+	if pos <= s.prefilled {
+		s.prefilled = end
+	}
 	return end, nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"syscall"
-	"time"
 )
 
 // Listening is a server accepting connections on its address: what
@@ -54,9 +53,11 @@ func Listen(sched Engine, cfg Config, errLog io.Writer) (*Listening, error) {
 	base, stopReplies := context.WithCancel(context.Background())
 	l := &Listening{Handler: h, ln: ln, done: make(chan struct{}), stopReplies: stopReplies,
 		srv: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second, // no ReadTimeout or WriteTimeout: replies stream for minutes
-			IdleTimeout:       2 * time.Minute,
+			Handler: h,
+			// No ReadTimeout or WriteTimeout: replies stream for minutes.
+			// The body's deadline is set per request (ServeHTTP, readBody).
+			ReadHeaderTimeout: h.cfg.HeaderTimeout,
+			IdleTimeout:       h.cfg.IdleTimeout,
 			BaseContext:       func(net.Listener) context.Context { return base },
 			ErrorLog:          log.New(errLog, "nibble serve: ", 0),
 		}}

@@ -133,6 +133,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // unsupported on some writers: fine
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	_ = rc.SetReadDeadline(time.Time{}) // a long reply must not time out the connection
+	if c, ok := w.(*closeOnRefusal); ok && err == nil {
+		c.bodyRead = true // replies after a whole body keep the connection
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):

@@ -83,6 +83,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// BodyTimeout bounds the time to read a request body (default 60s).
 	BodyTimeout time.Duration
+	// HeaderTimeout bounds the time to read a request's headers (default
+	// 10s); IdleTimeout how long a kept-alive connection may wait for its
+	// next request (default 2 min). Listen applies them.
+	HeaderTimeout, IdleTimeout time.Duration
 	// AnyModel accepts any model name for the loaded model.
 	AnyModel bool
 	// RetryAfter is the Retry-After of a 429 (default 1s).
@@ -172,6 +176,12 @@ func New(sched Engine, cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = time.Minute
 	}
@@ -226,6 +236,16 @@ func lookupRoute(path string) (route, bool) {
 
 // ServeHTTP checks the Host, the Origin and the token, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every read has a deadline: the body's starts now (readBody renews
+	// it, then lifts it for the reply), so a client that sends headers and
+	// withholds the body holds its connection no longer than BodyTimeout,
+	// even on a route that never reads the body.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // unsupported on some writers: fine
+	if r.ContentLength != 0 {
+		// A refusal before the body is read closes the connection rather
+		// than waiting to drain a body that may never come.
+		w = &closeOnRefusal{ResponseWriter: w}
+	}
 	if s.loopback && !loopbackHost(r.Host) {
 		s.fail(w, &apiError{status: http.StatusForbidden, code: "host_not_allowed",
 			msg: fmt.Sprintf("the Host header %q is not a loopback name or address: this server listens on loopback and answers only requests addressed to localhost or 127.0.0.1 (a defence against DNS rebinding)", r.Host)})
@@ -268,6 +288,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt.handler(s, w, r)
 }
+
+// closeOnRefusal marks a reply given before the request body was read
+// "Connection: close", so net/http sends it at once instead of first
+// draining the unread body.
+type closeOnRefusal struct {
+	http.ResponseWriter
+	bodyRead bool
+}
+
+func (c *closeOnRefusal) WriteHeader(code int) {
+	if !c.bodyRead {
+		c.Header().Set("Connection", "close")
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *closeOnRefusal) Write(p []byte) (int, error) {
+	if !c.bodyRead {
+		c.Header().Set("Connection", "close")
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (c *closeOnRefusal) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // options answers a CORS preflight (the Origin was checked) or a plain
 // OPTIONS. Preflights carry no credentials, so they need no token.

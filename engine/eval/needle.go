@@ -161,7 +161,7 @@ func RunNeedle(ctx context.Context, s *engine.Session, c NeedleCase, toks Needle
 	if need := len(toks.Prompt) + max(len(toks.Answer), MaxAnswerTokens); need > s.Opts.Ctx {
 		return res, fmt.Errorf("line %d: %d prompt tokens and %d for the answer exceed the context of %d", c.Line, len(toks.Prompt), need-len(toks.Prompt), s.Opts.Ctx)
 	}
-	s.Reset() // each case starts at position 0, so quantized caches calibrate on its own prompt
+	s.Reset() // each case starts at position 0 (quantized caches keep the model's smoothing, calibrated once)
 	if _, err := s.Prefill(ctx, toks.Prompt); err != nil {
 		return res, fmt.Errorf("line %d: %w", c.Line, err)
 	}

@@ -11,9 +11,10 @@ import (
 // k/λ and queries meet it as q∘λ, so q·k is unchanged while a channel that
 // is far larger than the others (an outlier key channel) no longer owns the
 // scale of its quantization group. λ is calibrated once per layer and kv
-// head, on the K rows of the first batch written at position 0 (the
-// prompt): λ_c = (rms_c / median_c rms_c)^smoothAlpha, rounded to a power of
-// two so that dividing and multiplying by it are exact. The calibration is
+// head, on the K rows of a batch written at position 0 (a model keeps its
+// first calibration for all its sequences: engine/model smoothingScales):
+// λ_c = (rms_c / median_c rms_c)^smoothAlpha, rounded to a power of two so
+// that dividing and multiplying by it are exact. The calibration is
 // an explicit host step (Calibration), and Cache.SetLambda installs its
 // result.
 const (

@@ -71,7 +71,7 @@ func (s *State) attention(p *pass, li int) error {
 	}
 	b.RoPE(k, kvh, hd, n, s.pos[:n], &ls.Rope)
 	if pos == 0 && s.calib != nil {
-		lambda, err := s.calibrate(k, n, kvh, hd)
+		lambda, err := s.smoothingFor(li, k, n, kvh, hd)
 		if err != nil {
 			return err
 		}

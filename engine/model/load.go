@@ -28,6 +28,9 @@ type Model struct {
 	RopeFactorsLong, RopeFactorsShort []float32
 	// Gemma 4's per-layer inputs (nil without them).
 	PerLayerTokEmbd, PerLayerModelProj, PerLayerProjNorm backend.Weight
+
+	// smoothing is the model's K channel smoothing, shared by its states.
+	smoothing smoothingScales
 }
 
 // Layer holds one transformer block's weights; a family leaves the ones it

@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
 	"nibble/engine/backend"
 	"nibble/engine/family"
@@ -38,6 +40,9 @@ type State struct {
 	// factors.
 	calib        map[kv.Geometry]*kv.Calibration
 	kRow, lambda []float32
+	// provisional: a batch at position 0 found no frozen λ and was too
+	// short to calibrate, so it was stored unsmoothed (SmoothingStale).
+	provisional bool
 }
 
 // NewState allocates a cache of kvc and activations for batches of maxBatch
@@ -188,7 +193,101 @@ func (s *State) forward(tokens []int32, pos int, logits []float32, each func(int
 	for i := range tokens {
 		s.pos[i] = int32(pos + i)
 	}
+	if pos == 0 {
+		s.provisional = false // the cache starts again
+	}
 	return forward(s, &pass{tokens: tokens, n: n, pos: pos, logits: logits, each: each})
+}
+
+// smoothingScales are a model's K channel smoothing factors, one λ per
+// layer, calibrated once on the first batch at position 0 that has enough
+// rows and then frozen for every state of the model. A per-model constant
+// keeps the KV encoding of a token independent of the prompt it came in:
+// a reused prefix holds exactly the codes a cold run would write, so a
+// temperature-0 request gives one text however its prefix was cached and
+// whatever ran beside it. λ comes from float K rows, so q8 and q4 caches
+// share it.
+type smoothingScales struct {
+	mu     sync.Mutex
+	lambda [][]float32 // per layer; nil in a frozen layer: nothing to correct
+	frozen []bool      // per layer
+}
+
+// get returns layer's frozen λ and whether it is frozen.
+func (sc *smoothingScales) get(layer int) ([]float32, bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.frozen == nil || !sc.frozen[layer] {
+		return nil, false
+	}
+	return sc.lambda[layer], true
+}
+
+// freeze keeps lambda (copied) as layer's λ unless another state froze one
+// first, and returns the layer's λ.
+func (sc *smoothingScales) freeze(layer, layers int, lambda []float32) []float32 {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.frozen == nil {
+		sc.lambda, sc.frozen = make([][]float32, layers), make([]bool, layers)
+	}
+	if !sc.frozen[layer] {
+		sc.lambda[layer] = slices.Clone(lambda)
+		sc.frozen[layer] = true
+	}
+	return sc.lambda[layer]
+}
+
+// anyFrozen reports whether some layer's λ is frozen.
+func (sc *smoothingScales) anyFrozen() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return slices.Contains(sc.frozen, true)
+}
+
+// smoothingFor returns the λ of layer li for a batch that starts the cache:
+// the model's frozen one, else one calibrated on the batch's n K rows and
+// frozen for the model (nil, not frozen, when the batch is too short to
+// calibrate: the state is then marked provisional).
+func (s *State) smoothingFor(li int, k backend.Tensor, n, kvHeads, headDim int) ([]float32, error) {
+	sc := &s.m.smoothing
+	if lambda, ok := sc.get(li); ok {
+		return lambda, nil
+	}
+	if n < kv.MinCalibrationRows {
+		s.provisional = true
+		return nil, nil
+	}
+	lambda, err := s.calibrate(k, n, kvHeads, headDim)
+	if err != nil {
+		return nil, err
+	}
+	return sc.freeze(li, len(s.specs), lambda), nil
+}
+
+// Calibrate freezes the model's smoothing on tokens, when the state's cache
+// smooths and the model has not calibrated yet, by running them through the
+// state at position 0 (the cache's content is then tokens: start the
+// sequence again at 0). Calibrating every load of a model on the same
+// tokens makes λ depend on the model alone, not on its first prompt. A
+// cache that evicts is left alone: the pass would count as attention.
+func (s *State) Calibrate(tokens []int32) error {
+	if s.calib == nil || s.Cache.Config().Evicts() || s.m.smoothing.anyFrozen() {
+		return nil
+	}
+	tokens = tokens[:min(len(tokens), s.maxBatch, s.Ctx())]
+	if len(tokens) < kv.MinCalibrationRows {
+		return nil
+	}
+	return s.Forward(tokens, 0, make([]float32, s.m.HP.Vocab))
+}
+
+// SmoothingStale reports whether the cache's first positions were stored
+// before the model's smoothing was calibrated (unsmoothed, from a batch too
+// short to calibrate) while the model has calibrated since: a cold run
+// would now store them otherwise, so they must not be reused.
+func (s *State) SmoothingStale() bool {
+	return s.provisional && s.m.smoothing.anyFrozen()
 }
 
 // calibrate returns the channel smoothing factors for the n K rows of a

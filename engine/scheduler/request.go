@@ -112,7 +112,7 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (<-chan Event, error)
 	case l == nil:
 		return nil, ErrNoModel
 	}
-	ids, split, err := l.encode(r)
+	ids, split, err := s.encodeBounded(ctx, l, r)
 	if err != nil {
 		return nil, err
 	}
@@ -150,15 +150,20 @@ func (s *Scheduler) Tokenize(r Request) ([]int32, error) {
 	if l == nil {
 		return nil, ErrNoModel
 	}
-	ids, _, err := l.encode(r)
+	ids, _, err := l.encode(r, nil)
 	return ids, err
 }
 
 // encode tokenizes r, and for a chat returns the splitter of its reply's
 // reasoning, which starts where the rendered prompt leaves off.
-func (l *loaded) encode(r Request) ([]int32, reasoning.Splitter, error) {
+// check, when set, sees the text's length before it is tokenized (the
+// rendered prompt of a chat).
+func (l *loaded) encode(r Request, check func(textBytes int) error) ([]int32, reasoning.Splitter, error) {
 	if len(r.Messages) > 0 {
 		p := l.m.Prompt()
+		if check != nil {
+			p.CheckText = func(text string) error { return check(len(text)) }
+		}
 		p.Template = l.template.Load()
 		p.EnableThinking, p.ReasoningEffort = r.EnableThinking, r.ReasoningEffort
 		ids, text, err := p.EncodeRendered(r.Messages)
@@ -173,6 +178,11 @@ func (l *loaded) encode(r Request) ([]int32, reasoning.Splitter, error) {
 	}
 	if r.Prompt == "" {
 		return nil, nil, errors.New("empty prompt")
+	}
+	if check != nil {
+		if err := check(len(r.Prompt)); err != nil {
+			return nil, nil, err
+		}
 	}
 	return l.m.EncodePrompt(r.Prompt), nil, nil
 }

@@ -41,6 +41,9 @@ type Config struct {
 	// template tokens save nothing, and a cold start gives the same output
 	// as the request run alone.
 	MinReuse int
+	// Tokenizers is how many requests may be tokenized at once (default
+	// 2); Submit waits for a free one.
+	Tokenizers int
 	// NewBackend makes the backend (default: the CPU backend on Threads).
 	NewBackend func() backend.Backend
 	Threads    int
@@ -52,6 +55,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QueueLimit <= 0 {
 		c.QueueLimit = 16
+	}
+	if c.Tokenizers <= 0 {
+		c.Tokenizers = 2
 	}
 	if c.MinReuse <= 0 {
 		c.MinReuse = 32
@@ -77,12 +83,13 @@ var (
 // Scheduler runs requests on the loaded model. Its methods are safe for
 // concurrent use.
 type Scheduler struct {
-	cfg   Config
-	ops   chan func()   // work for the owner goroutine
-	wake  chan struct{} // something was queued or cancelled
-	quit  chan struct{}
-	done  chan struct{}
-	close sync.Once
+	cfg        Config
+	tokenizers *tokenGate    // bounds concurrent tokenization (tokenize.go)
+	ops        chan func()   // work for the owner goroutine
+	wake       chan struct{} // something was queued or cancelled
+	quit       chan struct{}
+	done       chan struct{}
+	close      sync.Once
 
 	mu      sync.Mutex
 	queue   []*request // waiting, in arrival order
@@ -115,6 +122,9 @@ type loaded struct {
 	budget   estimate.Budget
 	info     ModelInfo
 	sessions int // sessions allocated
+	// maxPieceBytes is maxTokenBytes(m), computed on first use.
+	maxPieceOnce  sync.Once
+	maxPieceBytes int
 }
 
 type slot struct {
@@ -129,7 +139,7 @@ type slot struct {
 func New(cfg Config) *Scheduler {
 	cfg = cfg.withDefaults()
 	s := &Scheduler{cfg: cfg, ops: make(chan func()), wake: make(chan struct{}, 1),
-		quit: make(chan struct{}), done: make(chan struct{}), b: cfg.NewBackend()}
+		quit: make(chan struct{}), done: make(chan struct{}), b: cfg.NewBackend(), tokenizers: newTokenGate(cfg.Tokenizers)}
 	for i := range cfg.Slots {
 		s.slots = append(s.slots, &slot{id: i})
 	}
