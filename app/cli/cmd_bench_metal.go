@@ -76,7 +76,7 @@ func benchMetalModelCmd(env *Env, args []string) error {
 	kvType := fs.String("kv", "q4", "KV cache type: f16, q8 or q4")
 	group := fs.Int("kv-group", kv.DefaultGroupSize, "q4/q8 group size: 32 or 64")
 	dev := fs.String("device", "", "only this device (M1 ... M4 Max)")
-	fused := fs.Bool("fused", false, "the step with the RMS norms and SwiGLU fused into the mat-vecs (not what the backend encodes)")
+	fused := fs.Bool("fused", false, "the step with the RMS norms fused into the mat-vecs that read them (not what the backend encodes)")
 	ropeKV := fs.Bool("rope-kv", false, "the step with K's RoPE fused into the KV store (not what the backend encodes)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := ParseFlags(fs, args); err != nil {

@@ -91,12 +91,11 @@ func (e *Encoder) matVecGrid(t ggml.Type, rows, cols, slots int) MatVecShape {
 }
 
 // mvFusion is what a mat-vec does to x as it loads it (mul_mv.metal's
-// kernel_mul_mv_norm_<type>, kernel_mul_mv_swiglu_<type>): nothing, the RMS norm with weight norm
-// and eps, or SwiGLU with up (x is the gate).
+// kernel_mul_mv_norm_<type>): nothing, or the RMS norm with weight norm
+// and eps.
 type mvFusion struct {
 	norm *Weight
 	eps  float32
-	up   *Region
 }
 
 // mulMV: dst[r] = W·x[r], r < rows (mat-vec; small row counts). x and dst
@@ -132,17 +131,13 @@ func (e *Encoder) mulMVFused(dst Region, w *Weight, x Region, rows int, f mvFusi
 	}
 	nx := min(rows, mulMVMaxX)
 	g := e.matVecGrid(w.Type, w.Rows, w.Cols, (rows+nx-1)/nx)
-	// Unused by the plain kernel, buffers 4 and 5 are bound to x (every
-	// device takes a binding for each buffer a kernel declares).
-	binds := []device.Binding{w.bind(1), x.bind(2), dst.bind(3), x.bind(4), x.bind(5)}
+	// Unused by the plain kernel, buffer 4 is bound to x (every device
+	// takes a binding for each buffer a kernel declares).
+	binds := []device.Binding{w.bind(1), x.bind(2), dst.bind(3), x.bind(4)}
 	name := "kernel_mul_mv_"
 	if f.norm != nil {
 		binds[3] = f.norm.bind(4)
 		name = "kernel_mul_mv_norm_"
-	}
-	if f.up != nil {
-		binds[4] = f.up.bind(5)
-		name = "kernel_mul_mv_swiglu_"
 	}
 	e.dispatch(device.Dispatch{
 		Pipeline: e.pipeline(name+KernelSuffix(w.Type), device.Constant{Index: fcMulMVNX, Value: int16(nx)}),
@@ -171,21 +166,4 @@ func (e *Encoder) MatMulNorm(dst Region, w *Weight, x Region, norm *Weight, eps 
 	}
 	e.RMSNorm(h, x, norm, eps, rows)
 	e.MatMul(dst, w, h, rows)
-}
-
-// MatMulSwiGLU encodes dst[r] = W·(silu(gate[r])·up[r]) for r < rows:
-// for the mat-vec's rows one dispatch that forms SwiGLU's product as it
-// loads x (kernel_mul_mv_swiglu_<type>: bit for bit SwiGLU then MatMul); otherwise SwiGLU
-// into scratch memory, then MatMul.
-func (e *Encoder) MatMulSwiGLU(dst Region, w *Weight, gate, up Region, rows int) {
-	if up.Off%16 == 0 && up.Len >= 4*rows*w.Cols && (rows < mulMMMinRows || mulMMFits(w, gate) != "") {
-		e.mulMVFused(dst, w, gate, rows, mvFusion{up: &up})
-		return
-	}
-	a := e.scratch(4 * rows * w.Cols)
-	if a.Buf == nil {
-		return
-	}
-	e.SwiGLU(a, gate, up, rows*w.Cols)
-	e.MatMul(dst, w, a, rows)
 }

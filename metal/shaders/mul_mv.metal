@@ -22,21 +22,17 @@ using namespace metal;
 // over them unroll and decode (1) keeps no registers for the others.
 constant short FC_mul_mv_nx [[function_constant(600)]];
 
-// Fusions that save a dispatch and a round trip of x through memory
-// (kernel_mul_mv_norm_<type>, kernel_mul_mv_swiglu_<type>: the template's
-// F). With MV_NORM, x is the RMS norm's input and g (buffer 4, f32) its
-// weight: the kernel multiplies x by g as it loads each chunk, sums x²
-// beside the products (the row's chunks are all met by the split
-// simdgroups of a set) and scales the sums by 1/sqrt(Σx²/cols + eps) at
-// the end, W·(x·g·s) = s·W·(x·g); the mat-vecs that read one norm each redo
-// it (a few floats per chunk). With MV_SWIGLU, x is SwiGLU's gate and up
-// (buffer 5) its other input: each chunk of x is silu(gate)·up as
-// kernel_swiglu_f32 computes it (elementwise.metal's ew_silu), so the
-// product is the unfused one's bit for bit. Separate kernels rather than
-// function constants: a decode step runs both kinds on one weight type.
+// The RMS norm fused into the mat-vec saves a dispatch and a round trip of
+// x through memory (kernel_mul_mv_norm_<type>: the template's F). With
+// MV_NORM, x is the RMS norm's input and g (buffer 4, f32) its weight: the
+// kernel multiplies x by g as it loads each chunk, sums x² beside the
+// products (the row's chunks are all met by the split simdgroups of a set)
+// and scales the sums by 1/sqrt(Σx²/cols + eps) at the end,
+// W·(x·g·s) = s·W·(x·g); the mat-vecs that read one norm each redo it (a
+// few floats per chunk). A separate kernel rather than a function constant:
+// a decode step runs both kinds on one weight type.
 #define MV_PLAIN  0
 #define MV_NORM   1
-#define MV_SWIGLU 2
 
 // The argument struct (setBytes at buffer(0)).
 struct mul_mv_args {
@@ -265,7 +261,6 @@ kernel void kernel_mul_mv(
         device const char    * x    [[buffer(2)]],
         device       char    * dst  [[buffer(3)]],
         device const float4  * g    [[buffer(4)]], // MV_NORM: the norm's weight
-        device const char    * up   [[buffer(5)]], // MV_SWIGLU: SwiGLU's up, rows as x's
         threadgroup  float   * red  [[threadgroup(0)]], // nsg·(nr + 1)·nx floats when split > 1
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
@@ -308,12 +303,6 @@ kernel void kernel_mul_mv(
                 acc[NR*NX + j] += dot(xv[j][0], xv[j][0]) + dot(xv[j][1], xv[j][1]) + dot(xv[j][2], xv[j][2]) + dot(xv[j][3], xv[j][3]);
                 for (short i = 0; i < 4; i++) {
                     xv[j][i] *= g[4*c + i];
-                }
-            }
-            if (F == MV_SWIGLU) {
-                device const float4 * uc = (device const float4 *) (up + (ulong) (y0 + min(uint(j), ny - 1))*args.x_stride) + 4*c;
-                for (short i = 0; i < 4; i++) {
-                    xv[j][i] = ew_silu(xv[j][i])*uc[i];
                 }
             }
             xs[j] = dot(xv[j][0] + xv[j][1] + xv[j][2] + xv[j][3], float4(1.0f));
@@ -376,21 +365,6 @@ template [[host_name("kernel_mul_mv_norm_q3_k")]] kernel mul_mv_t kernel_mul_mv<
 template [[host_name("kernel_mul_mv_norm_q4_k")]] kernel mul_mv_t kernel_mul_mv<block_q4_k, MV_NORM>;
 template [[host_name("kernel_mul_mv_norm_q5_k")]] kernel mul_mv_t kernel_mul_mv<block_q5_k, MV_NORM>;
 template [[host_name("kernel_mul_mv_norm_q6_k")]] kernel mul_mv_t kernel_mul_mv<block_q6_k, MV_NORM>;
-
-template [[host_name("kernel_mul_mv_swiglu_f32")]] kernel mul_mv_t kernel_mul_mv<block_f32, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_f16")]] kernel mul_mv_t kernel_mul_mv<block_f16, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_bf16")]] kernel mul_mv_t kernel_mul_mv<block_bf16, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q4_0")]] kernel mul_mv_t kernel_mul_mv<block_q4_0, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q4_1")]] kernel mul_mv_t kernel_mul_mv<block_q4_1, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q5_0")]] kernel mul_mv_t kernel_mul_mv<block_q5_0, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q5_1")]] kernel mul_mv_t kernel_mul_mv<block_q5_1, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q8_0")]] kernel mul_mv_t kernel_mul_mv<block_q8_0, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_mxfp4")]] kernel mul_mv_t kernel_mul_mv<block_mxfp4, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q2_k")]] kernel mul_mv_t kernel_mul_mv<block_q2_k, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q3_k")]] kernel mul_mv_t kernel_mul_mv<block_q3_k, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q4_k")]] kernel mul_mv_t kernel_mul_mv<block_q4_k, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q5_k")]] kernel mul_mv_t kernel_mul_mv<block_q5_k, MV_SWIGLU>;
-template [[host_name("kernel_mul_mv_swiglu_q6_k")]] kernel mul_mv_t kernel_mul_mv<block_q6_k, MV_SWIGLU>;
 
 // kernel_mul_mv_id_<type>: the mixture-of-experts mat-vec,
 // dst[s] = W_e·x[s/k] (x_per_slot: x[s]) with e = ids[s], for the slots

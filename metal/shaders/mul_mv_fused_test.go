@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"nibble/engine/fastmath"
 	"nibble/engine/ggml"
 	"nibble/metal/device"
 	"nibble/metal/encoder"
@@ -17,25 +16,17 @@ import (
 
 // mvFusedCases: W rows×cols, xrows rows of x (nx = min(xrows, 4) per
 // threadgroup) on 8 cores (no split) and 1000 (split where the chunks
-// allow), for the fused mat-vecs.
+// allow), for the norm-fused mat-vec.
 var mvFusedCases = []mulMVCase{
 	{256, 5, 1, 1, 8}, {768, 20, 3, 3, 8}, {2048, 37, 1, 1, 8}, {2048, 37, 1, 1, 1000}, {1024, 9, 2, 2, 1000},
 }
 
-// mvFused runs kernel_mul_mv_<typ>, kernel_mul_mv_norm_<typ> (norm) or
-// kernel_mul_mv_swiglu_<typ> (glu):
-// buffer 4 the norm's weight, buffer 5 up (x where unused). dst rows are
-// 4·rows+16 bytes apart.
-func mvFused(t *testing.T, d *emulator.Device, l *emulator.Library, o emulator.Order, typ ggml.Type, c mulMVCase, norm, glu bool,
-	eps float32, w, x, gw, up device.Buffer) []byte {
+// mvNorm runs kernel_mul_mv_norm_<typ>, buffer 4 the norm's weight. dst
+// rows are 4·rows+16 bytes apart.
+func mvNorm(t *testing.T, d *emulator.Device, l *emulator.Library, o emulator.Order, typ ggml.Type, c mulMVCase,
+	eps float32, w, x, gw device.Buffer) []byte {
 	t.Helper()
-	name := "kernel_mul_mv_"
-	if norm {
-		name = "kernel_mul_mv_norm_"
-	} else if glu {
-		name = "kernel_mul_mv_swiglu_"
-	}
-	p, err := l.Pipeline(name+encoder.KernelSuffix(typ), device.Constant{Index: 600, Value: int16(c.nx)})
+	p, err := l.Pipeline("kernel_mul_mv_norm_"+encoder.KernelSuffix(typ), device.Constant{Index: 600, Value: int16(c.nx)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +37,10 @@ func mvFused(t *testing.T, d *emulator.Device, l *emulator.Library, o emulator.O
 		Pipeline:    p,
 		Groups:      [3]int{g.Groups, (c.xrows + c.nx - 1) / c.nx, 1},
 		Threads:     [3]int{g.Threads(), 1, 1},
-		Threadgroup: []int{g.ThreadgroupBytes(c.nx, norm)},
+		Threadgroup: []int{g.ThreadgroupBytes(c.nx, true)},
 		Inline: []device.Inline{{Index: 0, Data: encoder.MulMVArgs{Cols: uint32(c.cols), Rows: uint32(c.rows), XRows: uint32(c.xrows),
 			WStride: uint32(typ.RowBytes(c.cols)), XStride: uint32(4 * c.cols), DStride: uint32(dStride), Split: uint32(g.Split), Eps: eps}.Bytes()}},
-		Buffers: []device.Binding{{Index: 1, Buffer: w}, {Index: 2, Buffer: x}, {Index: 3, Buffer: dst}, {Index: 4, Buffer: gw}, {Index: 5, Buffer: up}},
+		Buffers: []device.Binding{{Index: 1, Buffer: w}, {Index: 2, Buffer: x}, {Index: 3, Buffer: dst}, {Index: 4, Buffer: gw}},
 	})
 	return dst.Bytes()
 }
@@ -120,46 +111,8 @@ func TestMulMVNorm(t *testing.T) {
 				g := encoder.MatVecGrid(typ, c.rows, c.cols, (c.xrows+c.nx-1)/c.nx, c.cores, encoder.MatVecSimdgroupsPerCore)
 				t.Run(fmt.Sprintf("%s_%dx%d_x%d_split%d_%v", typ, c.rows, c.cols, c.xrows, g.Split, o), func(t *testing.T) {
 					xb := buffer(t, d, f32Bytes(x))
-					dst := mvFused(t, d, l, o, typ, c, true, false, eps, buffer(t, d, data), xb, buffer(t, d, f32Bytes(gw)), xb)
+					dst := mvNorm(t, d, l, o, typ, c, eps, buffer(t, d, data), xb, buffer(t, d, f32Bytes(gw)))
 					worst = max(worst, checkMV(t, dst, c.rows, c.xrows, want, scale, 2e-6))
-				})
-			}
-		}
-		t.Logf("%v: largest |Δ|/tolerance %.3f", typ, worst)
-	}
-}
-
-// SwiGLU fused into the mat-vec (kernel_mul_mv_swiglu_<type>): bit for bit
-// kernel_swiglu_f32_4 then the plain kernel_mul_mv (same grid), and within
-// mul_mv's tolerance of the float64 product with the CPU's silu
-// (fastmath.SiLU, the swiglu kernel's twin).
-func TestMulMVSwiGLU(t *testing.T) {
-	d, l := emu(t)
-	r := rand.New(rand.NewPCG(63, 64))
-	for _, typ := range weightTypes {
-		worst := 0.0
-		for _, c := range mvFusedCases {
-			data := randomWeights(r, typ, c.rows, c.cols, 0.5)
-			wf := make([]float32, c.rows*c.cols)
-			dequantize(t, typ, wf, data)
-			gate, up := ewRandom(r, c.xrows*c.cols, 4), ewRandom(r, c.xrows*c.cols, 1)
-			act := make([]float32, len(gate))
-			for i := range act {
-				act[i] = fastmath.SiLU(gate[i]) * up[i]
-			}
-			want, scale := mulMVRef(wf, act, c.rows, c.cols, c.xrows)
-			for _, o := range orders {
-				g := encoder.MatVecGrid(typ, c.rows, c.cols, (c.xrows+c.nx-1)/c.nx, c.cores, encoder.MatVecSimdgroupsPerCore)
-				t.Run(fmt.Sprintf("%s_%dx%d_x%d_split%d_%v", typ, c.rows, c.cols, c.xrows, g.Split, o), func(t *testing.T) {
-					wb, gb, ub := buffer(t, d, data), buffer(t, d, f32Bytes(gate)), buffer(t, d, f32Bytes(up))
-					fused := mvFused(t, d, l, o, typ, c, false, true, 0, wb, gb, gb, ub)
-					worst = max(worst, checkMV(t, fused, c.rows, c.xrows, want, scale, 1e-6))
-					ab := buffer(t, d, make([]byte, 4*len(gate)))
-					ewRun(t, d, o, "kernel_swiglu_f32", true, len(gate), 1, ab, gb, ub)
-					plain := mvFused(t, d, l, o, typ, c, false, false, 0, wb, ab, ab, ab)
-					if string(fused) != string(plain) {
-						t.Fatalf("fused and unfused products differ")
-					}
 				})
 			}
 		}

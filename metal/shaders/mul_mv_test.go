@@ -95,7 +95,7 @@ func TestMulMV(t *testing.T) {
 						Inline: []device.Inline{{Index: 0, Data: encoder.MulMVArgs{Cols: uint32(c.cols), Rows: uint32(c.rows), XRows: uint32(c.xrows),
 							WStride: uint32(typ.RowBytes(c.cols)), XStride: uint32(4 * c.cols), DStride: uint32(dStride), Split: uint32(g.Split)}.Bytes()}},
 						Buffers: []device.Binding{
-							{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: xb}, {Index: 3, Buffer: dst}, {Index: 4, Buffer: xb}, {Index: 5, Buffer: xb},
+							{Index: 1, Buffer: buffer(t, d, data)}, {Index: 2, Buffer: xb}, {Index: 3, Buffer: dst}, {Index: 4, Buffer: xb},
 						},
 					})
 					for y := 0; y < c.xrows; y++ {

@@ -206,11 +206,10 @@ func DecodeStep(m Shape, ctx int, c Cache) Step {
 // Fusions are the fused kernels a decode step may use instead of a pair of
 // dispatches. The Metal backend encodes neither.
 type Fusions struct {
-	// MatVec: the RMS norms in the mat-vecs that read them and SwiGLU in
-	// the down projection (metal/encoder's MatMulNorm and MatMulSwiGLU:
-	// kernel_mul_mv_norm_<type> reads x and the norm's weight beside W,
-	// kernel_mul_mv_swiglu_<type> gate and up; each from DRAM once, the
-	// sets of rows re-read them from the cache).
+	// MatVec: the RMS norms in the mat-vecs that read them (metal/encoder's
+	// MatMulNorm: kernel_mul_mv_norm_<type> reads x and the norm's weight
+	// beside W, each from DRAM once, the sets of rows re-read them from the
+	// cache).
 	MatVec bool
 	// RoPEInStore: K's RoPE in the KV store (KVStoreRoPE: the store reads
 	// the pairs' angles, 8 bytes a pair).
@@ -284,13 +283,8 @@ func DecodeStepWith(m Shape, ctx int, c Cache, f Fusions) Step {
 			} else {
 				normed(m.Weight, h, ffn, ffn)
 			}
-			if fused {
-				w := int64(m.Weight.RowBytes(m.FFN)) * h
-				s.add("mul_mv_swiglu_"+encoder.KernelSuffix(m.Weight), w+8*ffn, 4*h, 2*h*ffn)
-			} else {
-				s.add("swiglu", 8*ffn, 4*ffn, 0)
-				mv(m.Weight, h, ffn)
-			}
+			s.add("swiglu", 8*ffn, 4*ffn, 0)
+			mv(m.Weight, h, ffn)
 		}
 		if m.Experts > 0 && ffn > 0 {
 			s.Add(m.Hidden) // the shared expert's output to the experts'

@@ -264,17 +264,16 @@ func weight(r *Recorder, t ggml.Type, rows, cols int) *encoder.Weight {
 // issues them: embed; per layer norm, q/k/v, RoPE, store, attention, o,
 // residual, norm, gate/up, SwiGLU, down (or the experts, moeBlock, and a
 // shared expert beside them), residual; final norm, output, argmax. With
-// stepOptions.fused the norms before mat-vecs and SwiGLU go into the
-// mat-vecs (MatMulNorm, MatMulSwiGLU); the backend does not (on the H200
-// the fused step took 2.95 ms against 1.62 ms: each set of rows re-reads x
-// and the norm's weight, or gate and up, from L2).
+// stepOptions.fused the norms before mat-vecs go into the mat-vecs
+// (MatMulNorm); the backend does not (on the H200 the fused step, then
+// with SwiGLU fused into the down projection as well, took 2.95 ms against
+// 1.62 ms: each set of rows re-reads x and the norm's weight from L2).
 func decodeStepTrace(dir string, s traffic.Shape, typ kv.Type, ctx int) error {
 	return decodeStepTraceWith(dir, s, typ, ctx, stepOptions{})
 }
 
-// stepOptions: fused, the RMS norms and SwiGLU in the mat-vecs
-// (MatMulNorm, MatMulSwiGLU, as the backend encodes a decode step), else
-// each op its dispatch; perCore, the mat-vec grids' simdgroups a core
+// stepOptions: fused, the RMS norms in the mat-vecs that read them
+// (MatMulNorm), else each op its dispatch; perCore, the mat-vec grids' simdgroups a core
 // (encoder.MatVecSimdgroupsPerCore when 0); suffix, the trace name's.
 type stepOptions struct {
 	fused   bool
@@ -349,12 +348,8 @@ func decodeStepTraceWith(dir string, s traffic.Shape, typ kv.Type, ctx int, opt 
 				shared = f(s.Hidden)
 			}
 			normed(x, n2, []encoder.Region{gate, up}, wg, wu)
-			if opt.fused {
-				e.MatMulSwiGLU(shared, wd, gate, up, 1)
-			} else {
-				e.SwiGLU(act, gate, up, s.FFN)
-				e.MatMul(shared, wd, act, 1)
-			}
+			e.SwiGLU(act, gate, up, s.FFN)
+			e.MatMul(shared, wd, act, 1)
 			if s.Experts > 0 {
 				e.Add(down, shared, s.Hidden)
 			}
@@ -724,7 +719,7 @@ func TestExportDecode(t *testing.T) {
 
 // matVecRun adds to a check trace the mat-vecs on the H200's grids (the
 // tee reports its core count: rows split between simdgroups), plain,
-// with the RMS norm or SwiGLU fused, one and three rows of x, and
+// with the RMS norm fused, one and three rows of x, and
 // mul_mv_id, for the weight types of the decode traces and a few others.
 func matVecRun(tee *TeeDevice) error {
 	srcs, err := shaders.Sources()
@@ -769,10 +764,6 @@ func matVecRun(tee *TeeDevice) error {
 			if err != nil {
 				return err
 			}
-			up, err := buf(floats(3*cols, 1))
-			if err != nil {
-				return err
-			}
 			nb, err := buf(floats(cols, 1))
 			if err != nil {
 				return err
@@ -790,7 +781,6 @@ func matVecRun(tee *TeeDevice) error {
 			for _, n := range []int{1, 3} {
 				e.MatMul(dst, w, x, n)
 				e.MatMulNorm(dst, w, x, norm, 1e-5, n)
-				e.MatMulSwiGLU(dst, w, x, up, n)
 			}
 			all := &encoder.Weight{Region: wr, Type: t, Rows: 2 * rows, Cols: cols}
 			e.MatMulID(dst, all, 2, x, ids, 1, 2, false)
