@@ -417,7 +417,9 @@ await step('reply-copy-and-reuse', async () => {
   const conv = await currentConversation();
   const kept = conv.messages[conv.messages.length - 1].content;
   const clip = await page.evaluate(() => window.runtime.ClipboardGetText());
-  check(kept.length > 0 && clip === kept, `the clipboard holds ${JSON.stringify(clip.slice(0, 60))}, not the reply ${JSON.stringify(kept.slice(0, 60))}`);
+  // The system clipboard keeps line breaks but may rewrite a lone CR as LF (GTK does).
+  const lines = (s) => s.replace(/\r\n?/g, '\n');
+  check(kept.length > 0 && lines(clip) === lines(kept), `the clipboard holds ${JSON.stringify(clip.slice(0, 60))}, not the reply ${JSON.stringify(kept.slice(0, 60))}`);
   console.log(`  ${reuse}; copied ${clip.length} characters`);
 });
 
