@@ -69,7 +69,7 @@ func rewriteFirstInlineIf(s string) (string, bool) {
 // conditionalExpr rewrites the text of one group when its own level is "A if C [else B]".
 func conditionalExpr(inner string) (string, bool) {
 	ifAt := topLevelWord(inner, "if", 0)
-	if ifAt < 0 || topLevelComma(inner) || strings.Contains(inner, "raise_exception") {
+	if ifAt < 0 || hasTopLevelComma(inner) || strings.Contains(inner, "raise_exception") {
 		return "", false
 	}
 	a := strings.TrimSpace(inner[:ifAt])
@@ -123,32 +123,6 @@ func topLevelWord(s, w string, from int) int {
 		i++
 	}
 	return -1
-}
-
-// topLevelComma reports a comma at the level s starts on, outside string literals.
-func topLevelComma(s string) bool {
-	depth := 0
-	for i := 0; i < len(s); {
-		switch c := s[i]; c {
-		case '\'', '"':
-			j := skipString(s, i)
-			if j < 0 {
-				return false
-			}
-			i = j
-			continue
-		case '(', '[', '{':
-			depth++
-		case ')', ']', '}':
-			depth--
-		case ',':
-			if depth == 0 {
-				return true
-			}
-		}
-		i++
-	}
-	return false
 }
 
 // filterPyIfElse is the rewritten conditional: its input is the condition, its arguments the

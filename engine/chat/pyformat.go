@@ -131,6 +131,7 @@ func parsePercentOperand(s string, i int) (string, int, bool) {
 	}
 }
 
+// hasTopLevelComma reports a comma at the level s starts on, outside string literals.
 func hasTopLevelComma(s string) bool {
 	depth := 0
 	for j := 0; j < len(s); {
