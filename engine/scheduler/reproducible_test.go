@@ -86,7 +86,13 @@ func TestTemperatureZeroIsReproducible(t *testing.T) {
 	prompts := docPrompts(t, path, slots, batch)
 	req := func(p string) Request { return Request{Prompt: p, Params: greedy(48)} }
 	calibrating := Request{Prompt: "Question: What is the access code for Nobody?\nAnswer: 0000-00.\n", Params: greedy(4)}
-	for _, typ := range []kv.Type{kv.Q4, kv.Q8} {
+	// Under the race detector (ten times slower) the q4 cache and one
+	// repeat are enough: what it looks for is in the concurrent part.
+	types, repeats := []kv.Type{kv.Q4, kv.Q8}, 3
+	if raceEnabled {
+		types, repeats = types[:1], 1
+	}
+	for _, typ := range types {
 		t.Run(typ.String(), func(t *testing.T) {
 			opts := engine.Options{Ctx: 1024, KV: typ, Batch: batch, ExactReuse: true, KVResidual: -1}
 			load := func(n int) *Scheduler {
@@ -113,7 +119,7 @@ func TestTemperatureZeroIsReproducible(t *testing.T) {
 			// one cached, then its own cache twice.
 			ask(t, one, req(prompts[slots-1]))
 			for i, p := range prompts {
-				for run := range 3 {
+				for run := range repeats {
 					if res := ask(t, one, req(p)); res.Text != cold[i] {
 						t.Errorf("prompt %d, run %d over a cached document (%d cached tokens): %q; cold: %q", i, run, res.CachedTokens, res.Text, cold[i])
 					}
